@@ -1,0 +1,110 @@
+/**
+ * The service assembled from layers: configuration, storage, signer, clock (Effect's default), the domain
+ * services, and two HTTP listeners (the tenant interface /v1 and the operator interface). Each infrastructure
+ * layer swaps in one line: `Database.layer` for `layerFromUrl`, `Signer.layerConfig` for `layerLocalHd` or
+ * `layerDisabled`, `Entropy.layer` for `layerSeeded`.
+ */
+import { NodeHttpServer } from "@effect/platform-node"
+import { Context, Effect, Layer } from "effect"
+import { HttpRouter, HttpServer } from "effect/http"
+import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
+import { createServer } from "node:http"
+import { Api } from "./api/Api.ts"
+import { ApiKeyRegistry } from "./auth/ApiKeyRegistry.ts"
+import { ApiKeys } from "./auth/ApiKeys.ts"
+import { NonceStore } from "./auth/NonceStore.ts"
+import { RateLimiter } from "./auth/RateLimiter.ts"
+import { SignatureAuthLive } from "./auth/SignatureAuthLive.ts"
+import { Catalog } from "./catalog/Catalog.ts"
+import { AppConfig } from "./Config.ts"
+import * as Database from "./db/Database.ts"
+import { Entropy } from "./domain/Entropy.ts"
+import { DisabledPaths } from "./http/DisabledPaths.ts"
+import { errorBoundary } from "./http/ErrorBoundary.ts"
+import { ReferenceHandlers } from "./http/ReferenceHandlers.ts"
+import { SchemaErrorsLive } from "./http/SchemaErrorsLive.ts"
+import { UsersHandlers } from "./http/UsersHandlers.ts"
+import { WebhookInfoHandlers } from "./http/WebhookInfoHandlers.ts"
+import { DevProvisioning } from "./ops/DevProvisioning.ts"
+import { OpsApi } from "./ops/OpsApi.ts"
+import {
+  OpsAuthLive,
+  OpsPlatformHandlers,
+  OpsSchemaErrorsLive,
+  OpsTenantsHandlers,
+  OpsUsersHandlers
+} from "./ops/OpsHandlers.ts"
+import { OpsToken } from "./ops/OpsToken.ts"
+import { Signer } from "./signer/Signer.ts"
+import { Tenants } from "./tenants/Tenants.ts"
+import { Users } from "./users/Users.ts"
+
+/** Domain services over storage, signer and entropy. */
+export const DomainLayer = Layer.mergeAll(
+  Users.layer,
+  ApiKeyRegistry.layer,
+  NonceStore.layer,
+  RateLimiter.layer,
+  OpsToken.layer
+).pipe(
+  Layer.provideMerge(Layer.mergeAll(Tenants.layer, ApiKeys.layer, Catalog.layer))
+)
+
+/** Routes of the public listener: /v1, OpenAPI, the reference page, the disabled portal paths. */
+export const PublicRoutes = Layer.mergeAll(
+  HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }),
+  HttpApiScalar.layer(Api, { path: "/docs" }),
+  DisabledPaths,
+  errorBoundary(Api)
+).pipe(
+  Layer.provide(Layer.mergeAll(ReferenceHandlers, UsersHandlers, WebhookInfoHandlers)),
+  Layer.provide(Layer.mergeAll(SignatureAuthLive, SchemaErrorsLive))
+)
+
+export const OpsRoutes = Layer.mergeAll(
+  HttpApiBuilder.layer(OpsApi),
+  errorBoundary(OpsApi)
+).pipe(
+  Layer.provide(Layer.mergeAll(OpsTenantsHandlers, OpsUsersHandlers, OpsPlatformHandlers)),
+  Layer.provide(Layer.mergeAll(OpsAuthLive, OpsSchemaErrorsLive))
+)
+
+/** The base URL each listener actually listens on (port 0 in tests picks a free port). */
+export class PublicAddress extends Context.Service<PublicAddress, string>()("coffer/PublicAddress") {}
+export class OpsAddress extends Context.Service<OpsAddress, string>()("coffer/OpsAddress") {}
+
+const listener = <I, E, R>(
+  routes: Layer.Layer<never, E, R>,
+  address: Context.Key<I, string>,
+  host: string,
+  port: number
+) =>
+  Layer.mergeAll(
+    HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true }),
+    Layer.effect(address, Effect.map(Effect.service(HttpServer.HttpServer), (server) => HttpServer.formatAddress(server.address)))
+  ).pipe(Layer.provide(NodeHttpServer.layer(createServer, { host, port, gracefulShutdownTimeout: "10 seconds" })))
+
+export const Listeners = Layer.unwrap(Effect.gen(function*() {
+  const config = yield* AppConfig
+  return Layer.mergeAll(
+    listener(PublicRoutes, PublicAddress, config.host, config.port),
+    listener(OpsRoutes, OpsAddress, config.opsHost, config.opsPort)
+  )
+}))
+
+/**
+ * Everything but configuration and storage: what tests build over a test database. The listeners open only after
+ * the database is migrated and the catalog loaded (they depend on those layers).
+ */
+export const ServiceLayer = Listeners.pipe(
+  Layer.provideMerge(DevProvisioning.layer),
+  Layer.provideMerge(DomainLayer),
+  Layer.provideMerge(Signer.layerConfig),
+  Layer.provideMerge(Entropy.layer)
+)
+
+/** The whole service on its configured (or embedded) database. */
+export const AppLayer = ServiceLayer.pipe(
+  Layer.provideMerge(Database.layer),
+  Layer.provideMerge(AppConfig.layerConfig)
+)

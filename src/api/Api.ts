@@ -1,0 +1,50 @@
+/** The tenant interface /v1 as one HttpApi: groups, middleware, and the OpenAPI document derived from them. */
+import { HttpApi, OpenApi } from "effect/http-api"
+import { ReferenceApi } from "./ReferenceApi.ts"
+import { SchemaErrors, SignatureAuth } from "./SignatureAuth.ts"
+import { UsersApi } from "./UsersApi.ts"
+import { WebhookInfoApi } from "./WebhookInfoApi.ts"
+
+/** Both headers together authenticate a request, so they form one security requirement (spec section 5). */
+const addSignedRequestSecurity = (spec: Record<string, any>): Record<string, any> => {
+  spec.components = spec.components ?? {}
+  spec.components.securitySchemes = {
+    ...spec.components.securitySchemes,
+    apiKey: {
+      type: "apiKey",
+      in: "header",
+      name: "X-API-Key",
+      description: "the key id: `ak_` followed by 24 hex characters"
+    },
+    signedJwt: {
+      type: "http",
+      scheme: "bearer",
+      bearerFormat: "JWT",
+      description: "an EdDSA (Ed25519) compact JWS per request with claims uri, nonce, iat, exp, sub, bodyHash"
+    }
+  }
+  for (const [path, item] of Object.entries<Record<string, any>>(spec.paths ?? {})) {
+    for (const operation of Object.values<Record<string, any>>(item)) {
+      if (typeof operation !== "object" || operation === null || !("responses" in operation)) continue
+      operation.security = path === "/v1/webhooks/event_types" ? [] : [{ apiKey: [], signedJwt: [] }]
+    }
+  }
+  return spec
+}
+
+/** Groups behind the signature check. */
+export const signedGroups = [ReferenceApi, UsersApi] as const
+
+export class Api extends HttpApi.make("coffer")
+  .add(ReferenceApi.middleware(SignatureAuth))
+  .add(UsersApi.middleware(SignatureAuth))
+  .add(WebhookInfoApi)
+  .middleware(SchemaErrors)
+  .annotateMerge(OpenApi.annotations({
+    title: "Coffer tenant open interface",
+    version: "1.0",
+    description: "Custody wallet service, tenant interface /v1. Every route except GET /v1/webhooks/event_types " +
+      "is signed per request (X-API-Key and an EdDSA JWT).",
+    transform: addSignedRequestSecurity
+  }))
+{}

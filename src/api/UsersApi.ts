@@ -1,0 +1,96 @@
+/** Users (spec 4.2, section 2 "User object", "User list item", "User balance item"). */
+import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import { EmailTakenWire, InvalidStateWire, NotFoundWire } from "../domain/ApiError.ts"
+import { Uuid } from "../domain/Ids.ts"
+import { PageLimit, UserStatus } from "./Common.ts"
+
+export const UserObject = Schema.Struct({
+  id: Schema.String,
+  tenantId: Schema.String,
+  uid: Schema.String,
+  email: Schema.NullOr(Schema.String),
+  nickname: Schema.NullOr(Schema.String),
+  totpEnabled: Schema.Boolean,
+  source: Schema.Literals(["B_API", "C_DIRECT"]),
+  customerRefId: Schema.NullOr(Schema.String),
+  status: UserStatus,
+  cooldownUntil: Schema.NullOr(Schema.String)
+}).annotate({ identifier: "User" })
+export type UserObject = typeof UserObject.Type
+
+export const UserListItem = Schema.Struct({
+  uid: Schema.String,
+  customerRefId: Schema.NullOr(Schema.String),
+  email: Schema.NullOr(Schema.String),
+  status: UserStatus,
+  createdAt: Schema.String
+}).annotate({ identifier: "UserListItem" })
+
+export const WalletObject = Schema.Struct({
+  id: Schema.String,
+  tenantId: Schema.String,
+  userId: Schema.String,
+  chainFamily: Schema.Literals(["EVM", "TRON", "BTC", "SOL"]),
+  name: Schema.String,
+  seq: Schema.Number,
+  isDefault: Schema.Boolean,
+  status: Schema.Literals(["PROVISIONING", "ACTIVE", "HIDDEN", "FROZEN", "CLOSED"]),
+  address: Schema.NullOr(Schema.String),
+  createdAt: Schema.String
+}).annotate({ identifier: "Wallet" })
+export type WalletObject = typeof WalletObject.Type
+
+export const UserBalances = Schema.Struct({
+  customerRefId: Schema.String,
+  items: Schema.Array(Schema.Struct({ assetId: Schema.String, availableRaw: Schema.String, frozenRaw: Schema.String }))
+}).annotate({ identifier: "UserBalances" })
+
+/** Field types only: the business rules (lengths, email form, password strength) answer with their own messages. */
+export const CreateUserBody = Schema.Struct({
+  customerRefId: Schema.String,
+  email: Schema.optional(Schema.NullOr(Schema.String)),
+  password: Schema.optional(Schema.NullOr(Schema.String)),
+  nickname: Schema.optional(Schema.NullOr(Schema.String))
+})
+export const PatchUserBody = Schema.Struct({
+  email: Schema.optional(Schema.NullOr(Schema.String)),
+  status: Schema.optional(Schema.NullOr(Schema.String))
+})
+
+const customerRefIdParam = { customerRefId: Schema.String }
+
+export class UsersApi extends HttpApiGroup.make("users")
+  .add(
+    HttpApiEndpoint.post("create", "/v1/users", {
+      payload: CreateUserBody,
+      success: UserObject,
+      error: [EmailTakenWire]
+    }),
+    HttpApiEndpoint.get("list", "/v1/users", {
+      query: {
+        limit: Schema.optional(PageLimit),
+        cursor: Schema.optional(Uuid),
+        status: Schema.optional(UserStatus)
+      },
+      success: Schema.Struct({ items: Schema.Array(UserListItem), nextCursor: Schema.NullOr(Schema.String) })
+    }),
+    HttpApiEndpoint.get("get", "/v1/users/:customerRefId", {
+      params: customerRefIdParam,
+      success: Schema.Struct({ user: UserObject, wallets: Schema.Array(WalletObject) }),
+      error: [NotFoundWire]
+    }),
+    HttpApiEndpoint.patch("update", "/v1/users/:customerRefId", {
+      params: customerRefIdParam,
+      payload: PatchUserBody,
+      success: UserObject,
+      error: [NotFoundWire, EmailTakenWire, InvalidStateWire]
+    }),
+    HttpApiEndpoint.get("balances", "/v1/users/:customerRefId/balances", {
+      params: customerRefIdParam,
+      success: UserBalances,
+      error: [NotFoundWire]
+    })
+  )
+  .annotateMerge(OpenApi.annotations({ title: "Users", description: "End users of the tenant (spec 4.2)" }))
+{}

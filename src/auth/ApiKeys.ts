@@ -1,0 +1,89 @@
+/**
+ * API keys with their tenant, as the signature check needs them: the public key parsed once into a KeyObject, the
+ * allow-list compiled once. Entries are cached so a signed request costs no key query; every change made through
+ * the operator interface invalidates the cache at once (a revoked key is rejected on the next request), and
+ * entries expire after `apiKeyCacheTtlMillis` so a change made by another process is seen within that bound.
+ */
+import { Clock, Context, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import type { KeyObject } from "node:crypto"
+import { publicKeyFromHex } from "./Ed25519.ts"
+import { type IpMatcher, makeIpMatcher } from "./IpAllowList.ts"
+
+export const apiKeyCacheTtlMillis = 5_000
+export const apiKeyCacheEntriesMax = 100_000
+
+export interface ApiKeyEntry {
+  readonly keyId: string
+  readonly tenantId: string
+  readonly status: "ACTIVE" | "REVOKED"
+  readonly publicKey: KeyObject
+  readonly allowedIps: ReadonlyArray<string>
+  readonly isAllowedIp: IpMatcher
+  readonly rateLimitPerSecond: number
+  readonly tenantStatus: "ACTIVE" | "SUSPENDED"
+  readonly subscriptionExpiresAtMillis: number | undefined
+}
+
+interface Row {
+  readonly key_id: string
+  readonly tenant_id: string
+  readonly status: "ACTIVE" | "REVOKED"
+  readonly public_key: string
+  readonly allowed_ips: ReadonlyArray<string>
+  readonly rate_limit_per_second: number
+  readonly tenant_status: "ACTIVE" | "SUSPENDED"
+  readonly subscription_expires_at: Date | null
+}
+
+export class ApiKeys extends Context.Service<ApiKeys, {
+  /** The key, or undefined when no such key exists. */
+  readonly lookup: (keyId: string) => Effect.Effect<ApiKeyEntry | undefined>
+  /** Forget cached entries after a change to keys or tenants. */
+  readonly invalidate: Effect.Effect<void>
+}>()("coffer/ApiKeys") {
+  static readonly layer = Layer.effect(
+    ApiKeys,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const cache = new Map<string, { readonly entry: ApiKeyEntry | undefined; readonly loadedAtMillis: number }>()
+
+      const load = (keyId: string) =>
+        sql<Row>`
+          SELECT k.key_id, k.tenant_id, k.status, k.public_key, k.allowed_ips, k.rate_limit_per_second,
+                 t.status AS tenant_status, t.subscription_expires_at
+          FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
+          WHERE k.key_id = ${keyId}`.pipe(
+          Effect.map((rows): ApiKeyEntry | undefined => {
+            const row = rows[0]
+            if (row === undefined) return undefined
+            return {
+              keyId: row.key_id,
+              tenantId: row.tenant_id,
+              status: row.status,
+              publicKey: publicKeyFromHex(row.public_key),
+              allowedIps: row.allowed_ips,
+              isAllowedIp: makeIpMatcher(row.allowed_ips),
+              rateLimitPerSecond: row.rate_limit_per_second,
+              tenantStatus: row.tenant_status,
+              subscriptionExpiresAtMillis: row.subscription_expires_at?.getTime()
+            }
+          }),
+          Effect.orDie
+        )
+
+      const lookup = Effect.fn("ApiKeys.lookup")(function*(keyId: string) {
+        const now = yield* Clock.currentTimeMillis
+        const cached = cache.get(keyId)
+        if (cached !== undefined && now - cached.loadedAtMillis < apiKeyCacheTtlMillis) return cached.entry
+        const entry = yield* load(keyId)
+        // Bounded: a flood of unknown key ids must not grow memory without limit.
+        if (cache.size >= apiKeyCacheEntriesMax) cache.clear()
+        cache.set(keyId, { entry, loadedAtMillis: now })
+        return entry
+      })
+
+      return ApiKeys.of({ lookup, invalidate: Effect.sync(() => cache.clear()) })
+    })
+  )
+}

@@ -1,0 +1,128 @@
+/**
+ * Signed-request authentication, every check of spec section 5 in the documented order, stopping at the first
+ * failure. Path and query values are decoded first, because a parse failure answers 400 before authentication
+ * (section 7). The exact raw body bytes are read once (HttpServerRequest caches them, so the payload decoder
+ * afterwards sees the same bytes) and the raw request target is compared with the `uri` claim.
+ */
+import { Clock, Effect, Layer, Schema } from "effect"
+import { HttpRouter, HttpServerRequest } from "effect/http"
+import type { HttpApiEndpoint } from "effect/http-api"
+import { createHash } from "node:crypto"
+import { CurrentApiKey, SignatureAuth } from "../api/SignatureAuth.ts"
+import { AppConfig } from "../Config.ts"
+import { BadRequest, BadRequestParams, Forbidden, RateLimited, Unauthorized } from "../domain/ApiError.ts"
+import { ApiKeys } from "./ApiKeys.ts"
+import { clientIp, makeIpMatcher } from "./IpAllowList.ts"
+import { claimsMatch, verifyJwt } from "./Jwt.ts"
+import { NonceStore } from "./NonceStore.ts"
+import { RateLimiter } from "./RateLimiter.ts"
+
+/** Check 3: larger bodies answer 422 `body too large` (above 1 MiB the read itself fails with 413). */
+export const requestBodyLimitBytes = 256 * 1024
+
+const authenticationRequired = () => new Unauthorized({ message: "authentication required" })
+
+interface ParameterDecoders {
+  readonly params: ((input: unknown) => Effect.Effect<unknown, Schema.SchemaError>) | undefined
+  readonly query: ((input: unknown) => Effect.Effect<unknown, Schema.SchemaError>) | undefined
+}
+const decodersByEndpoint = new WeakMap<HttpApiEndpoint.Top, ParameterDecoders>()
+const parameterDecoders = (endpoint: HttpApiEndpoint.Top): ParameterDecoders => {
+  const cached = decodersByEndpoint.get(endpoint)
+  if (cached !== undefined) return cached
+  // Path and query schemas of this API need no services to decode.
+  const decoders: ParameterDecoders = {
+    params: endpoint.params === undefined
+      ? undefined
+      : Schema.decodeUnknownEffect(endpoint.params as Schema.Codec<unknown, unknown>),
+    query: endpoint.query === undefined
+      ? undefined
+      : Schema.decodeUnknownEffect(Schema.toCodecArrayFromSingle(endpoint.query as Schema.Codec<unknown, unknown>))
+  }
+  decodersByEndpoint.set(endpoint, decoders)
+  return decoders
+}
+
+export const SignatureAuthLive = Layer.effect(
+  SignatureAuth,
+  Effect.gen(function*() {
+    const apiKeys = yield* ApiKeys
+    const nonces = yield* NonceStore
+    const rateLimiter = yield* RateLimiter
+    const config = yield* AppConfig
+    const isTrustedProxy = makeIpMatcher(config.trustedProxies)
+
+    return (httpEffect, { endpoint }) =>
+      Effect.gen(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+
+        const decoders = parameterDecoders(endpoint)
+        if (decoders.params !== undefined) {
+          const route = yield* HttpRouter.RouteContext
+          yield* Effect.mapError(
+            decoders.params(route.params),
+            () => new BadRequestParams({ message: "invalid path parameter" })
+          )
+        }
+        if (decoders.query !== undefined) {
+          const query = yield* HttpServerRequest.ParsedSearchParams
+          yield* Effect.mapError(
+            decoders.query(query),
+            () => new BadRequestParams({ message: "invalid query parameter" })
+          )
+        }
+
+        // 1, 2: the two headers.
+        const keyId = request.headers["x-api-key"]
+        if (keyId === undefined || keyId.length === 0) return yield* authenticationRequired()
+        const authorization = request.headers["authorization"]
+        if (authorization === undefined || !authorization.startsWith("Bearer ")) return yield* authenticationRequired()
+
+        // 3: body size. The read fails with 413 past 1 MiB (ErrorBoundary); that failure is a defect here.
+        const body = new Uint8Array(yield* Effect.orDie(request.arrayBuffer))
+        if (body.byteLength > requestBodyLimitBytes) return yield* new BadRequest({ message: "body too large" })
+
+        // 4, 5: the key and its tenant.
+        const key = yield* apiKeys.lookup(keyId)
+        if (key === undefined || key.status !== "ACTIVE") return yield* authenticationRequired()
+        if (key.tenantStatus !== "ACTIVE") return yield* new Forbidden({ message: "tenant suspended" })
+
+        // 6: the allow-list.
+        if (key.allowedIps.length > 0) {
+          const ip = clientIp(request.remoteAddress._tag === "Some" ? request.remoteAddress.value : undefined,
+            request.headers["x-forwarded-for"], isTrustedProxy)
+          if (ip === undefined) return yield* new Forbidden({ message: "client ip unknown" })
+          if (!key.isAllowedIp(ip)) return yield* new Forbidden({ message: `ip ${ip} not allowed for this api key` })
+        }
+
+        // 7: the token itself.
+        const claims = verifyJwt(authorization.slice("Bearer ".length), key.publicKey)
+        if (claims === undefined) return yield* authenticationRequired()
+
+        // 8: the claims against this request and the server clock.
+        const nowMillis = yield* Clock.currentTimeMillis
+        const matches = claimsMatch(claims, {
+          keyId,
+          target: request.url,
+          bodySha256Hex: createHash("sha256").update(body).digest("hex"),
+          nowSeconds: Math.floor(nowMillis / 1000)
+        })
+        if (!matches) return yield* authenticationRequired()
+
+        // 9: the subscription.
+        if (key.subscriptionExpiresAtMillis !== undefined && key.subscriptionExpiresAtMillis <= nowMillis) {
+          return yield* new Forbidden({ message: "tenant subscription expired" })
+        }
+
+        // 10: the nonce, durably.
+        const fresh = yield* nonces.record(keyId, claims.nonce, claims.exp)
+        if (!fresh) return yield* new Unauthorized({ message: "nonce reused" })
+
+        // 11: the per-key cap.
+        const allowed = yield* rateLimiter.take(keyId, key.rateLimitPerSecond)
+        if (!allowed) return yield* new RateLimited({ message: "rate limit exceeded" })
+
+        return yield* Effect.provideService(httpEffect, CurrentApiKey, { keyId, tenantId: key.tenantId })
+      })
+  })
+)

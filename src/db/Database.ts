@@ -1,0 +1,100 @@
+/**
+ * Storage for the whole service: one PostgreSQL pool, migrated before the layer is ready, so nothing above it ever
+ * sees an old schema. DATABASE_URL when set (production); otherwise a private PostgreSQL under DATA_DIR
+ * (development), whose death stops the service: every query after it would fail anyway, and a clear crash beats a
+ * service that answers 500 to everything.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Data, Effect, Layer, Option, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { AppConfig } from "../Config.ts"
+import * as EmbeddedPostgres from "./EmbeddedPostgres.ts"
+import { runMigrations } from "./Migrations.ts"
+
+export class DatabaseStartupError extends Data.TaggedError("DatabaseStartupError")<{
+  readonly message: string
+  readonly cause?: unknown
+}> {}
+
+/** Enough for the API and the workers of one process; PostgreSQL allows 100 connections by default. */
+export const poolConnectionsMax = 10
+/** Exit status when the embedded PostgreSQL dies under the running service (EX_UNAVAILABLE). */
+export const serverLostExitCode = 69
+
+/** Every distinct message down the cause chain: the Migrator's "Migration … failed" says nothing by itself. */
+const describeCause = (error: unknown): string => {
+  const messages: Array<string> = []
+  for (let cause = error, depth = 0; cause instanceof Error && depth < 8; cause = cause.cause, depth++) {
+    if (cause.message !== "" && !messages.some((message) => message.includes(cause.message))) {
+      messages.push(cause.message)
+    }
+  }
+  return messages.length === 0 ? String(error) : messages.join(": ")
+}
+
+/** Where a URL points, without its credentials. */
+const describeUrl = (url: Redacted.Redacted<string>): string => {
+  try {
+    const parsed = new URL(Redacted.value(url))
+    return `${parsed.hostname}:${parsed.port || "5432"}${parsed.pathname}`
+  } catch {
+    return "an unparseable URL"
+  }
+}
+
+const connectAndMigrate = (url: Redacted.Redacted<string>) =>
+  Effect.gen(function*() {
+    const client = yield* PgClient.make({ url, maxConnections: poolConnectionsMax })
+    const applied = yield* runMigrations.pipe(Effect.provideService(SqlClient.SqlClient, client))
+    if (applied.length > 0) {
+      yield* Effect.logInfo(`applied migrations ${applied.map(([id, name]) => `${id}_${name}`).join(", ")}`)
+    }
+    return client
+  }).pipe(
+    Effect.mapError((error) =>
+      new DatabaseStartupError({
+        message: `cannot open the database at ${describeUrl(url)}: ${describeCause(error)}`,
+        cause: error
+      })
+    )
+  )
+
+/** A pool on `url`, migrated; for production and for tests (see test/support/db-per-file.ts). */
+export const layerFromUrl = (
+  url: Redacted.Redacted<string>
+): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, DatabaseStartupError> =>
+  PgClient.layerFrom(connectAndMigrate(url))
+
+/** Starts PostgreSQL under `dataDir`, stops it after the pool has closed, and exits the process if it dies first. */
+export const layerEmbedded = (
+  dataDir: string
+): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, DatabaseStartupError> =>
+  PgClient.layerFrom(Effect.gen(function*() {
+    const server = yield* EmbeddedPostgres.start(dataDir).pipe(
+      Effect.mapError((error) => new DatabaseStartupError({ message: error.message, cause: error }))
+    )
+    yield* Effect.logInfo(`embedded PostgreSQL ready on 127.0.0.1:${server.port} (pid ${server.pid}, ${dataDir}/pg)`)
+    // Forked after the server started, so it is interrupted before the server is stopped on shutdown.
+    yield* server.exited.pipe(
+      Effect.andThen(server.recentLog),
+      Effect.flatMap((log) =>
+        Effect.logFatal(
+          `embedded PostgreSQL (pid ${server.pid}, ${dataDir}/pg) exited while the service was running; ` +
+            `exiting with status ${serverLostExitCode}. Its last lines:\n${log.slice(-10).join("\n")}`
+        )
+      ),
+      Effect.andThen(Effect.sync(() => process.exit(serverLostExitCode))),
+      Effect.forkScoped
+    )
+    return yield* connectAndMigrate(server.url)
+  }))
+
+/** DATABASE_URL when set, otherwise the embedded PostgreSQL under DATA_DIR. */
+export const layer: Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, DatabaseStartupError, AppConfig> = Layer
+  .unwrap(Effect.gen(function*() {
+    const config = yield* AppConfig
+    return Option.match(config.databaseUrl, {
+      onSome: layerFromUrl,
+      onNone: () => layerEmbedded(config.dataDir)
+    })
+  }))

@@ -1,0 +1,160 @@
+/**
+ * The router-level boundary of a listener: request ids, the 1 MiB body cap, the 30 s processing limit, and the one
+ * error envelope for everything HttpApi does not answer itself (unknown route 404, wrong method 405, body too large
+ * 413, timeouts 408, crashes 500 without internals). Spec sections 1 ("Common conventions"), 7 and 8.
+ */
+import { ByteSize, Cause, Context, Duration, Effect, type Types } from "effect"
+import { FindMyWay, HttpIncomingMessage, HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpApi, HttpApiError, type HttpApiGroup } from "effect/http-api"
+import {
+  BadRequest,
+  CurrentRequestId,
+  envelopeOf,
+  Internal,
+  NotFound,
+  ProviderUnavailable,
+  Unauthorized
+} from "../domain/ApiError.ts"
+import { uuidV7 } from "../domain/Ids.ts"
+import { Entropy } from "../domain/Entropy.ts"
+
+/** Requests running longer answer 408 (spec section 8, "server processing time"). */
+export const RequestTimeout = Context.Reference<Duration.Input>("coffer/RequestTimeout", {
+  defaultValue: () => Duration.seconds(30)
+})
+
+/** Bodies above this are refused with 413 while being read (spec section 8, "request body"). */
+export const requestBodyHardLimitBytes = 1024 * 1024
+
+class RequestTimedOut {
+  readonly _tag = "RequestTimedOut"
+}
+
+const methods = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const
+
+/** Methods that some route of `api` accepts on this path: non-empty means 405 rather than 404. */
+export const makeAllowedMethods = <Id extends string, Groups extends HttpApiGroup.Constraint>(
+  api: HttpApi.HttpApi<Id, Groups>
+) => {
+  const knownRoutes = FindMyWay.make<true>()
+  HttpApi.reflect(api, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => knownRoutes.on(endpoint.method as "GET", endpoint.path as `/${string}`, true)
+  })
+  return (url: string): ReadonlyArray<string> =>
+    methods.filter((method) => knownRoutes.find(method, url.split("?")[0] ?? url) !== undefined)
+}
+
+export const jsonEnvelope = (
+  status: number,
+  cls: { readonly code: string; readonly retryable: boolean },
+  message: string,
+  requestId: string
+) => HttpServerResponse.jsonUnsafe(envelopeOf(cls, message, requestId), { status })
+
+interface Classified {
+  readonly status: number
+  readonly cls: { readonly code: string; readonly retryable: boolean }
+  readonly message: string
+}
+
+const classify = (cause: Cause.Cause<unknown>, url: string, allowed: (url: string) => ReadonlyArray<string>): Classified => {
+  for (const reason of cause.reasons) {
+    const error: unknown = reason._tag === "Fail" ? reason.error : reason._tag === "Die" ? reason.defect : undefined
+    if (error instanceof RequestTimedOut) {
+      return { status: 408, cls: ProviderUnavailable, message: "request processing exceeded 30 s" }
+    }
+    if (error instanceof HttpServerError.HttpServerError) {
+      const inner = error.reason
+      if (inner._tag === "RouteNotFound") {
+        return allowed(url).length > 0
+          ? { status: 405, cls: BadRequest, message: "method not allowed" }
+          : { status: 404, cls: NotFound, message: "route not found" }
+      }
+      if (inner._tag === "RequestParseError") {
+        return inner.reason === "BodyTooLarge"
+          ? { status: 413, cls: BadRequest, message: "body too large" }
+          : { status: 422, cls: BadRequest, message: "invalid request body" }
+      }
+    }
+    if (HttpApiError.HttpApiSchemaError.is(error)) {
+      if (error.kind === "Payload") return { status: 422, cls: BadRequest, message: "invalid request body" }
+      if (error.kind === "Params" || error.kind === "Query" || error.kind === "Headers") {
+        return { status: 400, cls: BadRequest, message: `invalid ${error.kind.toLowerCase()}` }
+      }
+    }
+  }
+  return { status: 500, cls: Internal, message: "internal error" }
+}
+
+/** Maps a non-JSON error response (HttpApi's own empty or text answers) onto the envelope. */
+const envelopeForStatus = (status: number): Classified => {
+  switch (status) {
+    case 401:
+      return { status, cls: Unauthorized, message: "authentication required" }
+    case 404:
+      return { status, cls: NotFound, message: "not found" }
+    case 408:
+      return { status, cls: ProviderUnavailable, message: "request processing exceeded 30 s" }
+    case 413:
+      return { status, cls: BadRequest, message: "body too large" }
+    // HttpApi answers 415 for a body that is not JSON; the spec calls that a body error: 422.
+    case 415:
+      return { status: 422, cls: BadRequest, message: "request body must be application/json" }
+    default:
+      return status >= 500
+        ? { status, cls: Internal, message: "internal error" }
+        : { status: status === 400 ? 400 : 422, cls: BadRequest, message: "invalid request" }
+  }
+}
+
+/**
+ * The boundary as a global router middleware. `api` tells a wrong method (405) from an unknown path (404); the
+ * operator listener passes its own definition.
+ */
+export const errorBoundary = <Id extends string, Groups extends HttpApiGroup.Constraint>(
+  api: HttpApi.HttpApi<Id, Groups>
+) => {
+  const allowed = makeAllowedMethods(api)
+  return HttpRouter.middleware(
+    Effect.gen(function*() {
+      const timeout = yield* RequestTimeout
+      const entropy = yield* Entropy
+      return (
+        app: Effect.Effect<HttpServerResponse.HttpServerResponse, Types.unhandled>
+      ): Effect.Effect<HttpServerResponse.HttpServerResponse, Types.unhandled, HttpServerRequest.HttpServerRequest> =>
+        Effect.gen(function*() {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const supplied = request.headers["x-request-id"]
+          const requestId = supplied !== undefined && supplied.length > 0 && supplied.length <= 200
+            ? supplied
+            : yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
+          const response = yield* app.pipe(
+            Effect.timeoutOrElse({ duration: timeout, orElse: () => Effect.fail(new RequestTimedOut()) }),
+            Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(requestBodyHardLimitBytes)),
+            Effect.provideService(CurrentRequestId, requestId),
+            Effect.catchCause((cause) =>
+              Effect.gen(function*() {
+                const { cls, message, status } = classify(cause, request.url, allowed)
+                // The cause goes to the log only: a response never carries internals.
+                if (status >= 500) yield* Effect.logError("request failed", cause)
+                let response = jsonEnvelope(status, cls, message, requestId)
+                if (status === 405) response = HttpServerResponse.setHeader(response, "allow", allowed(request.url).join(", "))
+                if (status === 413) response = HttpServerResponse.setHeader(response, "connection", "close")
+                return response
+              })
+            )
+          )
+          const isJson = response.headers["content-type"]?.startsWith("application/json") ?? false
+          const final = response.status >= 400 && !isJson
+            ? (() => {
+              const { cls, message, status } = envelopeForStatus(response.status)
+              return jsonEnvelope(status, cls, message, requestId)
+            })()
+            : response
+          return HttpServerResponse.setHeader(final, "x-request-id", requestId)
+        })
+    }),
+    { global: true }
+  )
+}

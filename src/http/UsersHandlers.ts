@@ -1,0 +1,70 @@
+/** Handlers of the users group (spec 4.2). */
+import { Effect } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import { Api } from "../api/Api.ts"
+import { pageLimitDefault } from "../api/Common.ts"
+import type { UserObject } from "../api/UsersApi.ts"
+import { toRfc3339 } from "../domain/Time.ts"
+import { type User, Users } from "../users/Users.ts"
+import { currentTenant } from "./CurrentTenant.ts"
+
+export const userObject = (user: User): UserObject => ({
+  id: user.id,
+  tenantId: user.tenantId,
+  uid: user.uid,
+  email: user.email,
+  nickname: user.nickname,
+  totpEnabled: user.totpEnabled,
+  source: user.source,
+  customerRefId: user.customerRefId,
+  status: user.status,
+  cooldownUntil: user.cooldownUntil === null ? null : toRfc3339(user.cooldownUntil)
+})
+
+export const UsersHandlers = HttpApiBuilder.group(Api, "users", (handlers) =>
+  Effect.gen(function*() {
+    const users = yield* Users
+    return handlers
+      .handle("create", ({ payload }) =>
+        Effect.gen(function*() {
+          const tenant = yield* currentTenant
+          return userObject(yield* users.create(tenant.id, payload))
+        }))
+      .handle("list", ({ query }) =>
+        Effect.gen(function*() {
+          const tenant = yield* currentTenant
+          const page = yield* users.list(tenant.id, {
+            limit: query.limit ?? pageLimitDefault,
+            cursor: query.cursor,
+            status: query.status
+          })
+          return {
+            items: page.items.map((user) => ({
+              uid: user.uid,
+              customerRefId: user.customerRefId,
+              email: user.email,
+              status: user.status,
+              createdAt: toRfc3339(user.createdAt)
+            })),
+            nextCursor: page.nextCursor
+          }
+        }))
+      .handle("get", ({ params }) =>
+        Effect.gen(function*() {
+          const tenant = yield* currentTenant
+          const user = yield* users.get(tenant.id, params.customerRefId)
+          return { user: userObject(user), wallets: [] }
+        }))
+      .handle("update", ({ params, payload }) =>
+        Effect.gen(function*() {
+          const tenant = yield* currentTenant
+          return userObject(yield* users.update(tenant.id, params.customerRefId, payload))
+        }))
+      .handle("balances", ({ params }) =>
+        Effect.gen(function*() {
+          const tenant = yield* currentTenant
+          const user = yield* users.get(tenant.id, params.customerRefId)
+          // No bookkeeping exists before the ledger: a user has no balance rows yet.
+          return { customerRefId: user.customerRefId, items: [] }
+        }))
+  }))

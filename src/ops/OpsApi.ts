@@ -1,0 +1,135 @@
+/** The operator interface (operator-interface.md): a second listener with its own bearer token. */
+import { Schema } from "effect"
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, OpenApi } from "effect/http-api"
+import { UserObject } from "../api/UsersApi.ts"
+import {
+  BadRequestParamsWire,
+  BadRequestWire,
+  InvalidStateWire,
+  NotFoundWire,
+  UnauthorizedWire
+} from "../domain/ApiError.ts"
+
+export class OpsAuth extends HttpApiMiddleware.Service<OpsAuth>()("coffer/OpsAuth", {
+  error: [UnauthorizedWire]
+}) {}
+
+export class OpsSchemaErrors extends HttpApiMiddleware.Service<OpsSchemaErrors>()("coffer/OpsSchemaErrors", {
+  error: [BadRequestParamsWire, BadRequestWire]
+}) {}
+
+export const TenantObject = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  status: Schema.Literals(["ACTIVE", "SUSPENDED"]),
+  subscriptionExpiresAt: Schema.NullOr(Schema.String),
+  settings: Schema.Record(Schema.String, Schema.Unknown),
+  networks: Schema.Array(Schema.String),
+  createdAt: Schema.String
+}).annotate({ identifier: "Tenant" })
+export type TenantObject = typeof TenantObject.Type
+
+export const ApiKeyObject = Schema.Struct({
+  keyId: Schema.String,
+  name: Schema.String,
+  allowedIps: Schema.Array(Schema.String),
+  rateLimitPerSecond: Schema.Number,
+  status: Schema.Literals(["ACTIVE", "REVOKED"]),
+  createdAt: Schema.String
+}).annotate({ identifier: "ApiKey" })
+
+export const HealthObject = Schema.Struct({
+  status: Schema.Literals(["ok", "degraded"]),
+  database: Schema.Literals(["ok", "unavailable"]),
+  chains: Schema.Record(Schema.String, Schema.Struct({
+    height: Schema.Number,
+    lagBlocks: Schema.Number,
+    status: Schema.String
+  })),
+  signer: Schema.Literals(["ACTIVE", "DISABLED"])
+}).annotate({ identifier: "Health" })
+
+const tenantParams = { tenantId: Schema.String }
+const userParams = { tenantId: Schema.String, customerRefId: Schema.String }
+
+export class OpsTenantsApi extends HttpApiGroup.make("tenants")
+  .add(
+    HttpApiEndpoint.post("create", "/ops/tenants", {
+      payload: Schema.Struct({ name: Schema.String, networks: Schema.optional(Schema.Array(Schema.String)) }),
+      success: TenantObject.pipe(HttpApiSchema.status(201)),
+      error: [BadRequestWire]
+    }),
+    HttpApiEndpoint.get("get", "/ops/tenants/:tenantId", {
+      params: tenantParams,
+      success: TenantObject,
+      error: [NotFoundWire]
+    }),
+    HttpApiEndpoint.patch("update", "/ops/tenants/:tenantId", {
+      params: tenantParams,
+      payload: Schema.Struct({
+        status: Schema.optional(Schema.Literals(["ACTIVE", "SUSPENDED"])),
+        subscriptionExpiresAt: Schema.optional(Schema.NullOr(Schema.String)),
+        networks: Schema.optional(Schema.Array(Schema.String)),
+        settings: Schema.optional(Schema.Record(Schema.String, Schema.Unknown))
+      }),
+      success: TenantObject,
+      error: [NotFoundWire, BadRequestWire]
+    }),
+    HttpApiEndpoint.post("createApiKey", "/ops/tenants/:tenantId/api-keys", {
+      params: tenantParams,
+      payload: Schema.Struct({
+        name: Schema.String,
+        publicKey: Schema.String,
+        allowedIps: Schema.optional(Schema.Array(Schema.String)),
+        rateLimitPerSecond: Schema.optional(Schema.Number)
+      }),
+      success: ApiKeyObject.pipe(HttpApiSchema.status(201)),
+      error: [NotFoundWire, BadRequestWire]
+    }),
+    HttpApiEndpoint.delete("revokeApiKey", "/ops/tenants/:tenantId/api-keys/:keyId", {
+      params: { tenantId: Schema.String, keyId: Schema.String },
+      success: HttpApiSchema.NoContent,
+      error: [NotFoundWire]
+    })
+  )
+  .annotateMerge(OpenApi.annotations({ title: "Tenants and API keys" }))
+{}
+
+export class OpsUsersApi extends HttpApiGroup.make("users")
+  .add(
+    HttpApiEndpoint.post("bindTotp", "/ops/tenants/:tenantId/users/:customerRefId/totp", {
+      params: userParams,
+      success: Schema.Struct({ secret: Schema.String, otpauthUrl: Schema.String }),
+      error: [NotFoundWire]
+    }),
+    HttpApiEndpoint.delete("unbindTotp", "/ops/tenants/:tenantId/users/:customerRefId/totp", {
+      params: userParams,
+      success: HttpApiSchema.NoContent,
+      error: [NotFoundWire]
+    }),
+    HttpApiEndpoint.patch("update", "/ops/tenants/:tenantId/users/:customerRefId", {
+      params: userParams,
+      payload: Schema.Struct({
+        cooldownUntil: Schema.optional(Schema.NullOr(Schema.String)),
+        status: Schema.optional(Schema.Literals(["ACTIVE", "FROZEN", "CLOSED"]))
+      }),
+      success: UserObject,
+      error: [NotFoundWire, BadRequestWire, InvalidStateWire]
+    })
+  )
+  .annotateMerge(OpenApi.annotations({ title: "End users (portal stand-in)" }))
+{}
+
+export class OpsPlatformApi extends HttpApiGroup.make("platform")
+  .add(HttpApiEndpoint.get("health", "/ops/health", { success: HealthObject }))
+  .annotateMerge(OpenApi.annotations({ title: "Platform" }))
+{}
+
+export class OpsApi extends HttpApi.make("coffer-ops")
+  .add(OpsTenantsApi)
+  .add(OpsUsersApi)
+  .add(OpsPlatformApi)
+  .middleware(OpsAuth)
+  .middleware(OpsSchemaErrors)
+  .annotateMerge(OpenApi.annotations({ title: "Coffer operator interface" }))
+{}

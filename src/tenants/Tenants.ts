@@ -1,0 +1,123 @@
+/**
+ * Tenants: the operator provisions them; every /v1 request reads its tenant's settings and networks. Reads are
+ * cached like API keys (invalidated at once on operator writes, bounded by a TTL for other processes).
+ */
+import { Clock, Context, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { Entropy } from "../domain/Entropy.ts"
+import { uuidV7 } from "../domain/Ids.ts"
+import { decodeStoredSettings, type TenantSettings } from "./TenantSettings.ts"
+
+export const tenantCacheTtlMillis = 5_000
+
+export interface Tenant {
+  readonly id: string
+  /** Derivation index T (tenants start at 1). */
+  readonly seq: number
+  readonly name: string
+  readonly status: "ACTIVE" | "SUSPENDED"
+  readonly subscriptionExpiresAt: Date | null
+  readonly settings: TenantSettings
+  /** The stored JSON form of `settings`, merged by PATCH. */
+  readonly settingsEncoded: Record<string, unknown>
+  readonly networks: ReadonlyArray<string>
+  readonly createdAt: Date
+}
+
+interface Row {
+  readonly id: string
+  readonly seq: number
+  readonly name: string
+  readonly status: "ACTIVE" | "SUSPENDED"
+  readonly subscription_expires_at: Date | null
+  readonly settings: Record<string, unknown>
+  readonly networks: ReadonlyArray<string>
+  readonly created_at: Date
+}
+
+const fromRow = (row: Row): Tenant => ({
+  id: row.id,
+  seq: row.seq,
+  name: row.name,
+  status: row.status,
+  subscriptionExpiresAt: row.subscription_expires_at,
+  settings: decodeStoredSettings(row.settings),
+  settingsEncoded: row.settings,
+  networks: row.networks,
+  createdAt: row.created_at
+})
+
+export interface TenantPatch {
+  readonly status?: "ACTIVE" | "SUSPENDED"
+  readonly subscriptionExpiresAt?: Date | null
+  readonly networks?: ReadonlyArray<string>
+  readonly settingsEncoded?: Record<string, unknown>
+}
+
+export class Tenants extends Context.Service<Tenants, {
+  readonly create: (input: { readonly name: string; readonly networks: ReadonlyArray<string> }) => Effect.Effect<Tenant>
+  readonly get: (tenantId: string) => Effect.Effect<Tenant | undefined>
+  /** For request paths: may be up to `tenantCacheTtlMillis` old unless invalidated. */
+  readonly getCached: (tenantId: string) => Effect.Effect<Tenant | undefined>
+  readonly update: (tenantId: string, patch: TenantPatch) => Effect.Effect<Tenant | undefined>
+  readonly invalidate: Effect.Effect<void>
+}>()("coffer/Tenants") {
+  static readonly layer = Layer.effect(
+    Tenants,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const entropy = yield* Entropy
+      const cache = new Map<string, { readonly tenant: Tenant | undefined; readonly loadedAtMillis: number }>()
+      const columns = sql`id, seq, name, status, subscription_expires_at, settings, networks, created_at`
+      // A text[] parameter passed as JSON, so no array literal is ever built by hand.
+      const textArray = (values: ReadonlyArray<string>) =>
+        sql`(SELECT coalesce(array_agg(value), '{}') FROM jsonb_array_elements_text(${JSON.stringify(values)}::jsonb))`
+
+      const get = Effect.fn("Tenants.get")(function*(tenantId: string) {
+        const rows = yield* sql<Row>`SELECT ${columns} FROM tenants WHERE id = ${tenantId}`.pipe(Effect.orDie)
+        return rows[0] === undefined ? undefined : fromRow(rows[0])
+      })
+
+      const getCached = Effect.fn("Tenants.getCached")(function*(tenantId: string) {
+        const now = yield* Clock.currentTimeMillis
+        const cached = cache.get(tenantId)
+        if (cached !== undefined && now - cached.loadedAtMillis < tenantCacheTtlMillis) return cached.tenant
+        const tenant = yield* get(tenantId)
+        if (cache.size >= 10_000) cache.clear()
+        cache.set(tenantId, { tenant, loadedAtMillis: now })
+        return tenant
+      })
+
+      const create = Effect.fn("Tenants.create")(function*(input: { name: string; networks: ReadonlyArray<string> }) {
+        const id = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
+        const now = new Date(yield* Clock.currentTimeMillis)
+        const rows = yield* sql<Row>`
+          INSERT INTO tenants (id, name, networks, created_at)
+          VALUES (${id}, ${input.name}, ${textArray(input.networks)}, ${now})
+          RETURNING ${columns}`.pipe(Effect.orDie)
+        return fromRow(rows[0]!)
+      })
+
+      const update = Effect.fn("Tenants.update")(function*(tenantId: string, patch: TenantPatch) {
+        const current = yield* get(tenantId)
+        if (current === undefined) return undefined
+        const status = patch.status ?? current.status
+        const expires = patch.subscriptionExpiresAt === undefined
+          ? current.subscriptionExpiresAt
+          : patch.subscriptionExpiresAt
+        const networks = patch.networks ?? current.networks
+        const settings = patch.settingsEncoded ?? current.settingsEncoded
+        const rows = yield* sql<Row>`
+          UPDATE tenants SET status = ${status}, subscription_expires_at = ${expires},
+            networks = ${textArray(networks)},
+            settings = ${JSON.stringify(settings)}::jsonb
+          WHERE id = ${tenantId}
+          RETURNING ${columns}`.pipe(Effect.orDie)
+        cache.clear()
+        return rows[0] === undefined ? undefined : fromRow(rows[0])
+      })
+
+      return Tenants.of({ create, get, getCached, update, invalidate: Effect.sync(() => cache.clear()) })
+    })
+  )
+}

@@ -1,0 +1,38 @@
+/** The input rules for users (spec 4.2 and section 8), each stated once with the message the spec quotes. */
+
+export const customerRefIdLengthMax = 128
+export const nicknameLengthMax = 32
+export const passwordLengthMin = 10
+export const passwordLengthMax = 128
+export const emailLengthMax = 254
+
+export const customerRefIdMessage = "customerRefId must be 1-128 chars"
+export const invalidEmailMessage = "invalid email"
+export const passwordRequiresEmailMessage = "password requires an email"
+export const weakPasswordMessage = "password must be 10-128 chars and contain letters and digits"
+export const nicknameMessage = "nickname must be at most 32 chars"
+export const statusMessage = "status must be ACTIVE or FROZEN"
+
+/** Trimmed `customerRefId` of a create call, or undefined when out of range. */
+export const normalizeCustomerRefId = (value: string): string | undefined => {
+  const trimmed = value.trim()
+  return trimmed.length >= 1 && trimmed.length <= customerRefIdLengthMax ? trimmed : undefined
+}
+
+/** One `@`, a dotted domain, no spaces: what a tenant's engineer would call an email; lower-cased. */
+const emailPattern = /^[^\s@]+@[^\s@.]+(\.[^\s@.]+)+$/
+export const normalizeEmail = (value: string): string | undefined => {
+  const trimmed = value.trim().toLowerCase()
+  return trimmed.length <= emailLengthMax && emailPattern.test(trimmed) ? trimmed : undefined
+}
+
+export const isStrongPassword = (value: string): boolean =>
+  value.length >= passwordLengthMin && value.length <= passwordLengthMax && /[A-Za-z]/.test(value) &&
+  /[0-9]/.test(value)
+
+/** Trimmed nickname; an empty one counts as not given. */
+export const normalizeNickname = (value: string): string | null | undefined => {
+  const trimmed = value.trim()
+  if (trimmed.length === 0) return null
+  return trimmed.length <= nicknameLengthMax ? trimmed : undefined
+}

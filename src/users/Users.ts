@@ -1,0 +1,282 @@
+/**
+ * End users of a tenant (spec 4.2). Creation is idempotent by `customerRefId` and safe under concurrency: the
+ * unique keys decide, and a losing concurrent insert returns the winner's row unchanged.
+ */
+import { Clock, Context, Effect, Layer } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import { BadRequest, EmailTaken, InvalidState, NotFound } from "../domain/ApiError.ts"
+import { Entropy } from "../domain/Entropy.ts"
+import { uuidV7 } from "../domain/Ids.ts"
+import { hashPassword } from "./PasswordHash.ts"
+import {
+  customerRefIdMessage,
+  invalidEmailMessage,
+  isStrongPassword,
+  nicknameMessage,
+  normalizeCustomerRefId,
+  normalizeEmail,
+  normalizeNickname,
+  passwordRequiresEmailMessage,
+  statusMessage,
+  weakPasswordMessage
+} from "./UserRules.ts"
+
+export type UserStatus = "ACTIVE" | "FROZEN" | "CLOSED"
+
+export interface User {
+  readonly id: string
+  readonly tenantId: string
+  /** Derivation index U, unique per tenant. */
+  readonly seq: number
+  readonly uid: string
+  readonly customerRefId: string
+  readonly email: string | null
+  readonly nickname: string | null
+  readonly source: "B_API" | "C_DIRECT"
+  readonly status: UserStatus
+  readonly cooldownUntil: Date | null
+  readonly totpEnabled: boolean
+  readonly createdAt: Date
+}
+
+interface Row {
+  readonly id: string
+  readonly tenant_id: string
+  readonly seq: number
+  readonly uid: string
+  readonly customer_ref_id: string
+  readonly email: string | null
+  readonly nickname: string | null
+  readonly source: "B_API" | "C_DIRECT"
+  readonly status: UserStatus
+  readonly cooldown_until: Date | null
+  readonly totp_enabled: boolean
+  readonly created_at: Date
+}
+
+const fromRow = (row: Row): User => ({
+  id: row.id,
+  tenantId: row.tenant_id,
+  seq: row.seq,
+  uid: row.uid,
+  customerRefId: row.customer_ref_id,
+  email: row.email,
+  nickname: row.nickname,
+  source: row.source,
+  status: row.status,
+  cooldownUntil: row.cooldown_until,
+  totpEnabled: row.totp_enabled,
+  createdAt: row.created_at
+})
+
+export interface CreateUserInput {
+  readonly customerRefId: string
+  readonly email?: string | null | undefined
+  readonly password?: string | null | undefined
+  readonly nickname?: string | null | undefined
+}
+
+/** Attempts at a random 8-digit uid before giving up (a tenant would need ~10^7 users to make one retry likely). */
+const uidAttemptsMax = 8
+
+const isUniqueViolation = (error: SqlError.SqlError, constraint: string) =>
+  error.reason._tag === "UniqueViolation" && error.reason.constraint === constraint
+
+export class Users extends Context.Service<Users, {
+  /** Returns the existing user unchanged when `customerRefId` is taken (spec 4.2). */
+  readonly create: (tenantId: string, input: CreateUserInput) => Effect.Effect<User, BadRequest | EmailTaken>
+  readonly find: (tenantId: string, customerRefId: string) => Effect.Effect<User | undefined>
+  readonly get: (tenantId: string, customerRefId: string) => Effect.Effect<User, NotFound>
+  readonly list: (
+    tenantId: string,
+    options: { readonly limit: number; readonly cursor?: string | undefined; readonly status?: UserStatus | undefined }
+  ) => Effect.Effect<{ readonly items: ReadonlyArray<User>; readonly nextCursor: string | null }>
+  readonly update: (
+    tenantId: string,
+    customerRefId: string,
+    patch: { readonly email?: string | null | undefined; readonly status?: string | null | undefined }
+  ) => Effect.Effect<User, BadRequest | NotFound | EmailTaken | InvalidState>
+  /** Operator changes (cooldown, status including CLOSED). */
+  readonly operatorUpdate: (
+    tenantId: string,
+    customerRefId: string,
+    patch: { readonly cooldownUntil?: Date | null | undefined; readonly status?: UserStatus | undefined }
+  ) => Effect.Effect<User, NotFound | InvalidState>
+  readonly setTotpSecret: (tenantId: string, customerRefId: string, secret: string | null) => Effect.Effect<User, NotFound>
+}>()("coffer/Users") {
+  static readonly layer = Layer.effect(
+    Users,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const entropy = yield* Entropy
+      const columns = sql`id, tenant_id, seq, uid, customer_ref_id, email, nickname, source, status, cooldown_until,
+        (totp_secret IS NOT NULL) AS totp_enabled, created_at`
+
+      const find = Effect.fn("Users.find")(function*(tenantId: string, customerRefId: string) {
+        const rows = yield* sql<Row>`
+          SELECT ${columns} FROM users WHERE tenant_id = ${tenantId} AND customer_ref_id = ${customerRefId}`
+          .pipe(Effect.orDie)
+        return rows[0] === undefined ? undefined : fromRow(rows[0])
+      })
+
+      const get = Effect.fn("Users.get")(function*(tenantId: string, customerRefId: string) {
+        const user = yield* find(tenantId, customerRefId)
+        if (user === undefined) return yield* new NotFound({ message: "user not found" })
+        return user
+      })
+
+      const randomUid = Effect.map(
+        entropy.bytes(4),
+        (bytes) => String(10_000_000 + (Buffer.from(bytes).readUInt32BE(0) % 90_000_000))
+      )
+
+      const create = Effect.fn("Users.create")(function*(tenantId: string, input: CreateUserInput) {
+        const customerRefId = normalizeCustomerRefId(input.customerRefId)
+        if (customerRefId === undefined) return yield* new BadRequest({ message: customerRefIdMessage })
+        let email: string | null = null
+        if (input.email !== undefined && input.email !== null) {
+          const normalized = normalizeEmail(input.email)
+          if (normalized === undefined) return yield* new BadRequest({ message: invalidEmailMessage })
+          email = normalized
+        }
+        const password = input.password ?? null
+        if (password !== null) {
+          if (email === null) return yield* new BadRequest({ message: passwordRequiresEmailMessage })
+          if (!isStrongPassword(password)) return yield* new BadRequest({ message: weakPasswordMessage })
+        }
+        let nickname: string | null = null
+        if (input.nickname !== undefined && input.nickname !== null) {
+          const normalized = normalizeNickname(input.nickname)
+          if (normalized === undefined) return yield* new BadRequest({ message: nicknameMessage })
+          nickname = normalized
+        }
+
+        const existing = yield* find(tenantId, customerRefId)
+        if (existing !== undefined) return existing
+
+        const passwordHash = password === null ? null : yield* hashPassword(password).pipe(
+          Effect.provideService(Entropy, entropy)
+        )
+        for (let attempt = 0; attempt < uidAttemptsMax; attempt++) {
+          const id = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
+          const uid = yield* randomUid
+          const now = new Date(yield* Clock.currentTimeMillis)
+          const inserted = yield* sql.withTransaction(Effect.gen(function*() {
+            // The tenant row lock serializes user-index allocation within the tenant.
+            const [counter] = yield* sql<{ user_seq: number }>`
+              UPDATE tenants SET user_seq = user_seq + 1 WHERE id = ${tenantId} RETURNING user_seq`
+            return yield* sql<Row>`
+              INSERT INTO users (id, tenant_id, seq, uid, customer_ref_id, email, password_hash, nickname, source,
+                created_at, updated_at)
+              VALUES (${id}, ${tenantId}, ${counter!.user_seq - 1}, ${uid}, ${customerRefId}, ${email},
+                ${passwordHash}, ${nickname}, 'B_API', ${now}, ${now})
+              ON CONFLICT (tenant_id, customer_ref_id) DO NOTHING
+              RETURNING ${columns}`
+          })).pipe(
+            Effect.map((rows) => ({ _tag: "Done" as const, rows })),
+            Effect.catchTag("SqlError", (error) => {
+              if (isUniqueViolation(error, "users_tenant_email_key")) {
+                return Effect.fail(new EmailTaken({ message: "email is used by another user of the tenant" }))
+              }
+              if (isUniqueViolation(error, "users_tenant_uid_key")) return Effect.succeed({ _tag: "Retry" as const })
+              return Effect.die(error)
+            })
+          )
+          if (inserted._tag === "Retry") continue
+          if (inserted.rows[0] !== undefined) return fromRow(inserted.rows[0])
+          // A concurrent request created this customerRefId first: return that user unchanged.
+          const winner = yield* find(tenantId, customerRefId)
+          if (winner !== undefined) return winner
+        }
+        return yield* Effect.die(new Error("could not allocate a unique uid"))
+      })
+
+      const list = Effect.fn("Users.list")(function*(
+        tenantId: string,
+        options: { limit: number; cursor?: string | undefined; status?: UserStatus | undefined }
+      ) {
+        const rows = yield* sql<Row>`
+          SELECT ${columns} FROM users
+          WHERE tenant_id = ${tenantId} AND source = 'B_API'
+            ${options.cursor === undefined ? sql`` : sql`AND id < ${options.cursor}`}
+            ${options.status === undefined ? sql`` : sql`AND status = ${options.status}`}
+          ORDER BY id DESC
+          LIMIT ${options.limit}`.pipe(Effect.orDie)
+        const items = rows.map(fromRow)
+        return { items, nextCursor: items.length === options.limit ? items[items.length - 1]!.id : null }
+      })
+
+      const update = Effect.fn("Users.update")(function*(
+        tenantId: string,
+        customerRefId: string,
+        patch: { email?: string | null | undefined; status?: string | null | undefined }
+      ) {
+        let email: string | undefined
+        if (patch.email !== undefined) {
+          // The email can be changed but not cleared.
+          const normalized = patch.email === null ? undefined : normalizeEmail(patch.email)
+          if (normalized === undefined) return yield* new BadRequest({ message: invalidEmailMessage })
+          email = normalized
+        }
+        let status: "ACTIVE" | "FROZEN" | undefined
+        if (patch.status !== undefined) {
+          if (patch.status !== "ACTIVE" && patch.status !== "FROZEN") {
+            return yield* new BadRequest({ message: statusMessage })
+          }
+          status = patch.status
+        }
+        const user = yield* get(tenantId, customerRefId)
+        if (status !== undefined && user.status === "CLOSED") {
+          return yield* new InvalidState({ message: "user is closed" })
+        }
+        const now = new Date(yield* Clock.currentTimeMillis)
+        const rows = yield* sql<Row>`
+          UPDATE users SET email = ${email ?? user.email}, status = ${status ?? user.status}, updated_at = ${now}
+          WHERE id = ${user.id} AND status <> 'CLOSED'
+          RETURNING ${columns}`.pipe(
+          Effect.catchTag("SqlError", (error) =>
+            isUniqueViolation(error, "users_tenant_email_key")
+              ? Effect.fail(new EmailTaken({ message: "email is used by another user of the tenant" }))
+              : Effect.die(error))
+        )
+        if (rows[0] === undefined) return yield* new InvalidState({ message: "user is closed" })
+        return fromRow(rows[0])
+      })
+
+      const operatorUpdate = Effect.fn("Users.operatorUpdate")(function*(
+        tenantId: string,
+        customerRefId: string,
+        patch: { cooldownUntil?: Date | null | undefined; status?: UserStatus | undefined }
+      ) {
+        const user = yield* get(tenantId, customerRefId)
+        // A closed user cannot be reopened (decisions.md, "Users and wallets").
+        if (user.status === "CLOSED" && patch.status !== undefined && patch.status !== "CLOSED") {
+          return yield* new InvalidState({ message: "a closed user cannot be reopened" })
+        }
+        const now = new Date(yield* Clock.currentTimeMillis)
+        const cooldown = patch.cooldownUntil === undefined ? user.cooldownUntil : patch.cooldownUntil
+        const rows = yield* sql<Row>`
+          UPDATE users SET cooldown_until = ${cooldown}, status = ${patch.status ?? user.status}, updated_at = ${now}
+          WHERE id = ${user.id}
+          RETURNING ${columns}`.pipe(Effect.orDie)
+        return fromRow(rows[0]!)
+      })
+
+      const setTotpSecret = Effect.fn("Users.setTotpSecret")(function*(
+        tenantId: string,
+        customerRefId: string,
+        secret: string | null
+      ) {
+        const user = yield* get(tenantId, customerRefId)
+        const now = new Date(yield* Clock.currentTimeMillis)
+        const rows = yield* sql<Row>`
+          UPDATE users SET totp_secret = ${secret}, totp_last_step = NULL, updated_at = ${now}
+          WHERE id = ${user.id}
+          RETURNING ${columns}`.pipe(Effect.orDie)
+        return fromRow(rows[0]!)
+      })
+
+      return Users.of({ create, find, get, list, update, operatorUpdate, setTotpSecret })
+    })
+  )
+}
