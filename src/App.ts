@@ -93,18 +93,18 @@ export const Listeners = Layer.unwrap(Effect.gen(function*() {
 }))
 
 /**
- * Everything but configuration and storage: what tests build over a test database. The listeners open only after
+ * Everything but configuration, storage, signer and entropy: what tests build over a test database. The listeners open only after
  * the database is migrated and the catalog loaded (they depend on those layers).
  */
 export const ServiceLayer = Listeners.pipe(
   Layer.provideMerge(DevProvisioning.layer),
-  Layer.provideMerge(DomainLayer),
-  Layer.provideMerge(Signer.layerConfig),
-  Layer.provideMerge(Entropy.layer)
+  Layer.provideMerge(DomainLayer)
 )
 
 /** The whole service on its configured (or embedded) database. */
 export const AppLayer = ServiceLayer.pipe(
+  Layer.provideMerge(Signer.layerConfig),
+  Layer.provideMerge(Entropy.layer),
   Layer.provideMerge(Database.layer),
   Layer.provideMerge(AppConfig.layerConfig)
 )

@@ -11,7 +11,7 @@ import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect } from "effect"
-import { Migrator, SqlClient } from "effect/sql"
+import { Migrator, SqlClient, type SqlError } from "effect/sql"
 
 export const sqlDirectory = fileURLToPath(new URL("../../sql/", import.meta.url))
 export const migrationsTable = "schema_migrations"
@@ -95,6 +95,14 @@ const preview = (statement: string): string => {
   return code.length > 80 ? `${code.slice(0, 77)}...` : code
 }
 
+/** The server's own words: the SqlError message alone is "PgConnection: Query failed". */
+const serverMessage = (error: SqlError.SqlError): string => {
+  const fields = error.reason.cause as { message?: string; code?: string; detail?: string; hint?: string } | undefined
+  if (fields?.message === undefined) return error.message
+  const text = [fields.message, fields.detail, fields.hint].filter((part) => part !== undefined).join("; ")
+  return fields.code === undefined ? text : `${text} (SQLSTATE ${fields.code})`
+}
+
 const runFile = (directory: string, file: string) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -104,7 +112,7 @@ const runFile = (directory: string, file: string) =>
         Effect.mapError((error) =>
           new Migrator.MigrationError({
             kind: "Failed",
-            message: `${file}, statement ${index + 1} (${preview(statement)}): ${error.message}`,
+            message: `${file}, statement ${index + 1} (${preview(statement)}): ${serverMessage(error)}`,
             cause: error
           })
         )

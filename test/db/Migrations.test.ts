@@ -93,7 +93,10 @@ layer(Database.layerFromUrl(url))("migrations on a database of this test file", 
         const error = yield* Effect.flip(migrate(directory, "scratch_migrations"))
         assert.strictEqual(error._tag, "MigrationError")
         const inner = String((error as { cause?: unknown }).cause)
-        assert.include(inner, "0002_broken.sql, statement 2 (SELECT nope FROM scratch_missing)")
+        assert.include(
+          inner,
+          `0002_broken.sql, statement 2 (SELECT nope FROM scratch_missing): relation "scratch_missing" does not exist`
+        )
         const leftover = yield* sql<{ found: string | null }>`SELECT to_regclass('scratch_b')::text AS found`
         assert.deepStrictEqual(leftover, [{ found: null }])
         rmSync(join(directory, "0002_broken.sql"))

@@ -1,0 +1,199 @@
+import { PgClient } from "@effect/sql-pg"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Option, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { type ChildProcess, spawn } from "node:child_process"
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll } from "vitest"
+import * as Database from "../../src/db/Database.ts"
+import * as EmbeddedPostgres from "../../src/db/EmbeddedPostgres.ts"
+
+const repositoryRoot = fileURLToPath(new URL("../../", import.meta.url))
+const moduleUrl = (path: string) => new URL(`../../src/${path}`, import.meta.url).href
+
+const inDatabase = (url: Redacted.Redacted<string>) => <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
+  Effect.provide(effect, PgClient.layer({ url, maxConnections: 1 }))
+
+const isAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"))
+  } catch {
+    return false
+  }
+}
+
+/** A separate node process running `code` (an ES module) from the repository root. */
+const runNode = (code: string): ChildProcess =>
+  spawn(process.execPath, ["--input-type=module", "-e", code], {
+    cwd: repositoryRoot,
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+
+const outputOf = (child: ChildProcess) => {
+  let output = ""
+  child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")))
+  child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")))
+  return () => output
+}
+
+const waitFor = (what: string, condition: () => boolean, timeoutMs: number) =>
+  Effect.promise(async () => {
+    const deadline = Date.now() + timeoutMs
+    while (!condition()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+      await new Promise((resolve) => setTimeout(resolve, 25))
+    }
+  })
+
+const exitOf = (child: ChildProcess) =>
+  Effect.promise(() =>
+    new Promise<number | NodeJS.Signals | null>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode ?? child.signalCode)
+      else child.once("exit", (code, signal) => resolve(code ?? signal))
+    })
+  )
+
+describe("EmbeddedPostgres", () => {
+  const dataDir = join(mkdtempSync(join(tmpdir(), "coffer-embedded-")), "data")
+  // mkdtemp makes the parent 0700; as root PostgreSQL runs as `postgres` and must pass through it.
+  chmodSync(join(dataDir, ".."), 0o755)
+  const children: Array<ChildProcess> = []
+  afterAll(async () => {
+    for (const child of children) child.kill("SIGKILL")
+    await Effect.runPromise(Effect.ignore(EmbeddedPostgres.stopLeftover(dataDir)))
+    rmSync(join(dataDir, ".."), { recursive: true, force: true })
+  })
+  let firstPort = 0
+
+  it.live("starts on a fresh directory: UTF8, 127.0.0.1 only, no unix socket, secrets 0600", () =>
+    Effect.gen(function*() {
+      const pid = yield* Effect.scoped(Effect.gen(function*() {
+        const server = yield* EmbeddedPostgres.start(dataDir)
+        firstPort = server.port
+        const [settings] = yield* inDatabase(server.url)(Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          yield* sql`CREATE TABLE kept (v text NOT NULL)`
+          yield* sql`INSERT INTO kept VALUES ('written before a restart')`
+          return yield* sql<{ encoding: string; listen: string; sockets: string }>`
+            SELECT current_setting('server_encoding') AS encoding, current_setting('listen_addresses') AS listen,
+                   current_setting('unix_socket_directories') AS sockets`
+        }))
+        assert.deepStrictEqual(settings, { encoding: "UTF8", listen: "127.0.0.1", sockets: "" })
+        for (const file of ["pg-password", "pg-conn.json"]) {
+          assert.strictEqual(statSync(join(dataDir, file)).mode & 0o777, 0o600, file)
+        }
+        const connection = JSON.parse(readFileSync(join(dataDir, "pg-conn.json"), "utf8"))
+        assert.deepStrictEqual(connection, { port: server.port, url: Redacted.value(server.url) })
+        assert.isTrue(isAlive(server.pid))
+        return server.pid
+      }))
+      assert.isFalse(isAlive(pid), "the server stops when the scope closes")
+    }))
+
+  it.live("restarts on the same directory with its data and its port", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const server = yield* EmbeddedPostgres.start(dataDir)
+      assert.strictEqual(server.port, firstPort)
+      const rows = yield* inDatabase(server.url)(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT v FROM kept`))
+      assert.deepStrictEqual(rows, [{ v: "written before a restart" }])
+    })))
+
+  it.live("restarts within 3 s after the node process that owned it was killed with -9", () =>
+    Effect.gen(function*() {
+      const child = runNode(`
+        import { Effect } from "effect"
+        import { PgClient } from "@effect/sql-pg"
+        import { SqlClient } from "effect/sql"
+        import * as EmbeddedPostgres from ${JSON.stringify(moduleUrl("db/EmbeddedPostgres.ts"))}
+        await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+          const server = yield* EmbeddedPostgres.start(${JSON.stringify(dataDir)})
+          yield* Effect.flatMap(SqlClient.SqlClient, (sql) => sql\`INSERT INTO kept VALUES ('written by the killed process')\`)
+            .pipe(Effect.provide(PgClient.layer({ url: server.url, maxConnections: 1 })))
+          console.log("READY " + server.pid)
+          yield* Effect.never
+        })))`)
+      children.push(child)
+      const output = outputOf(child)
+      yield* waitFor(`the child to start PostgreSQL; it wrote:\n${output()}`, () => /READY \d+/.test(output()), 20_000)
+      const orphanPid = Number(/READY (\d+)/.exec(output())![1])
+      child.kill("SIGKILL")
+      assert.strictEqual(yield* exitOf(child), "SIGKILL")
+      assert.isTrue(isAlive(orphanPid), "the postmaster outlives a node killed with -9")
+
+      const startedAt = Date.now()
+      yield* Effect.scoped(Effect.gen(function*() {
+        const server = yield* EmbeddedPostgres.start(dataDir)
+        const elapsedMs = Date.now() - startedAt
+        assert.isBelow(elapsedMs, 3_000, `restart took ${elapsedMs} ms`)
+        assert.isFalse(isAlive(orphanPid), "the orphaned postmaster was stopped")
+        const rows = yield* inDatabase(server.url)(
+          Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT v FROM kept ORDER BY v`)
+        )
+        assert.deepStrictEqual(rows, [{ v: "written before a restart" }, { v: "written by the killed process" }])
+      }))
+    }))
+
+  it.live("the service exits loudly when PostgreSQL dies under it", () =>
+    Effect.gen(function*() {
+      const child = runNode(`
+        import { Effect, Layer } from "effect"
+        import { AppConfig } from ${JSON.stringify(moduleUrl("Config.ts"))}
+        import * as Database from ${JSON.stringify(moduleUrl("db/Database.ts"))}
+        await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+          yield* Layer.build(Database.layer.pipe(Layer.provide(AppConfig.layerTest({ dataDir: ${
+        JSON.stringify(dataDir)
+      } }))))
+          console.log("READY")
+          yield* Effect.never
+        })))`)
+      children.push(child)
+      const output = outputOf(child)
+      yield* waitFor(`the service to start; it wrote:\n${output()}`, () => output().includes("READY"), 20_000)
+      const postmasterPid = Number(readFileSync(join(dataDir, "pg", "postmaster.pid"), "utf8").split("\n")[0])
+      process.kill(postmasterPid, "SIGKILL")
+      const killedAt = Date.now()
+      assert.strictEqual(yield* exitOf(child), Database.serverLostExitCode)
+      assert.isBelow(Date.now() - killedAt, 3_000)
+      assert.include(output(), "exited while the service was running")
+    }))
+
+  it.live("as root, a 0700 directory above DATA_DIR fails the start with the chmod that fixes it", () =>
+    Effect.gen(function*() {
+      const account = yield* EmbeddedPostgres.serverAccount
+      if (process.getuid?.() !== 0) {
+        // PostgreSQL then runs as this user, which owns what it creates: there is nothing to check.
+        assert.isTrue(Option.isNone(account))
+        return
+      }
+      assert.isTrue(Option.isSome(account))
+      const parent = mkdtempSync(join(tmpdir(), "coffer-private-"))
+      try {
+        assert.strictEqual(statSync(parent).mode & 0o777, 0o700)
+        const blockedDataDir = join(parent, "data")
+        const error = yield* Effect.flip(Effect.scoped(EmbeddedPostgres.start(blockedDataDir)))
+        assert.include(error.message, `cannot enter ${parent} (mode 0700`)
+        assert.include(error.message, `Run: chmod o+x ${parent}`)
+        assert.isFalse(existsSync(join(blockedDataDir, "pg")), "nothing was initialised")
+        assert.strictEqual(statSync(parent).mode & 0o777, 0o700, "nothing outside DATA_DIR was changed")
+        const checked = yield* Effect.flip(EmbeddedPostgres.checkServerAccess(blockedDataDir))
+        assert.strictEqual(checked.message, error.message)
+      } finally {
+        rmSync(parent, { recursive: true, force: true })
+      }
+    }))
+})
+
+describe("Database.layerEmbedded", () => {
+  it.live("fails with the EmbeddedPostgres message when the start fails", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(
+        Layer.build(Database.layerEmbedded("/proc/coffer-cannot-create-this")).pipe(Effect.scoped)
+      )
+      assert.strictEqual(error._tag, "DatabaseStartupError")
+      assert.include(error.message, "/proc/coffer-cannot-create-this")
+    }))
+})
