@@ -24,7 +24,16 @@ import { errorBoundary } from "./http/ErrorBoundary.ts"
 import { ReferenceHandlers } from "./http/ReferenceHandlers.ts"
 import { SchemaErrorsLive } from "./http/SchemaErrorsLive.ts"
 import { UsersHandlers } from "./http/UsersHandlers.ts"
+import { WalletsHandlers } from "./http/WalletsHandlers.ts"
 import { WebhookInfoHandlers } from "./http/WebhookInfoHandlers.ts"
+import { ClusterLayer, ClusterRetention } from "./entities/Cluster.ts"
+import { WalletEntityLive } from "./entities/WalletEntity.ts"
+import { Idempotency } from "./idempotency/Idempotency.ts"
+import { PlatformAddresses } from "./wallets/PlatformAddresses.ts"
+import { ProvisioningSupervisor } from "./wallets/ProvisioningSupervisor.ts"
+import { WalletProvisioner } from "./wallets/WalletProvisioner.ts"
+import { WalletRepository } from "./wallets/WalletRepository.ts"
+import { Wallets } from "./wallets/Wallets.ts"
 import { DevProvisioning } from "./ops/DevProvisioning.ts"
 import { OpsApi } from "./ops/OpsApi.ts"
 import {
@@ -41,12 +50,23 @@ import { Users } from "./users/Users.ts"
 
 /** Domain services over storage, signer and entropy. */
 export const DomainLayer = Layer.mergeAll(
-  Users.layer,
-  ApiKeyRegistry.layer,
-  NonceStore.layer,
-  RateLimiter.layer,
-  OpsToken.layer
+  Wallets.layer,
+  Idempotency.layer,
+  ProvisioningSupervisor,
+  ClusterRetention
 ).pipe(
+  Layer.provideMerge(WalletEntityLive),
+  Layer.provideMerge(ClusterLayer),
+  Layer.provideMerge(Layer.mergeAll(
+    Users.layer,
+    ApiKeyRegistry.layer,
+    NonceStore.layer,
+    RateLimiter.layer,
+    OpsToken.layer,
+    WalletRepository.layer,
+    WalletProvisioner.layer,
+    PlatformAddresses.layer
+  )),
   Layer.provideMerge(Layer.mergeAll(Tenants.layer, ApiKeys.layer, Catalog.layer))
 )
 
@@ -57,7 +77,7 @@ export const PublicRoutes = Layer.mergeAll(
   DisabledPaths,
   errorBoundary(Api)
 ).pipe(
-  Layer.provide(Layer.mergeAll(ReferenceHandlers, UsersHandlers, WebhookInfoHandlers)),
+  Layer.provide(Layer.mergeAll(ReferenceHandlers, UsersHandlers, WalletsHandlers, WebhookInfoHandlers)),
   Layer.provide(Layer.mergeAll(SignatureAuthLive, SchemaErrorsLive))
 )
 

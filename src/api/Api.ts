@@ -3,6 +3,7 @@ import { HttpApi, OpenApi } from "effect/http-api"
 import { ReferenceApi } from "./ReferenceApi.ts"
 import { SchemaErrors, SignatureAuth } from "./SignatureAuth.ts"
 import { UsersApi } from "./UsersApi.ts"
+import { WalletsApi } from "./WalletsApi.ts"
 import { WebhookInfoApi } from "./WebhookInfoApi.ts"
 
 /** Both headers together authenticate a request, so they form one security requirement (spec section 5). */
@@ -33,11 +34,12 @@ const addSignedRequestSecurity = (spec: Record<string, any>): Record<string, any
 }
 
 /** Groups behind the signature check. */
-export const signedGroups = [ReferenceApi, UsersApi] as const
+export const signedGroups = [ReferenceApi, UsersApi, WalletsApi] as const
 
 export class Api extends HttpApi.make("coffer")
   .add(ReferenceApi.middleware(SignatureAuth))
   .add(UsersApi.middleware(SignatureAuth))
+  .add(WalletsApi.middleware(SignatureAuth))
   .add(WebhookInfoApi)
   .middleware(SchemaErrors)
   .annotateMerge(OpenApi.annotations({

@@ -1,6 +1,7 @@
 /** Reference data (spec 4.1 and section 2 "Network object", "Asset object"). */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import { AssetNotSupportedWire, InternalDestinationNotAllowedWire } from "../domain/ApiError.ts"
 import { ChainFamilyWire } from "./Common.ts"
 
 export const NetworkObject = Schema.Struct({
@@ -40,10 +41,21 @@ export const AssetObject = Schema.Struct({
 }).annotate({ identifier: "Asset" })
 export type AssetObject = typeof AssetObject.Type
 
+export const AddressValidationResult = Schema.Struct({
+  isValid: Schema.Boolean,
+  normalized: Schema.optional(Schema.String),
+  isInternal: Schema.Boolean
+}).annotate({ identifier: "AddressValidation" })
+
 export class ReferenceApi extends HttpApiGroup.make("reference")
   .add(
     HttpApiEndpoint.get("networks", "/v1/networks", { success: Schema.Array(NetworkObject) }),
-    HttpApiEndpoint.get("supportedAssets", "/v1/supported_assets", { success: Schema.Array(AssetObject) })
+    HttpApiEndpoint.get("supportedAssets", "/v1/supported_assets", { success: Schema.Array(AssetObject) }),
+    HttpApiEndpoint.get("validateAddress", "/v1/transactions/validate_address/:assetId/:address", {
+      params: { assetId: Schema.String, address: Schema.String },
+      success: AddressValidationResult,
+      error: [AssetNotSupportedWire, InternalDestinationNotAllowedWire]
+    })
   )
   .annotateMerge(OpenApi.annotations({ title: "Reference data", description: "Networks and assets (spec 4.1)" }))
 {}

@@ -1,7 +1,16 @@
 /** Users (spec 4.2, section 2 "User object", "User list item", "User balance item"). */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
-import { EmailTakenWire, InvalidStateWire, NotFoundWire } from "../domain/ApiError.ts"
+import {
+  EmailTakenWire,
+  ForbiddenWire,
+  InvalidStateWire,
+  NetworkDisabledWire,
+  NotFoundWire,
+  RateLimitedWire,
+  SignerUnavailableWire,
+  WalletLimitReachedWire
+} from "../domain/ApiError.ts"
 import { Uuid } from "../domain/Ids.ts"
 import { PageLimit, UserStatus } from "./Common.ts"
 
@@ -58,6 +67,16 @@ export const PatchUserBody = Schema.Struct({
   status: Schema.optional(Schema.NullOr(Schema.String))
 })
 
+export const DepositAddressResponse = Schema.Struct({
+  customerRefId: Schema.String,
+  uid: Schema.String,
+  walletId: Schema.String,
+  networkKey: Schema.String,
+  chainFamily: Schema.Literals(["EVM", "TRON", "BTC", "SOL"]),
+  address: Schema.NullOr(Schema.String),
+  status: Schema.Literals(["READY", "PROVISIONING"])
+}).annotate({ identifier: "DepositAddress" })
+
 const customerRefIdParam = { customerRefId: Schema.String }
 
 export class UsersApi extends HttpApiGroup.make("users")
@@ -90,6 +109,12 @@ export class UsersApi extends HttpApiGroup.make("users")
       params: customerRefIdParam,
       success: UserBalances,
       error: [NotFoundWire]
+    }),
+    HttpApiEndpoint.post("depositAddress", "/v1/users/:customerRefId/deposit_address", {
+      params: customerRefIdParam,
+      payload: Schema.Struct({ networkKey: Schema.String, email: Schema.optional(Schema.NullOr(Schema.String)) }),
+      success: DepositAddressResponse,
+      error: [ForbiddenWire, EmailTakenWire, NetworkDisabledWire, RateLimitedWire, WalletLimitReachedWire, SignerUnavailableWire]
     })
   )
   .annotateMerge(OpenApi.annotations({ title: "Users", description: "End users of the tenant (spec 4.2)" }))

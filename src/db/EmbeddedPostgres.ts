@@ -602,6 +602,9 @@ export const start = (
         new EmbeddedPostgresError({ message: `cannot prepare the data directory ${directory}: ${describe(cause)}`, cause })
     })
     yield* checkServerAccess(directory)
+    if (!existsSync(join(directory, "pg", "PG_VERSION"))) {
+      yield* Effect.logInfo(`creating a PostgreSQL cluster in ${join(directory, "pg")} (initdb takes a few seconds)`)
+    }
     return yield* Effect.tryPromise({
       try: () => launch(directory, options, binaries, account),
       catch: (cause) =>

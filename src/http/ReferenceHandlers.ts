@@ -4,6 +4,10 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { Catalog } from "../catalog/Catalog.ts"
 import { assetObject, listedAssets, networkObject, tenantNetworks } from "../catalog/TenantCatalog.ts"
+import { validateAddress } from "../chains/AddressValidation.ts"
+import { AssetNotSupported, InternalDestinationNotAllowed } from "../domain/ApiError.ts"
+import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
+import { WalletRepository } from "../wallets/WalletRepository.ts"
 import { currentTenant } from "./CurrentTenant.ts"
 
 /** Until the chain watchers record on-chain costs, the dynamic fee floor is zero (spec fee rule 3). */
@@ -12,9 +16,29 @@ const noDynamicFloor = { withdraw: 0n, deposit: 0n }
 export const ReferenceHandlers = HttpApiBuilder.group(Api, "reference", (handlers) =>
   Effect.gen(function*() {
     const catalog = yield* Catalog
+    const platformAddresses = yield* PlatformAddresses
+    const wallets = yield* WalletRepository
     return handlers
       .handle("networks", () => Effect.map(currentTenant, (tenant) => tenantNetworks(catalog, tenant).map(networkObject)))
       .handle("supportedAssets", () =>
         Effect.map(currentTenant, (tenant) =>
           listedAssets(catalog, tenant).map((asset) => assetObject(catalog, tenant, asset, noDynamicFloor))))
+      .handle("validateAddress", ({ params }) =>
+        Effect.gen(function*() {
+          const tenant = yield* currentTenant
+          const asset = listedAssets(catalog, tenant).find((candidate) => candidate.assetId === params.assetId)
+          if (asset === undefined) return yield* new AssetNotSupported({ message: `unknown assetId ${params.assetId}` })
+          const network = catalog.network(asset.networkKey)!
+          const result = validateAddress({
+            family: network.chainFamily,
+            btcNetwork: network.btcNetwork ?? undefined,
+            address: params.address
+          })
+          if (!result.isValid) return { isValid: false, isInternal: false }
+          if (yield* platformAddresses.isPlatformAddress(network.networkKey, result.normalized)) {
+            return yield* new InternalDestinationNotAllowed({ message: "destination is a platform operating address" })
+          }
+          const owner = yield* wallets.findByAddress(tenant.id, network.networkKey, result.normalized)
+          return { isValid: true, normalized: result.normalized, isInternal: owner !== undefined }
+        }))
   }))

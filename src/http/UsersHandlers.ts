@@ -6,7 +6,10 @@ import { pageLimitDefault } from "../api/Common.ts"
 import type { UserObject } from "../api/UsersApi.ts"
 import { toRfc3339 } from "../domain/Time.ts"
 import { type User, Users } from "../users/Users.ts"
+import { WalletRepository } from "../wallets/WalletRepository.ts"
+import { Wallets } from "../wallets/Wallets.ts"
 import { currentTenant } from "./CurrentTenant.ts"
+import { walletObject } from "./WalletViews.ts"
 
 export const userObject = (user: User): UserObject => ({
   id: user.id,
@@ -24,6 +27,8 @@ export const userObject = (user: User): UserObject => ({
 export const UsersHandlers = HttpApiBuilder.group(Api, "users", (handlers) =>
   Effect.gen(function*() {
     const users = yield* Users
+    const wallets = yield* Wallets
+    const walletRepository = yield* WalletRepository
     return handlers
       .handle("create", ({ payload }) =>
         Effect.gen(function*() {
@@ -53,7 +58,8 @@ export const UsersHandlers = HttpApiBuilder.group(Api, "users", (handlers) =>
         Effect.gen(function*() {
           const tenant = yield* currentTenant
           const user = yield* users.get(tenant.id, params.customerRefId)
-          return { user: userObject(user), wallets: [] }
+          const userWallets = yield* walletRepository.listByUser(tenant.id, user.id)
+          return { user: userObject(user), wallets: userWallets.map(walletObject) }
         }))
       .handle("update", ({ params, payload }) =>
         Effect.gen(function*() {
@@ -67,4 +73,22 @@ export const UsersHandlers = HttpApiBuilder.group(Api, "users", (handlers) =>
           // No bookkeeping exists before the ledger: a user has no balance rows yet.
           return { customerRefId: user.customerRefId, items: [] }
         }))
+      .handle("depositAddress", ({ params, payload }) =>
+        Effect.gen(function*() {
+          const tenant = yield* currentTenant
+          const result = yield* wallets.depositAddress(tenant, {
+            customerRefId: params.customerRefId,
+            networkKey: payload.networkKey,
+            email: payload.email
+          })
+          return {
+            customerRefId: result.user.customerRefId,
+            uid: result.user.uid,
+            walletId: result.wallet.id,
+            networkKey: result.network.networkKey,
+            chainFamily: result.wallet.chainFamily,
+            address: result.address,
+            status: result.address === null ? "PROVISIONING" as const : "READY" as const
+          }
+        }), { uninterruptible: true })
   }))

@@ -120,8 +120,15 @@ export class OpsUsersApi extends HttpApiGroup.make("users")
   .annotateMerge(OpenApi.annotations({ title: "End users (portal stand-in)" }))
 {}
 
+export const PlatformAddressObject = Schema.Struct({
+  networkKey: Schema.String,
+  address: Schema.String,
+  role: Schema.Literals(["HOT", "SWEEP", "GAS"])
+}).annotate({ identifier: "PlatformAddress" })
+
 export class OpsPlatformApi extends HttpApiGroup.make("platform")
   .add(HttpApiEndpoint.get("health", "/ops/health", { success: HealthObject }))
+  .add(HttpApiEndpoint.get("addresses", "/ops/platform/addresses", { success: Schema.Array(PlatformAddressObject) }))
   .annotateMerge(OpenApi.annotations({ title: "Platform" }))
 {}
 

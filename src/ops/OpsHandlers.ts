@@ -15,6 +15,7 @@ import { Signer } from "../signer/Signer.ts"
 import { decodeSettings, mergeEncodedSettings } from "../tenants/TenantSettings.ts"
 import { type Tenant, Tenants } from "../tenants/Tenants.ts"
 import { Users } from "../users/Users.ts"
+import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
 import { OpsApi, OpsAuth, OpsSchemaErrors, type TenantObject } from "./OpsApi.ts"
 import { OpsToken } from "./OpsToken.ts"
 import { SqlClient } from "effect/sql"
@@ -175,7 +176,10 @@ export const OpsPlatformHandlers = HttpApiBuilder.group(OpsApi, "platform", (han
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const signer = yield* Signer
-    return handlers.handle("health", () =>
+    const platformAddresses = yield* PlatformAddresses
+    return handlers
+      .handle("addresses", () => platformAddresses.list)
+      .handle("health", () =>
       Effect.gen(function*() {
         const database = yield* sql`SELECT 1`.pipe(
           Effect.timeoutOption("2 seconds"),

@@ -3,8 +3,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { type ChildProcess, spawn } from "node:child_process"
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs"
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
+import net from "node:net"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll } from "vitest"
@@ -78,11 +79,12 @@ describe("EmbeddedPostgres", () => {
           const sql = yield* SqlClient.SqlClient
           yield* sql`CREATE TABLE kept (v text NOT NULL)`
           yield* sql`INSERT INTO kept VALUES ('written before a restart')`
-          return yield* sql<{ encoding: string; listen: string; sockets: string }>`
-            SELECT current_setting('server_encoding') AS encoding, current_setting('listen_addresses') AS listen,
-                   current_setting('unix_socket_directories') AS sockets`
+          return yield* sql<{ encoding: string; ctype: string; listen: string; sockets: string }>`
+            SELECT current_setting('server_encoding') AS encoding,
+                   (SELECT datctype FROM pg_database WHERE datname = current_database()) AS ctype,
+                   current_setting('listen_addresses') AS listen, current_setting('unix_socket_directories') AS sockets`
         }))
-        assert.deepStrictEqual(settings, { encoding: "UTF8", listen: "127.0.0.1", sockets: "" })
+        assert.deepStrictEqual(settings, { encoding: "UTF8", ctype: "C.UTF-8", listen: "127.0.0.1", sockets: "" })
         for (const file of ["pg-password", "pg-conn.json"]) {
           assert.strictEqual(statSync(join(dataDir, file)).mode & 0o777, 0o600, file)
         }
@@ -101,6 +103,23 @@ describe("EmbeddedPostgres", () => {
       const rows = yield* inDatabase(server.url)(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT v FROM kept`))
       assert.deepStrictEqual(rows, [{ v: "written before a restart" }])
     })))
+
+  it.live("moves off a last port that is now taken, and reports a taken explicit port", () =>
+    Effect.gen(function*() {
+      const squatter = net.createServer()
+      yield* Effect.promise(() => new Promise<void>((resolve) => squatter.listen(firstPort, "127.0.0.1", resolve)))
+      try {
+        yield* Effect.scoped(Effect.gen(function*() {
+          const server = yield* EmbeddedPostgres.start(dataDir)
+          assert.notStrictEqual(server.port, firstPort)
+        }))
+        const error = yield* Effect.flip(Effect.scoped(EmbeddedPostgres.start(dataDir, { port: firstPort })))
+        assert.include(error.message, "before it was ready")
+        assert.include(error.message, "could not bind")
+      } finally {
+        yield* Effect.promise(() => new Promise((resolve) => squatter.close(resolve)))
+      }
+    }))
 
   it.live("restarts within 3 s after the node process that owned it was killed with -9", () =>
     Effect.gen(function*() {
@@ -190,10 +209,15 @@ describe("EmbeddedPostgres", () => {
 describe("Database.layerEmbedded", () => {
   it.live("fails with the EmbeddedPostgres message when the start fails", () =>
     Effect.gen(function*() {
-      const error = yield* Effect.flip(
-        Layer.build(Database.layerEmbedded("/proc/coffer-cannot-create-this")).pipe(Effect.scoped)
-      )
-      assert.strictEqual(error._tag, "DatabaseStartupError")
-      assert.include(error.message, "/proc/coffer-cannot-create-this")
+      const parent = mkdtempSync(join(tmpdir(), "coffer-not-a-directory-"))
+      const file = join(parent, "file")
+      writeFileSync(file, "")
+      try {
+        const error = yield* Effect.flip(Layer.build(Database.layerEmbedded(join(file, "data"))).pipe(Effect.scoped))
+        assert.strictEqual(error._tag, "DatabaseStartupError")
+        assert.include(error.message, `cannot prepare the data directory ${join(file, "data")}: ENOTDIR`)
+      } finally {
+        rmSync(parent, { recursive: true, force: true })
+      }
     }))
 })

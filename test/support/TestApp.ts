@@ -136,7 +136,7 @@ export const rawRequest = (options: {
         ...signed,
         ...options.headers
       },
-      ...(options.method === "GET" || options.method === "HEAD" ? {} : { body: body.length > 0 ? body : null })
+      ...(options.method === "GET" || options.method === "HEAD" ? {} : { body: body.length > 0 ? body as string | Uint8Array<ArrayBuffer> : null })
     })
     return toRaw(response)
   }))

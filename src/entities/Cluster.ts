@@ -1,0 +1,51 @@
+/**
+ * The entity runtime: one runner on PostgreSQL message storage by default (`SingleRunner`), swappable for a
+ * multi-runner transport. Processed messages are kept `clusterMessageRetentionDays` for deduplication and then
+ * deleted by the retention job, so the cluster tables stay bounded.
+ */
+import { NodeCrypto } from "@effect/platform-node"
+import { Clock, Effect, Layer, Schedule } from "effect"
+import { MachineId, SingleRunner, Snowflake } from "effect/cluster"
+import { SqlClient } from "effect/sql"
+
+export const clusterMessageRetentionDays = 7
+export const clusterRetentionIntervalMillis = 60 * 60 * 1000
+/** Rows removed per statement, so one run never holds long locks. */
+export const clusterRetentionBatchRows = 5_000
+
+export const ClusterLayer = SingleRunner.layer({
+  shardingConfig: {
+    // Persisted messages are polled this often; DeliverAt timers are accurate to about this.
+    entityMessagePollInterval: "2 seconds"
+  }
+}).pipe(Layer.provide(NodeCrypto.layerDigest))
+
+/** Deletes processed messages (and their replies) older than the retention period, in bounded batches. */
+export const purgeProcessedMessages = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const now = yield* Clock.currentTimeMillis
+  const cutoff = Snowflake.make({
+    timestamp: Math.max(Snowflake.constEpochMillis, now - clusterMessageRetentionDays * 24 * 60 * 60 * 1000),
+    machineId: MachineId.MachineId.make(0),
+    sequence: 0
+  }).toString()
+  let deleted = 0
+  for (;;) {
+    const rows = yield* sql<{ request_id: string }>`
+      DELETE FROM cluster_messages WHERE id IN (
+        SELECT id FROM cluster_messages WHERE processed AND id < ${cutoff}::bigint LIMIT ${clusterRetentionBatchRows})
+      RETURNING request_id::text`
+    if (rows.length === 0) break
+    deleted += rows.length
+    yield* sql`DELETE FROM cluster_replies WHERE request_id IN (SELECT unnest(${`{${rows.map((row) => row.request_id).join(",")}}`}::bigint[]))`
+  }
+  return deleted
+})
+
+export const ClusterRetention = Layer.effectDiscard(
+  purgeProcessedMessages.pipe(
+    Effect.catchCause((cause) => Effect.logWarning("cluster message retention failed", cause).pipe(Effect.as(0))),
+    Effect.repeat(Schedule.spaced(clusterRetentionIntervalMillis)),
+    Effect.forkScoped
+  )
+)

@@ -1,0 +1,105 @@
+/** Handlers of the wallets group (spec 4.3). */
+import { Effect } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpApiBuilder } from "effect/http-api"
+import { Api } from "../api/Api.ts"
+import { pageLimitDefault } from "../api/Common.ts"
+import { CurrentApiKey } from "../api/SignatureAuth.ts"
+import { Catalog } from "../catalog/Catalog.ts"
+import { effectiveDepositFee } from "../catalog/Fees.ts"
+import { listedAssets, tenantNetworks } from "../catalog/TenantCatalog.ts"
+import { sha256Hex } from "../client/RequestSigner.ts"
+import { NotFound } from "../domain/ApiError.ts"
+import { checkIdempotencyKey, Idempotency } from "../idempotency/Idempotency.ts"
+import { WalletRepository } from "../wallets/WalletRepository.ts"
+import { Wallets } from "../wallets/Wallets.ts"
+import { currentTenant } from "./CurrentTenant.ts"
+import { walletListItem, walletObject } from "./WalletViews.ts"
+
+export const createWalletEndpoint = "POST /v1/wallets"
+
+export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =>
+  Effect.gen(function*() {
+    const wallets = yield* Wallets
+    const repository = yield* WalletRepository
+    const idempotency = yield* Idempotency
+    const catalog = yield* Catalog
+
+    const existing = (tenantId: string, walletId: string) =>
+      Effect.flatMap(repository.find(tenantId, walletId), (wallet) =>
+        wallet === undefined ? Effect.fail(new NotFound({ message: "wallet not found" })) : Effect.succeed(wallet))
+
+    return handlers
+      .handle("create", ({ payload }) =>
+        Effect.gen(function*() {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const key = yield* checkIdempotencyKey(request.headers["idempotency-key"])
+          const apiKey = yield* CurrentApiKey
+          const tenant = yield* currentTenant
+          const body = new Uint8Array(yield* Effect.orDie(request.arrayBuffer))
+          const response = yield* idempotency.run(
+            { tenantId: tenant.id, keyId: apiKey.keyId, endpoint: createWalletEndpoint, key },
+            sha256Hex(body),
+            Effect.map(wallets.create(tenant, payload), (wallet) => ({
+              status: 202,
+              body: JSON.stringify(walletObject(wallet))
+            }))
+          )
+          // The stored bytes, so a replay is byte-identical to the first answer (rule 3).
+          return HttpServerResponse.text(response.body, { status: response.status, contentType: "application/json" })
+        }), { uninterruptible: true })
+      .handle("list", ({ query }) =>
+        Effect.gen(function*() {
+          const tenant = yield* currentTenant
+          const page = yield* repository.list(tenant.id, {
+            customerRefId: query.customerRefId,
+            limit: query.limit ?? pageLimitDefault,
+            before: query.before
+          })
+          return { items: page.items.map(walletListItem), nextBefore: page.nextBefore }
+        }))
+      .handle("get", ({ params }) =>
+        Effect.gen(function*() {
+          const tenant = yield* currentTenant
+          return walletObject(yield* existing(tenant.id, params.id))
+        }))
+      .handle("assets", ({ params }) =>
+        Effect.gen(function*() {
+          const tenant = yield* currentTenant
+          yield* existing(tenant.id, params.id)
+          // Only assets that have had bookkeeping are listed; before the ledger there is none.
+          return []
+        }))
+      .handle("addresses", ({ params }) =>
+        Effect.gen(function*() {
+          const tenant = yield* currentTenant
+          const wallet = yield* existing(tenant.id, params.id)
+          const registered = yield* repository.addresses(wallet.id)
+          const assets = listedAssets(catalog, tenant)
+          return tenantNetworks(catalog, tenant)
+            .filter((network) => network.chainFamily === wallet.chainFamily && network.depositEnabled)
+            .map((network) => {
+              const entry = registered.find((candidate) => candidate.networkKey === network.networkKey)
+              const watched = entry !== undefined && (entry.watchStatus === "ACTIVE" || entry.watchStatus === "DEGRADED")
+              return {
+                walletId: wallet.id,
+                networkKey: network.networkKey,
+                networkName: network.displayName,
+                // Never shown unless the wallet is active and the address is watched (spec 2, wallet address item).
+                address: wallet.status === "ACTIVE" && watched ? entry.address : null,
+                watchStatus: entry?.watchStatus ?? null,
+                confirmations: network.confirmations,
+                supportedAssets: assets.filter((asset) => asset.networkKey === network.networkKey).map((asset) => ({
+                  assetId: asset.assetId,
+                  symbol: asset.symbol,
+                  name: asset.name,
+                  decimals: asset.decimals,
+                  minDepositRaw: asset.minDeposit.toString(),
+                  depositFeeRaw: effectiveDepositFee(asset, tenant.settings, 0n).toString(),
+                  depositPaused: asset.status === "DEPOSIT_PAUSED",
+                  iconUrl: asset.iconUrl
+                }))
+              }
+            })
+        }))
+  }))

@@ -1,0 +1,34 @@
+/**
+ * The event outbox: an event is written in the same database transaction as the state change it reports, so a
+ * committed change always has its event and a rolled-back one never does. The webhook dispatcher (a later stage)
+ * reads undispatched rows and fans them out to endpoints. `dedupeKey` makes a re-run handler harmless.
+ */
+import { Clock, Effect } from "effect"
+import { SqlClient } from "effect/sql"
+import type { EventType } from "../webhooks/EventTypes.ts"
+import { Entropy } from "../domain/Entropy.ts"
+import { uuidV7 } from "../domain/Ids.ts"
+
+export interface OutboxEvent {
+  readonly tenantId: string
+  readonly type: EventType
+  readonly subjectId: string
+  /** Distinguishes several events of one type about one subject (e.g. a status); the same key is stored once. */
+  readonly dedupeKey: string
+  readonly data: unknown
+}
+
+/** Call inside the transaction of the change; returns whether the event is new. */
+export const recordEvent = (event: OutboxEvent): Effect.Effect<boolean, never, SqlClient.SqlClient | Entropy> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const id = yield* uuidV7
+    const now = new Date(yield* Clock.currentTimeMillis)
+    const rows = yield* sql`
+      INSERT INTO outbox_events (id, tenant_id, event_type, subject_id, dedupe_key, data, created_at)
+      VALUES (${id}, ${event.tenantId}, ${event.type}, ${event.subjectId}, ${event.dedupeKey},
+        ${JSON.stringify(event.data)}::jsonb, ${now})
+      ON CONFLICT ON CONSTRAINT outbox_events_dedupe_key DO NOTHING
+      RETURNING id`.pipe(Effect.orDie)
+    return rows.length > 0
+  })

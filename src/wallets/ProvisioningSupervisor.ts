@@ -1,0 +1,35 @@
+/**
+ * Finds wallets stuck in PROVISIONING (their Provision message was never stored because the process died between
+ * the wallet's commit and the send, or the entity gave up on a defect) and asks their entity again. A re-request
+ * carries a new attempt key per sweep window, so it is not answered from the stored reply of the first one.
+ */
+import { Clock, Effect, Layer, Schedule } from "effect"
+import { SqlClient } from "effect/sql"
+import { WalletEntity } from "../entities/WalletEntity.ts"
+
+export const provisioningSweepIntervalMillis = 60_000
+/** Younger wallets are left to their first request. */
+export const provisioningStuckAfterMillis = 60_000
+export const provisioningSweepBatchMax = 500
+
+export const sweepStuckWallets = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const clientFor = yield* WalletEntity.client
+  const now = yield* Clock.currentTimeMillis
+  const stuck = yield* sql<{ id: string }>`
+    SELECT id FROM wallets WHERE status = 'PROVISIONING' AND created_at < ${new Date(now - provisioningStuckAfterMillis)}
+    ORDER BY created_at LIMIT ${provisioningSweepBatchMax}`
+  const attempt = `supervisor:${Math.floor(now / provisioningSweepIntervalMillis)}`
+  for (const { id } of stuck) {
+    yield* clientFor(id).Provision({ attempt }, { discard: true })
+  }
+  return stuck.length
+})
+
+export const ProvisioningSupervisor = Layer.effectDiscard(
+  sweepStuckWallets.pipe(
+    Effect.catchCause((cause) => Effect.logWarning("provisioning sweep failed", cause).pipe(Effect.as(0))),
+    Effect.repeat(Schedule.spaced(provisioningSweepIntervalMillis)),
+    Effect.forkScoped
+  )
+)

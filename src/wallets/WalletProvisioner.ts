@@ -1,0 +1,123 @@
+/**
+ * Provisioning a wallet: derive its address on every network of its family from the signer, register the
+ * addresses with the watch registry (`wallet_addresses`, which the chain watchers read), and activate the wallet
+ * with its WALLET_CREATED event, all in one transaction. Idempotent: a wallet already past PROVISIONING is
+ * returned as it is, and the conditional UPDATE means a second concurrent run changes nothing.
+ */
+import { Clock, Context, Duration, Effect, Layer, Schedule } from "effect"
+import { SqlClient } from "effect/sql"
+import type { BtcNetwork } from "../chains/ChainFamily.ts"
+import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
+import type { SignerUnavailable } from "../domain/ApiError.ts"
+import { Entropy } from "../domain/Entropy.ts"
+import { recordEvent } from "../outbox/Outbox.ts"
+import { Signer } from "../signer/Signer.ts"
+
+/** Signer retries back off exponentially from this and stay at `signerRetryDelayMaxMillis`. */
+export const signerRetryDelayMinMillis = 200
+export const signerRetryDelayMaxMillis = 30_000
+
+/** The derivation key of a network: all EVM networks share one address, BTC differs by address network. */
+const targetKey = (network: CatalogNetwork) => `${network.chainFamily}:${network.btcNetwork ?? ""}`
+
+/** Networks a wallet of `family` receives on: every enabled catalog network of the family. */
+export const familyNetworks = (catalog: Catalog["Service"], family: string) =>
+  catalog.networks.filter((network) => network.chainFamily === family && network.enabled)
+
+export type ProvisionOutcome = "ACTIVATED" | "ALREADY_PROVISIONED" | "MISSING"
+
+export class WalletProvisioner extends Context.Service<WalletProvisioner, {
+  /** Runs until the wallet is provisioned, retrying an unavailable signer with backoff. */
+  readonly provision: (walletId: string) => Effect.Effect<ProvisionOutcome>
+  /** One attempt: fails with SignerUnavailable instead of retrying. */
+  readonly provisionOnce: (walletId: string) => Effect.Effect<ProvisionOutcome, SignerUnavailable>
+}>()("coffer/WalletProvisioner") {
+  static readonly layer = Layer.effect(
+    WalletProvisioner,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const signer = yield* Signer
+      const catalog = yield* Catalog
+      const entropy = yield* Entropy
+
+      const provisionOnce = Effect.fn("WalletProvisioner.provisionOnce")(function*(walletId: string) {
+        const rows = yield* sql<{
+          tenant_id: string
+          chain_family: "EVM" | "TRON" | "BTC" | "SOL"
+          seq: number
+          status: string
+          tenant_seq: number
+          user_seq: number
+        }>`
+          SELECT w.tenant_id, w.chain_family, w.seq, w.status, t.seq AS tenant_seq, u.seq AS user_seq
+          FROM wallets w JOIN tenants t ON t.id = w.tenant_id JOIN users u ON u.id = w.user_id
+          WHERE w.id = ${walletId}`.pipe(Effect.orDie)
+        const wallet = rows[0]
+        if (wallet === undefined) return "MISSING" as const
+        if (wallet.status !== "PROVISIONING") return "ALREADY_PROVISIONED" as const
+
+        const networks = familyNetworks(catalog, wallet.chain_family)
+        if (networks.length === 0) {
+          return yield* Effect.die(new Error(`no enabled network for family ${wallet.chain_family}`))
+        }
+        const derived = new Map<string, { address: string; path: string }>()
+        for (const network of networks) {
+          const key = targetKey(network)
+          if (derived.has(key)) continue
+          derived.set(key, yield* signer.deriveAddress({
+            family: wallet.chain_family,
+            btcNetwork: (network.btcNetwork ?? undefined) as BtcNetwork | undefined,
+            tenantIndex: wallet.tenant_seq,
+            userIndex: wallet.user_seq,
+            walletIndex: wallet.seq - 1
+          }))
+        }
+        // The wallet's own address is that of its family's first network in catalog order.
+        const primary = derived.get(targetKey(networks[0]!))!
+        const now = new Date(yield* Clock.currentTimeMillis)
+
+        return yield* sql.withTransaction(Effect.gen(function*() {
+          for (const network of networks) {
+            const { address } = derived.get(targetKey(network))!
+            yield* sql`
+              INSERT INTO wallet_addresses (wallet_id, tenant_id, network_key, address, watch_status, created_at)
+              VALUES (${walletId}, ${wallet.tenant_id}, ${network.networkKey}, ${address}, 'ACTIVE', ${now})
+              ON CONFLICT (wallet_id, network_key) DO NOTHING`
+          }
+          const activated = yield* sql`
+            UPDATE wallets SET status = 'ACTIVE', address = ${primary.address}, derivation_path = ${primary.path},
+              updated_at = ${now}
+            WHERE id = ${walletId} AND status = 'PROVISIONING'
+            RETURNING id`
+          if (activated.length === 0) return "ALREADY_PROVISIONED" as const
+          yield* recordEvent({
+            tenantId: wallet.tenant_id,
+            type: "WALLET_CREATED",
+            subjectId: walletId,
+            dedupeKey: "created",
+            data: { walletId, chainFamily: wallet.chain_family, address: primary.address }
+          })
+          return "ACTIVATED" as const
+        })).pipe(
+          Effect.provideService(Entropy, entropy),
+          Effect.provideService(SqlClient.SqlClient, sql),
+          Effect.orDie
+        )
+      })
+
+      const retrySchedule = Schedule.exponential(signerRetryDelayMinMillis).pipe(
+        Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.millis(signerRetryDelayMaxMillis))))
+      )
+
+      const provision = Effect.fn("WalletProvisioner.provision")(function*(walletId: string) {
+        return yield* provisionOnce(walletId).pipe(
+          Effect.tapError(() => Effect.logWarning(`signer unavailable while provisioning wallet ${walletId}; retrying`)),
+          Effect.retry(retrySchedule),
+          Effect.orDie
+        )
+      })
+
+      return WalletProvisioner.of({ provision, provisionOnce })
+    })
+  )
+}

@@ -1,0 +1,210 @@
+/**
+ * Opening wallets (spec 4.3) and handing out deposit addresses (4.2 `deposit_address`). Every rule that limits
+ * wallet creation is checked under the user's row lock, so concurrent requests for one user see each other: ten
+ * parallel deposit_address calls for a new user create one user and one wallet. Provisioning itself is the wallet
+ * entity's job; this service records the wallet and sends it the persisted `Provision` message.
+ */
+import { Clock, Context, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import type { ChainFamily } from "../chains/ChainFamily.ts"
+import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
+import { tenantNetwork, tenantNetworks } from "../catalog/TenantCatalog.ts"
+import {
+  BadRequest,
+  EmailTaken,
+  Forbidden,
+  NetworkDisabled,
+  RateLimited,
+  SignerUnavailable,
+  WalletLimitReached
+} from "../domain/ApiError.ts"
+import { Entropy } from "../domain/Entropy.ts"
+import { uuidV7 } from "../domain/Ids.ts"
+import { WalletEntity } from "../entities/WalletEntity.ts"
+import { Signer } from "../signer/Signer.ts"
+import { walletCreationsPer24hDefault, walletsPerFamilyDefault } from "../tenants/TenantSettings.ts"
+import type { Tenant } from "../tenants/Tenants.ts"
+import { customerRefIdMessage, normalizeCustomerRefId } from "../users/UserRules.ts"
+import { type User, Users } from "../users/Users.ts"
+import { type Wallet, WalletRepository, walletColumns, walletFromRow, type WalletRow } from "./WalletRepository.ts"
+
+export const chainFamilies: ReadonlyArray<ChainFamily> = ["EVM", "TRON", "BTC", "SOL"]
+export const walletNameLengthMax = 40
+export const walletCreationWindowMillis = 24 * 60 * 60 * 1000
+/** deposit_address waits this long for the address (spec section 8), checking every `depositAddressPollMillis`. */
+export const depositAddressWaitMillis = 6_000
+export const depositAddressPollMillis = 100
+
+export const chainFamilyMessage = "chainFamily must be one of EVM, TRON, BTC, SOL"
+export const userNotActiveMessage = "user is not active"
+export const walletRateMessage = "too many wallets created in the last 24 hours"
+
+/** The name as given, cut to 40 characters; `<family> <seq>` when none is given (spec 2, wallet `name`). */
+export const walletName = (given: string | null | undefined, family: ChainFamily, seq: number): string => {
+  const trimmed = (given ?? "").trim()
+  return trimmed.length === 0 ? `${family} ${seq}` : Array.from(trimmed).slice(0, walletNameLengthMax).join("")
+}
+
+/** Whether a family has a network this tenant may open new wallets on. */
+const familyOpen = (catalog: Catalog["Service"], tenant: Tenant, family: ChainFamily) =>
+  tenantNetworks(catalog, tenant).some((network) => network.chainFamily === family && network.newWalletsEnabled)
+
+/** Wallets a deposit address may come from: the default unless frozen or hidden (spec 4.2). */
+const usableForDeposits = (wallet: Wallet) => wallet.status === "ACTIVE" || wallet.status === "PROVISIONING"
+
+export interface DepositAddress {
+  readonly user: User
+  readonly wallet: Wallet
+  readonly network: CatalogNetwork
+  readonly address: string | null
+}
+
+export class Wallets extends Context.Service<Wallets, {
+  readonly create: (
+    tenant: Tenant,
+    input: { readonly customerRefId: string; readonly chainFamily: string; readonly name?: string | null | undefined }
+  ) => Effect.Effect<
+    Wallet,
+    BadRequest | Forbidden | NetworkDisabled | WalletLimitReached | RateLimited | SignerUnavailable
+  >
+  readonly depositAddress: (
+    tenant: Tenant,
+    input: { readonly customerRefId: string; readonly networkKey: string; readonly email?: string | null | undefined }
+  ) => Effect.Effect<
+    DepositAddress,
+    BadRequest | Forbidden | NetworkDisabled | WalletLimitReached | RateLimited | SignerUnavailable | EmailTaken
+  >
+}>()("coffer/Wallets") {
+  static readonly layer = Layer.effect(
+    Wallets,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const catalog = yield* Catalog
+      const signer = yield* Signer
+      const users = yield* Users
+      const repository = yield* WalletRepository
+      const entropy = yield* Entropy
+      const walletClient = yield* WalletEntity.client
+      const columns = walletColumns(sql)
+
+      const requireSigner = Effect.gen(function*() {
+        if ((yield* signer.status()) === "DISABLED") {
+          return yield* new SignerUnavailable({ message: "signer is disabled in this environment" })
+        }
+      })
+
+      /** Inside a transaction holding the user's row lock: the limits, then the new wallet row. */
+      const insertWallet = (tenant: Tenant, user: User, family: ChainFamily, name: string | null | undefined) =>
+        Effect.gen(function*() {
+          const now = yield* Clock.currentTimeMillis
+          const [counts] = yield* sql<{ family_count: number; recent_count: number; has_default: boolean; max_seq: number }>`
+            SELECT count(*) FILTER (WHERE chain_family = ${family})::int AS family_count,
+                   count(*) FILTER (WHERE created_at > ${new Date(now - walletCreationWindowMillis)})::int AS recent_count,
+                   coalesce(bool_or(is_default AND chain_family = ${family}), false) AS has_default,
+                   coalesce(max(seq) FILTER (WHERE chain_family = ${family}), 0)::int AS max_seq
+            FROM wallets WHERE user_id = ${user.id}`
+          if (counts!.family_count >= (tenant.settings.walletsPerFamily ?? walletsPerFamilyDefault)) {
+            return yield* new WalletLimitReached({ message: `wallet limit per chain family reached for ${family}` })
+          }
+          if (counts!.recent_count >= (tenant.settings.walletCreationsPer24h ?? walletCreationsPer24hDefault)) {
+            return yield* new RateLimited({ message: walletRateMessage })
+          }
+          const id = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
+          const seq = counts!.max_seq + 1
+          yield* sql`
+            INSERT INTO wallets (id, tenant_id, user_id, chain_family, seq, name, is_default, status, created_at,
+              updated_at)
+            VALUES (${id}, ${tenant.id}, ${user.id}, ${family}, ${seq}, ${walletName(name, family, seq)},
+              ${!counts!.has_default}, 'PROVISIONING', ${new Date(now)}, ${new Date(now)})`
+          return id
+        })
+
+      const lockUser = (userId: string) =>
+        sql<{ status: string }>`SELECT status FROM users WHERE id = ${userId} FOR UPDATE`
+
+      /** Sends the persisted Provision message; returns once it is stored. */
+      const requestProvisioning = (walletId: string) =>
+        walletClient(walletId).Provision({ attempt: "initial" }, { discard: true }).pipe(Effect.orDie)
+
+      const loadWallet = (tenantId: string, walletId: string) =>
+        Effect.flatMap(repository.find(tenantId, walletId), (wallet) =>
+          wallet === undefined ? Effect.die(new Error(`wallet ${walletId} vanished`)) : Effect.succeed(wallet))
+
+      const create = Effect.fn("Wallets.create")(function*(
+        tenant: Tenant,
+        input: { customerRefId: string; chainFamily: string; name?: string | null | undefined }
+      ) {
+        const customerRefId = normalizeCustomerRefId(input.customerRefId)
+        if (customerRefId === undefined) return yield* new BadRequest({ message: customerRefIdMessage })
+        const family = chainFamilies.find((candidate) => candidate === input.chainFamily)
+        if (family === undefined) return yield* new BadRequest({ message: chainFamilyMessage })
+        yield* requireSigner
+        if (!familyOpen(catalog, tenant, family)) {
+          return yield* new NetworkDisabled({ message: `no network of chain family ${family} is open for new wallets` })
+        }
+        // Without an email, creating the user cannot collide on one.
+        const user = yield* users.create(tenant.id, { customerRefId }).pipe(Effect.catchTag("EmailTaken", Effect.die))
+        const walletId = yield* sql.withTransaction(Effect.gen(function*() {
+          const [locked] = yield* lockUser(user.id)
+          if (locked?.status !== "ACTIVE") return yield* new Forbidden({ message: userNotActiveMessage })
+          return yield* insertWallet(tenant, user, family, input.name)
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
+        yield* requestProvisioning(walletId)
+        return yield* loadWallet(tenant.id, walletId)
+      })
+
+      /** The wallet a deposit address comes from, creating it if the user has no usable one in the family. */
+      const depositWallet = (tenant: Tenant, user: User, network: CatalogNetwork) =>
+        sql.withTransaction(Effect.gen(function*() {
+          const [locked] = yield* lockUser(user.id)
+          const rows = yield* sql<WalletRow>`
+            SELECT ${columns} FROM wallets w JOIN users u ON u.id = w.user_id
+            WHERE w.user_id = ${user.id} AND w.chain_family = ${network.chainFamily}
+            ORDER BY w.is_default DESC, w.seq`
+          const usable = rows.map(walletFromRow).find(usableForDeposits)
+          if (usable !== undefined) return usable.id
+          if (locked?.status !== "ACTIVE") return yield* new Forbidden({ message: userNotActiveMessage })
+          if (!familyOpen(catalog, tenant, network.chainFamily)) {
+            return yield* new NetworkDisabled({
+              message: `chain family ${network.chainFamily} is closed to new wallets`
+            })
+          }
+          return yield* insertWallet(tenant, user, network.chainFamily, undefined)
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
+
+      const addressOn = (walletId: string, networkKey: string) =>
+        Effect.map(repository.addresses(walletId), (addresses) =>
+          addresses.find((entry) =>
+            entry.networkKey === networkKey && (entry.watchStatus === "ACTIVE" || entry.watchStatus === "DEGRADED")
+          )?.address ?? null)
+
+      const depositAddress = Effect.fn("Wallets.depositAddress")(function*(
+        tenant: Tenant,
+        input: { customerRefId: string; networkKey: string; email?: string | null | undefined }
+      ) {
+        const customerRefId = normalizeCustomerRefId(input.customerRefId)
+        if (customerRefId === undefined) return yield* new BadRequest({ message: customerRefIdMessage })
+        const network = tenantNetwork(catalog, tenant, input.networkKey)
+        if (network === undefined) {
+          return yield* new NetworkDisabled({ message: `network ${input.networkKey} is not enabled for this tenant` })
+        }
+        yield* requireSigner
+        const user = yield* users.create(tenant.id, { customerRefId, email: input.email })
+        const walletId = yield* depositWallet(tenant, user, network)
+        let wallet = yield* loadWallet(tenant.id, walletId)
+        if (wallet.status === "PROVISIONING") {
+          yield* requestProvisioning(walletId)
+          const deadline = (yield* Clock.currentTimeMillis) + depositAddressWaitMillis
+          while (wallet.status === "PROVISIONING" && (yield* Clock.currentTimeMillis) < deadline) {
+            yield* Effect.sleep(depositAddressPollMillis)
+            wallet = yield* loadWallet(tenant.id, walletId)
+          }
+        }
+        const address = wallet.status === "ACTIVE" ? yield* addressOn(walletId, network.networkKey) : null
+        return { user, wallet, network, address }
+      })
+
+      return Wallets.of({ create, depositAddress })
+    })
+  )
+}

@@ -1,0 +1,272 @@
+/**
+ * `npm run bench`: what signed-request authentication costs, on one service process started the way an operator
+ * starts it (`node src/main.ts`, embedded PostgreSQL in a throw-away DATA_DIR, random loopback ports).
+ *
+ *   unsigned  req/s of GET /v1/webhooks/event_types (no authentication: the HTTP stack alone)
+ *   signed    req/s of GET /v1/networks, a fresh JWT and nonce per request, every JWT signed before the phase
+ *   verify    node:crypto Ed25519 verifications per second on one core, with a cached KeyObject
+ *   efficiency = signed × (1/unsigned + 1/verify)
+ *
+ * Efficiency 1.00 means a signed request costs the server exactly one unsigned request plus one signature check;
+ * below that, something else in the authentication path (the nonce insert, the key lookup, parsing) costs time too.
+ * Each phase is a warm-up then a fixed window; the run stops by itself and removes what it started.
+ *
+ * Flags: `--profile signed|unsigned` runs only that phase with the server under `--cpu-prof` and prints where its CPU
+ * time went (test/bench/ProfileSummary.ts); `--duration <s>`, `--connections <n>`.
+ */
+import { ed25519 } from "@noble/curves/ed25519.js"
+import { Effect, Redacted } from "effect"
+import { FetchHttpClient } from "effect/http"
+import { generateKeyPairSync, randomBytes, sign, verify } from "node:crypto"
+import { cpus } from "node:os"
+import { readdirSync } from "node:fs"
+import { join } from "node:path"
+import { parseArgs } from "node:util"
+import { rawPublicKeyHex } from "../../src/auth/Ed25519.ts"
+import { verifyJwt } from "../../src/auth/Jwt.ts"
+import { makeOpsClient } from "../../src/client/OpsClient.ts"
+import { signRequest } from "../../src/client/RequestSigner.ts"
+import {
+  cleanUpNow,
+  freePort,
+  makeDataDir,
+  type ServiceProcess,
+  spawnService,
+  stopService,
+  waitForHealth
+} from "../e2e/ServiceProcess.ts"
+import { runLoad } from "./HttpLoad.ts"
+import { summarizeProfile } from "./ProfileSummary.ts"
+
+const { values: flags } = parseArgs({
+  options: {
+    profile: { type: "string" },
+    duration: { type: "string", default: "5" },
+    warmup: { type: "string", default: "2" },
+    connections: { type: "string", default: "48" }
+  }
+})
+const profilePhase = flags.profile
+if (profilePhase !== undefined && profilePhase !== "signed" && profilePhase !== "unsigned") {
+  throw new Error("--profile takes signed or unsigned")
+}
+const durationMs = Number(flags.duration) * 1000
+const warmupMs = Number(flags.warmup) * 1000
+const connections = Number(flags.connections)
+const verifyDurationMs = 3_000
+const nobleVerifyDurationMs = 1_000
+/** The per-key cap is at most 1000/s (spec section 5); spreading over this many keys keeps the cap out of the way. */
+const apiKeyCount = 32
+const rateLimitPerSecond = 1000
+/** Pre-signed tokens: the unsigned rate times the phase length times this margin. */
+const tokenMargin = 1.3
+const tokensMax = 400_000
+/** Without an unsigned phase (profiling) there is no rate to size the supply from. */
+const tokensWhenUnknown = 120_000
+const startTimeoutMs = 120_000
+const stopTimeoutMs = 20_000
+
+const log = (line: string) => process.stderr.write(`${line}\n`)
+const rate = (perSecond: number) => Math.round(perSecond).toLocaleString("en-US")
+
+// ---------------------------------------------------------------------------------------------------------------
+// verify: the cryptographic floor of a signed request
+
+/** A JWT signing input shaped like the service's (header and six claims), to verify over realistic bytes. */
+const sampleSigningInput = () => {
+  const segment = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url")
+  return Buffer.from(`${segment({ alg: "EdDSA", typ: "JWT" })}.${
+    segment({
+      uri: "/v1/networks",
+      nonce: randomBytes(16).toString("hex"),
+      iat: 1_800_000_000,
+      exp: 1_800_000_025,
+      sub: "ak_0123456789abcdef01234567",
+      bodyHash: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    })
+  }`)
+}
+
+const perSecondFor = (durationMs: number, operation: () => void): number => {
+  const started = performance.now()
+  let count = 0
+  while (performance.now() - started < durationMs) {
+    // Batches of 64 keep the clock out of the measurement.
+    for (let index = 0; index < 64; index++) operation()
+    count += 64
+  }
+  return count / ((performance.now() - started) / 1000)
+}
+
+const measureVerify = () => {
+  const { privateKey, publicKey } = generateKeyPairSync("ed25519")
+  const message = sampleSigningInput()
+  const signature = sign(null, message, privateKey)
+  const rawPublicKey = Buffer.from(rawPublicKeyHex(publicKey), "hex")
+  if (!verify(null, message, publicKey, signature)) throw new Error("node:crypto rejected a valid signature")
+  if (!ed25519.verify(signature, message, rawPublicKey)) throw new Error("@noble/curves rejected a valid signature")
+  perSecondFor(300, () => verify(null, message, publicKey, signature))
+  const nodeCrypto = perSecondFor(verifyDurationMs, () => verify(null, message, publicKey, signature))
+  const noble = perSecondFor(nobleVerifyDurationMs, () => ed25519.verify(signature, message, rawPublicKey))
+  // What the service runs per request for check 7: segment checks, JSON of header and claims, the verify.
+  const token = `${message.toString("ascii")}.${signature.toString("base64url")}`
+  const jwt = perSecondFor(verifyDurationMs / 3, () => verifyJwt(token, publicKey))
+  return { nodeCrypto, noble, jwt }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The service
+
+interface Provisioned {
+  readonly keys: ReadonlyArray<{ readonly keyId: string; readonly privateKey: import("node:crypto").KeyObject }>
+}
+
+/** One tenant with `apiKeyCount` keys at the highest cap, made through the operator interface. */
+const provision = (opsUrl: string, token: string) =>
+  Effect.gen(function*() {
+    const ops = yield* makeOpsClient({ baseUrl: opsUrl, token: Redacted.make(token) })
+    const tenant = yield* ops.tenants.create({ payload: { name: "bench" } })
+    const keys = []
+    for (let index = 0; index < apiKeyCount; index++) {
+      const { privateKey, publicKey } = generateKeyPairSync("ed25519")
+      const key = yield* ops.tenants.createApiKey({
+        params: { tenantId: tenant.id },
+        payload: { name: `bench ${index}`, publicKey: rawPublicKeyHex(publicKey), rateLimitPerSecond }
+      })
+      keys.push({ keyId: key.keyId, privateKey })
+    }
+    return { keys } satisfies Provisioned
+  }).pipe(Effect.provide(FetchHttpClient.layer), Effect.runPromise)
+
+const requestBytes = (hostHeader: string, target: string, headers: Record<string, string> = {}) =>
+  Buffer.from(
+    `GET ${target} HTTP/1.1\r\nHost: ${hostHeader}\r\n` +
+      Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("") + "\r\n",
+    "latin1"
+  )
+
+/**
+ * Every request of the signed phase, signed now: keys in turn (so each stays under its cap), a unique nonce each,
+ * `iat` a few seconds ahead (allowed up to 5 s) so the last token is still valid at the end of the phase.
+ */
+const presign = (provisioned: Provisioned, hostHeader: string, count: number): Array<Buffer> => {
+  const nowSeconds = Math.floor(Date.now() / 1000) + 3
+  const runId = randomBytes(4).toString("hex")
+  const requests = new Array<Buffer>(count)
+  for (let index = 0; index < count; index++) {
+    const key = provisioned.keys[index % provisioned.keys.length]!
+    const headers = signRequest({
+      keyId: key.keyId,
+      privateKey: key.privateKey,
+      target: "/v1/networks",
+      body: "",
+      nowSeconds,
+      nonce: `${runId}-${index}`
+    })
+    requests[index] = requestBytes(hostHeader, "/v1/networks", headers)
+  }
+  return requests
+}
+
+const describeLoad = (name: string, result: Awaited<ReturnType<typeof runLoad>>) => {
+  const failed = [...result.failedByStatus].map(([status, count]) => `${count} × HTTP ${status}`).join(", ")
+  log(
+    `  ${name}: ${result.ok} ok in ${(result.measuredMs / 1000).toFixed(2)} s, p50 ${result.latencyP50Ms.toFixed(1)} ms, ` +
+      `p99 ${result.latencyP99Ms.toFixed(1)} ms${failed === "" ? "" : `, FAILED ${failed}`}` +
+      `${result.socketErrors > 0 ? `, ${result.socketErrors} socket errors` : ""}` +
+      `${result.exhausted ? " (pre-signed tokens ran out: window shortened)" : ""}`
+  )
+  const failures = [...result.failedByStatus.values()].reduce((sum, count) => sum + count, 0)
+  if (failures > result.ok / 100) throw new Error(`${name}: more than 1% of the requests failed (${failed})`)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+const main = async () => {
+  log(`coffer bench: node ${process.versions.node}, ${cpus().length} × ${cpus()[0]?.model ?? "unknown cpu"}`)
+  log(`  ${connections} keep-alive connections, ${warmupMs / 1000} s warm-up + ${durationMs / 1000} s per phase`)
+
+  const verifyRates = profilePhase === undefined ? measureVerify() : undefined
+  if (verifyRates !== undefined) {
+    log(`  verify: node:crypto ${rate(verifyRates.nodeCrypto)}/s, @noble/curves ${rate(verifyRates.noble)}/s, ` +
+      `whole JWT check (src/auth/Jwt.ts verifyJwt) ${rate(verifyRates.jwt)}/s`)
+  }
+
+  const dataDir = makeDataDir("coffer-bench-")
+  let service: ServiceProcess | undefined
+  const onSignal = () => {
+    cleanUpNow(service, dataDir)
+    process.exit(130)
+  }
+  process.once("SIGINT", onSignal)
+  process.once("SIGTERM", onSignal)
+  process.once("exit", () => cleanUpNow(service, dataDir))
+
+  const profileDirectory = profilePhase === undefined ? undefined : join(dataDir, "profile")
+  try {
+    const [port, opsPort] = [await freePort(), await freePort()]
+    const opsToken = randomBytes(24).toString("hex")
+    service = spawnService({
+      dataDir,
+      port,
+      opsPort,
+      env: { OPS_TOKEN: opsToken },
+      nodeArgs: profileDirectory === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${profileDirectory}`]
+    })
+    const readyMs = await waitForHealth(service, opsToken, startTimeoutMs)
+    log(`  service ready in ${(readyMs / 1000).toFixed(1)} s (pid ${service.child.pid}, ${dataDir})`)
+    const provisioned = await provision(service.opsUrl, opsToken)
+    const hostHeader = `127.0.0.1:${port}`
+    const load = (nextRequest: () => Buffer | undefined) =>
+      runLoad({ host: "127.0.0.1", port, connections, warmupMs, durationMs, nextRequest })
+
+    let unsigned: number | undefined
+    if (profilePhase !== "signed") {
+      const request = requestBytes(hostHeader, "/v1/webhooks/event_types")
+      const result = await load(() => request)
+      describeLoad("unsigned", result)
+      unsigned = result.requestsPerSecond
+    }
+
+    let signed: number | undefined
+    if (profilePhase !== "unsigned") {
+      const count = Math.min(
+        tokensMax,
+        unsigned === undefined
+          ? tokensWhenUnknown
+          : Math.ceil(unsigned * ((warmupMs + durationMs) / 1000) * tokenMargin) + connections
+      )
+      const signingStarted = performance.now()
+      const requests = presign(provisioned, hostHeader, count)
+      log(`  pre-signed ${count} requests over ${apiKeyCount} keys in ` +
+        `${((performance.now() - signingStarted) / 1000).toFixed(1)} s`)
+      let next = 0
+      const result = await load(() => requests[next++])
+      describeLoad("signed", result)
+      signed = result.requestsPerSecond
+    }
+
+    const ended = await stopService(service, stopTimeoutMs)
+    if (ended.signal === "SIGKILL") log("  the service did not stop within 20 s of SIGTERM and was killed")
+
+    if (profileDirectory !== undefined) {
+      const file = readdirSync(profileDirectory).find((name) => name.endsWith(".cpuprofile"))
+      if (file === undefined) throw new Error(`no CPU profile in ${profileDirectory}`)
+      log(`\nwhere the service's CPU time went (${profilePhase} phase, startup included):`)
+      log(summarizeProfile(join(profileDirectory, file)))
+    }
+
+    if (unsigned !== undefined) console.log(`unsigned: ${rate(unsigned)} req/s`)
+    if (signed !== undefined) console.log(`signed: ${rate(signed)} req/s`)
+    if (verifyRates !== undefined && unsigned !== undefined && signed !== undefined) {
+      console.log(`verify: ${rate(verifyRates.nodeCrypto)} verifications/s`)
+      const efficiency = signed * (1 / unsigned + 1 / verifyRates.nodeCrypto)
+      console.log(`efficiency: ${efficiency.toFixed(2)}`)
+    }
+  } finally {
+    if (service !== undefined) await stopService(service, stopTimeoutMs)
+    cleanUpNow(service, dataDir)
+  }
+}
+
+await main()

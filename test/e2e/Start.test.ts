@@ -1,0 +1,113 @@
+/**
+ * `npm start` as an operator runs it (operator-interface.md, "Running the service"): `node src/main.ts` with no
+ * DATABASE_URL, so the embedded PostgreSQL under DATA_DIR; ready when GET /ops/health answers 200; the first
+ * development start provisions a tenant and key a signed call works with; a second start on the same DATA_DIR
+ * keeps all data, even after node and PostgreSQL were both killed with -9; SIGTERM stops both.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Redacted } from "effect"
+import { FetchHttpClient } from "effect/http"
+import { createPrivateKey } from "node:crypto"
+import { existsSync, readFileSync, statSync } from "node:fs"
+import { join } from "node:path"
+import { afterAll } from "vitest"
+import { makeOpsClient } from "../../src/client/OpsClient.ts"
+import { makeTenantClient } from "../../src/client/TenantClient.ts"
+import {
+  cleanUpNow,
+  freePort,
+  isAlive,
+  killHard,
+  makeDataDir,
+  postmasterPid,
+  type ServiceProcess,
+  spawnService,
+  stopService,
+  waitForHealth,
+  waitUntilDead
+} from "./ServiceProcess.ts"
+
+/** First start: initdb, migrations, provisioning; generous for a loaded 2-core machine. */
+const firstStartTimeoutMs = 60_000
+/** The promise under test: a restart after a crash is healthy this soon after its spawn. */
+const restartHealthyWithinMs = 3_000
+const stopTimeoutMs = 15_000
+
+const dataDir = makeDataDir("coffer-e2e-")
+let current: ServiceProcess | undefined
+afterAll(() => cleanUpNow(current, dataDir))
+
+const promise = <A>(run: () => Promise<A>) => Effect.promise(run)
+
+const modeOf = (file: string) => statSync(file).mode & 0o777
+
+/** The token the service generated on its first start; it exists before the listeners open. */
+const opsToken = () => readFileSync(join(dataDir, "ops-token"), "utf8").trim()
+
+const waitForFile = (file: string, service: ServiceProcess) =>
+  promise(async () => {
+    const deadline = performance.now() + firstStartTimeoutMs
+    while (!existsSync(file)) {
+      if (service.child.exitCode !== null) throw new Error(`the service exited:\n${service.output()}`)
+      if (performance.now() > deadline) throw new Error(`${file} never appeared:\n${service.output()}`)
+      await new Promise((resolve) => setTimeout(resolve, 25))
+    }
+  })
+
+const clients = (service: ServiceProcess) =>
+  Effect.gen(function*() {
+    const { keyId, tenantId } = JSON.parse(readFileSync(join(dataDir, "dev-tenant.json"), "utf8"))
+    const privateKey = createPrivateKey(readFileSync(join(dataDir, "dev-api-key.pem")))
+    const tenant = yield* makeTenantClient({ baseUrl: service.publicUrl, keyId, privateKey })
+    const ops = yield* makeOpsClient({ baseUrl: service.opsUrl, token: Redacted.make(opsToken()) })
+    return { tenant, ops, tenantId: tenantId as string }
+  })
+
+describe("npm start (operator-interface.md, Running the service)", () => {
+  it.live(
+    "first start provisions the dev tenant; a restart after kill -9 of node and PostgreSQL is healthy within 3 s and keeps the data; SIGTERM stops both",
+    () =>
+      Effect.gen(function*() {
+        const [port, opsPort] = [yield* promise(freePort), yield* promise(freePort)]
+        const start = () => (current = spawnService({ dataDir, port, opsPort }))
+
+        // First start: embedded defaults, development provisioning.
+        const first = start()
+        yield* waitForFile(join(dataDir, "ops-token"), first)
+        yield* promise(() => waitForHealth(first, opsToken(), firstStartTimeoutMs))
+        for (const file of ["dev-tenant.json", "dev-api-key.pem", "ops-token"]) {
+          assert.strictEqual(modeOf(join(dataDir, file)), 0o600, `${file} is private`)
+        }
+        const before = yield* clients(first)
+        const networks = yield* before.tenant.reference.networks()
+        assert.isAbove(networks.length, 0)
+        const created = yield* before.tenant.users.create({ payload: { customerRefId: "e2e-alice" } })
+
+        // A power cut: node and the postmaster die at once, nothing is shut down.
+        const postmaster = postmasterPid(dataDir)
+        assert.isDefined(postmaster)
+        yield* promise(() => killHard(first))
+        assert.isFalse(isAlive(postmaster!), "the postmaster is dead")
+        const provisioned = readFileSync(join(dataDir, "dev-tenant.json"), "utf8")
+
+        // Second start on the same DATA_DIR.
+        const second = start()
+        const readyMs = yield* promise(() => waitForHealth(second, opsToken(), firstStartTimeoutMs))
+        assert.isBelow(readyMs, restartHealthyWithinMs, `healthy ${Math.round(readyMs)} ms after the restart's spawn`)
+        assert.strictEqual(readFileSync(join(dataDir, "dev-tenant.json"), "utf8"), provisioned, "provisioned once")
+        const after = yield* clients(second)
+        const tenant = yield* after.ops.tenants.get({ params: { tenantId: after.tenantId } })
+        assert.strictEqual(tenant.name, "dev")
+        const user = yield* after.tenant.users.get({ params: { customerRefId: "e2e-alice" } })
+        assert.strictEqual(user.user.id, created.id)
+
+        // SIGTERM: a graceful stop that takes PostgreSQL with it.
+        const secondPostmaster = postmasterPid(dataDir)
+        assert.isDefined(secondPostmaster)
+        const ended = yield* promise(() => stopService(second, stopTimeoutMs))
+        assert.notStrictEqual(ended.signal, "SIGKILL", `stopped within ${stopTimeoutMs} ms of SIGTERM`)
+        assert.isTrue(yield* promise(() => waitUntilDead(secondPostmaster!, 5_000)), "the postmaster is gone")
+      }).pipe(Effect.provide(FetchHttpClient.layer)),
+    90_000
+  )
+})
