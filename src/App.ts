@@ -93,6 +93,12 @@ export const OpsRoutes = Layer.mergeAll(
 export class PublicAddress extends Context.Service<PublicAddress, string>()("coffer/PublicAddress") {}
 export class OpsAddress extends Context.Service<OpsAddress, string>()("coffer/OpsAddress") {}
 
+/**
+ * A `customerRefId` may be 128 characters, up to three times that URL-encoded: the router's default cap of 100
+ * characters per path parameter would answer such paths 404.
+ */
+export const routerConfig = { maxParamLength: 1024 }
+
 const listener = <I, E, R>(
   routes: Layer.Layer<never, E, R>,
   address: Context.Key<I, string>,
@@ -100,7 +106,7 @@ const listener = <I, E, R>(
   port: number
 ) =>
   Layer.mergeAll(
-    HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true }),
+    HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true, routerConfig }),
     Layer.effect(address, Effect.map(Effect.service(HttpServer.HttpServer), (server) => HttpServer.formatAddress(server.address)))
   ).pipe(Layer.provide(NodeHttpServer.layer(createServer, { host, port, gracefulShutdownTimeout: "10 seconds" })))
 

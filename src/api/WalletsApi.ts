@@ -70,6 +70,8 @@ const walletParams = { id: Uuid }
 export class WalletsApi extends HttpApiGroup.make("wallets")
   .add(
     HttpApiEndpoint.post("create", "/v1/wallets", {
+      // Required (422 when missing), checked by the handler so the message can say so.
+      headers: { "idempotency-key": Schema.optional(Schema.String) },
       payload: CreateWalletBody,
       success: WalletObject.pipe(HttpApiSchema.status(202)),
       error: [

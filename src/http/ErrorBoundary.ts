@@ -36,7 +36,7 @@ const methods = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const
 export const makeAllowedMethods = <Id extends string, Groups extends HttpApiGroup.Constraint>(
   api: HttpApi.HttpApi<Id, Groups>
 ) => {
-  const knownRoutes = FindMyWay.make<true>()
+  const knownRoutes = FindMyWay.make<true>({ maxParamLength: 1024 })
   HttpApi.reflect(api, {
     onGroup: () => {},
     onEndpoint: ({ endpoint }) => knownRoutes.on(endpoint.method as "GET", endpoint.path as `/${string}`, true)

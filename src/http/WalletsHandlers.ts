@@ -30,10 +30,10 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
         wallet === undefined ? Effect.fail(new NotFound({ message: "wallet not found" })) : Effect.succeed(wallet))
 
     return handlers
-      .handle("create", ({ payload }) =>
+      .handle("create", ({ headers, payload }) =>
         Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
-          const key = yield* checkIdempotencyKey(request.headers["idempotency-key"])
+          const key = yield* checkIdempotencyKey(headers["idempotency-key"])
           const apiKey = yield* CurrentApiKey
           const tenant = yield* currentTenant
           const body = new Uint8Array(yield* Effect.orDie(request.arrayBuffer))

@@ -22,7 +22,10 @@ import { Signer } from "../../src/signer/Signer.ts"
 export const testMnemonic = "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about"
 export const testOpsToken = "test-ops-token"
 
-export const makeTestAppLayer = (overrides: Partial<AppConfigShape> = {}) => {
+export const makeTestAppLayer = (
+  overrides: Partial<AppConfigShape> = {},
+  options: { readonly signer?: Layer.Layer<Signer, never> } = {}
+) => {
   const databaseUrl = process.env.DATABASE_URL
   if (databaseUrl === undefined) throw new Error("DATABASE_URL is not set: test/support/db-per-file.ts must run first")
   const config = AppConfig.layerTest({
@@ -32,9 +35,9 @@ export const makeTestAppLayer = (overrides: Partial<AppConfigShape> = {}) => {
     serviceEnv: "preproduction",
     ...overrides
   })
-  const signer = (overrides.serviceEnv ?? "preproduction") === "preproduction" && overrides.signerMnemonic === undefined
+  const signer = options.signer ?? ((overrides.serviceEnv ?? "preproduction") === "preproduction" && overrides.signerMnemonic === undefined
     ? Signer.layerLocalHd(Redacted.make(testMnemonic))
-    : Signer.layerConfig
+    : Signer.layerConfig)
   return ServiceLayer.pipe(
     Layer.provideMerge(signer),
     Layer.provideMerge(Entropy.layer),
