@@ -15,6 +15,9 @@ export interface LoadOptions {
   readonly durationMs: number
   /** The next request's bytes; undefined when the supply (pre-signed tokens) is used up. */
   readonly nextRequest: () => Buffer | undefined
+  /** Called when the measured window opens and when it closes (to sample CPU counters). */
+  readonly onWindowStart?: () => void
+  readonly onWindowEnd?: () => void
 }
 
 export interface LoadResult {
@@ -29,6 +32,8 @@ export interface LoadResult {
   /** True when `nextRequest` ran dry before the window ended (the rate is then over a shorter window). */
   readonly exhausted: boolean
   readonly socketErrors: number
+  /** The measured window on the system's monotonic clock in microseconds: the clock of `--cpu-prof` timestamps. */
+  readonly windowMonotonicMicros: readonly [number, number]
 }
 
 /** After the window, responses still in flight get this long before their sockets are closed. */
@@ -44,6 +49,7 @@ const percentile = (sorted: Float64Array, fraction: number): number =>
 export const runLoad = (options: LoadOptions): Promise<LoadResult> =>
   new Promise((resolvePromise, reject) => {
     const startedAt = performance.now()
+    const startedAtMonotonicMicros = Number(process.hrtime.bigint() / 1000n)
     const windowStart = startedAt + options.warmupMs
     const windowEnd = windowStart + options.durationMs
     let ok = 0
@@ -79,10 +85,16 @@ export const runLoad = (options: LoadOptions): Promise<LoadResult> =>
         latencyP50Ms: percentile(sorted, 0.5),
         latencyP99Ms: percentile(sorted, 0.99),
         exhausted: exhaustedAt !== undefined,
-        socketErrors
+        socketErrors,
+        windowMonotonicMicros: [
+          startedAtMonotonicMicros + (windowStart - startedAt) * 1000,
+          startedAtMonotonicMicros + (windowStart - startedAt + measuredMs) * 1000
+        ]
       })
     }
     const drainTimer = setTimeout(finish, options.warmupMs + options.durationMs + drainTimeoutMs)
+    if (options.onWindowStart !== undefined) setTimeout(options.onWindowStart, options.warmupMs)
+    if (options.onWindowEnd !== undefined) setTimeout(options.onWindowEnd, options.warmupMs + options.durationMs)
 
     const connect = () => {
       const socket = net.connect({ host: options.host, port: options.port, noDelay: true })

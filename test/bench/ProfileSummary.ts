@@ -16,6 +16,7 @@ interface ProfileNode {
   readonly children?: ReadonlyArray<number>
 }
 interface Profile {
+  readonly startTime: number
   readonly nodes: ReadonlyArray<ProfileNode>
   readonly samples: ReadonlyArray<number>
   readonly timeDeltas: ReadonlyArray<number>
@@ -52,7 +53,11 @@ const frameKey = (frame: CallFrame): string =>
 
 const percent = (part: number, whole: number) => `${((100 * part) / whole).toFixed(1).padStart(5)}%`
 
-export const summarizeProfile = (file: string): string => {
+/**
+ * `window`: only samples taken within it, in microseconds of the system's monotonic clock, which is the clock of the
+ * profile's timestamps (V8 TimeTicks and `process.hrtime` both read CLOCK_MONOTONIC on Linux).
+ */
+export const summarizeProfile = (file: string, window?: readonly [number, number]): string => {
   const profile: Profile = JSON.parse(readFileSync(file, "utf8"))
   const byId = new Map(profile.nodes.map((node) => [node.id, node]))
   const parent = new Map<number, number>()
@@ -60,12 +65,15 @@ export const summarizeProfile = (file: string): string => {
 
   const selfByNode = new Map<number, number>()
   let total = 0
+  let at = profile.startTime
   profile.samples.forEach((id, index) => {
     const delta = profile.timeDeltas[index] ?? 0
+    at += delta
+    if (window !== undefined && (at < window[0] || at > window[1])) return
     total += delta
     selfByNode.set(id, (selfByNode.get(id) ?? 0) + delta)
   })
-  if (total === 0) return "  (empty profile)"
+  if (total === 0) return "  (no samples in the window)"
 
   const selfByArea = new Map<string, number>()
   const selfByFunction = new Map<string, number>()

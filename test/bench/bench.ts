@@ -18,7 +18,7 @@ import { ed25519 } from "@noble/curves/ed25519.js"
 import { Effect, Redacted } from "effect"
 import { FetchHttpClient } from "effect/http"
 import { generateKeyPairSync, randomBytes, sign, verify } from "node:crypto"
-import { cpus } from "node:os"
+import { cpus, loadavg } from "node:os"
 import { readdirSync } from "node:fs"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
@@ -28,8 +28,10 @@ import { makeOpsClient } from "../../src/client/OpsClient.ts"
 import { signRequest } from "../../src/client/RequestSigner.ts"
 import {
   cleanUpNow,
+  cpuSeconds,
   freePort,
   makeDataDir,
+  postgresPids,
   type ServiceProcess,
   spawnService,
   stopService,
@@ -217,15 +219,49 @@ const main = async () => {
     log(`  service ready in ${(readyMs / 1000).toFixed(1)} s (pid ${service.child.pid}, ${dataDir})`)
     const provisioned = await provision(service.opsUrl, opsToken)
     const hostHeader = `127.0.0.1:${port}`
-    const load = (nextRequest: () => Buffer | undefined) =>
-      runLoad({ host: "127.0.0.1", port, connections, warmupMs, durationMs, nextRequest })
+    const serverPid = service.child.pid!
+    /** CPU used in the window by the service, its PostgreSQL and this client, in cores (1.0 = one core busy). */
+    const load = async (name: string, nextRequest: () => Buffer | undefined) => {
+      let before: { server: number; postgres: number; client: number; pids: ReadonlyArray<number>; at: number }
+      let usage = ""
+      const sample = (pids: ReadonlyArray<number>) => ({
+        server: cpuSeconds(serverPid),
+        postgres: pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0),
+        client: process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6,
+        at: performance.now()
+      })
+      const result = await runLoad({
+        host: "127.0.0.1",
+        port,
+        connections,
+        warmupMs,
+        durationMs,
+        nextRequest,
+        onWindowStart: () => {
+          const pids = postgresPids(dataDir)
+          before = { ...sample(pids), pids }
+        },
+        onWindowEnd: () => {
+          const after = sample(before.pids)
+          const seconds = (after.at - before.at) / 1000
+          const cores = (value: number) => (value / seconds).toFixed(2)
+          usage = `  ${name} CPU in cores: service ${cores(after.server - before.server)}, ` +
+            `postgres ${cores(after.postgres - before.postgres)}, client ${cores(after.client - before.client)} ` +
+            `(machine: ${cpus().length} cores, load average ${loadavg()[0]!.toFixed(1)})`
+        }
+      })
+      describeLoad(name, result)
+      log(usage)
+      return result
+    }
 
+    let profileWindow: readonly [number, number] | undefined
     let unsigned: number | undefined
     if (profilePhase !== "signed") {
       const request = requestBytes(hostHeader, "/v1/webhooks/event_types")
-      const result = await load(() => request)
-      describeLoad("unsigned", result)
+      const result = await load("unsigned", () => request)
       unsigned = result.requestsPerSecond
+      profileWindow = result.windowMonotonicMicros
     }
 
     let signed: number | undefined
@@ -241,9 +277,9 @@ const main = async () => {
       log(`  pre-signed ${count} requests over ${apiKeyCount} keys in ` +
         `${((performance.now() - signingStarted) / 1000).toFixed(1)} s`)
       let next = 0
-      const result = await load(() => requests[next++])
-      describeLoad("signed", result)
+      const result = await load("signed", () => requests[next++])
       signed = result.requestsPerSecond
+      profileWindow = result.windowMonotonicMicros
     }
 
     const ended = await stopService(service, stopTimeoutMs)
@@ -252,8 +288,8 @@ const main = async () => {
     if (profileDirectory !== undefined) {
       const file = readdirSync(profileDirectory).find((name) => name.endsWith(".cpuprofile"))
       if (file === undefined) throw new Error(`no CPU profile in ${profileDirectory}`)
-      log(`\nwhere the service's CPU time went (${profilePhase} phase, startup included):`)
-      log(summarizeProfile(join(profileDirectory, file)))
+      log(`\nwhere the service's time went during the measured ${profilePhase} window:`)
+      log(summarizeProfile(join(profileDirectory, file), profileWindow))
     }
 
     if (unsigned !== undefined) console.log(`unsigned: ${rate(unsigned)} req/s`)

@@ -4,7 +4,7 @@
  * (test/bench/bench.ts). Plain promises: the benchmark runs outside Effect and vitest.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import net from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -213,4 +213,33 @@ export const cleanUpNow = (service: ServiceProcess | undefined, dataDir: string 
   } catch {
     // A postmaster still exiting may hold files for a moment; the temp directory is cleaned by the OS later.
   }
+}
+
+/** Seconds of CPU (user + system) a process has used, from /proc (Linux); 0 when it is gone. */
+export const cpuSeconds = (pid: number): number => {
+  try {
+    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15 (clock ticks).
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "").split(" ")
+    const ticksPerSecond = 100
+    return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond
+  } catch {
+    return 0
+  }
+}
+
+/** The postmaster and its backends, as they are now. */
+export const postgresPids = (dataDir: string): ReadonlyArray<number> => {
+  const postmaster = postmasterPid(dataDir)
+  if (postmaster === undefined) return []
+  const children: Array<number> = []
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const parent = Number(readFileSync(`/proc/${entry}/stat`, "utf8").replace(/^.*\) /, "").split(" ")[1])
+      if (parent === postmaster) children.push(Number(entry))
+    } catch {
+      // Exited meanwhile.
+    }
+  }
+  return [postmaster, ...children]
 }
