@@ -24,8 +24,40 @@ export const formatUuidV7 = (millis: number, random: Uint8Array): string => {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
 }
 
+/**
+ * The last timestamp and the 12-bit counter in `rand_a` (RFC 9562 section 6.2, method 1): ids made by this process
+ * within one millisecond still sort in creation order, which is what "newest first" lists rely on. The state lives
+ * with the Entropy instance, so each layer (each test) starts afresh and stays reproducible.
+ */
+interface Monotonic {
+  millis: number
+  counter: number
+}
+const monotonicByEntropy = new WeakMap<Entropy["Service"], Monotonic>()
+
+const nextStamp = (monotonic: Monotonic, now: number): { readonly millis: number; readonly counter: number } => {
+  if (now > monotonic.millis) {
+    monotonic.millis = now
+    monotonic.counter = 0
+  } else if (++monotonic.counter > 0xfff) {
+    // 4096 ids in one millisecond: borrow the next millisecond rather than repeat an order.
+    monotonic.millis++
+    monotonic.counter = 0
+  }
+  return { millis: monotonic.millis, counter: monotonic.counter }
+}
+
 export const uuidV7: Effect.Effect<string, never, Entropy> = Effect.gen(function*() {
-  const millis = yield* Clock.currentTimeMillis
-  const random = yield* Entropy.use((entropy) => entropy.bytes(10))
+  const now = yield* Clock.currentTimeMillis
+  const entropy = yield* Entropy
+  let monotonic = monotonicByEntropy.get(entropy)
+  if (monotonic === undefined) {
+    monotonic = { millis: -1, counter: 0 }
+    monotonicByEntropy.set(entropy, monotonic)
+  }
+  const random = yield* entropy.bytes(10)
+  const { counter, millis } = nextStamp(monotonic, now)
+  random[0] = (counter >> 8) & 0x0f
+  random[1] = counter & 0xff
   return formatUuidV7(millis, random)
 })

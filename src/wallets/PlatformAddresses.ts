@@ -29,21 +29,21 @@ export class PlatformAddresses extends Context.Service<PlatformAddresses, {
       const signer = yield* Signer
       const catalog = yield* Catalog
       const derive = Effect.gen(function*() {
-      const list: Array<PlatformAddress> = []
-      if ((yield* signer.status()) === "ACTIVE") {
-        for (const network of catalog.networks) {
-          for (const role of PlatformRole) {
-            const derived = yield* signer.platformAddress({
-              family: network.chainFamily,
-              btcNetwork: (network.btcNetwork ?? undefined) as BtcNetwork | undefined,
-              role
-            }).pipe(Effect.orDie)
-            list.push({ networkKey: network.networkKey, address: derived.address, role })
+        const list: Array<PlatformAddress> = []
+        if ((yield* signer.status()) === "ACTIVE") {
+          for (const network of catalog.networks) {
+            for (const role of PlatformRole) {
+              const derived = yield* signer.platformAddress({
+                family: network.chainFamily,
+                btcNetwork: (network.btcNetwork ?? undefined) as BtcNetwork | undefined,
+                role
+              }).pipe(Effect.orDie)
+              list.push({ networkKey: network.networkKey, address: derived.address, role })
+            }
           }
         }
-      }
-      const index = new Set(list.map((entry) => `${entry.networkKey}\u0000${entry.address}`))
-      return { list, index }
+        const index = new Set(list.map((entry) => `${entry.networkKey}\u0000${entry.address}`))
+        return { list, index }
       })
       const derived = yield* Effect.cached(derive)
       yield* Effect.forkScoped(derived)
