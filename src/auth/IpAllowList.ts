@@ -8,8 +8,16 @@ export type IpMatcher = (ip: string) => boolean
 
 type Range = readonly [ipaddr.IPv4 | ipaddr.IPv6, number]
 
+/**
+ * Only the standard text forms: dotted-quad IPv4 and IPv6. ipaddr.js also reads shorthand, octal and hex IPv4
+ * (`10`, `127.1`, `017.0.0.1`, `0x7f000001`), which would silently name another address than the one meant.
+ */
+const isStandardText = (text: string): boolean =>
+  text.includes(":") ? ipaddr.IPv6.isValid(text) : ipaddr.IPv4.isValidFourPartDecimal(text)
+
 const parseEntry = (entry: string): Range | undefined => {
   const text = entry.trim()
+  if (!isStandardText(text.split("/")[0] ?? "")) return undefined
   try {
     if (text.includes("/")) {
       const [address, bits] = ipaddr.parseCIDR(text)
@@ -26,6 +34,7 @@ const parseEntry = (entry: string): Range | undefined => {
 export const isIpOrCidr = (entry: string): boolean => parseEntry(entry) !== undefined
 
 export const parseIp = (ip: string): ipaddr.IPv4 | ipaddr.IPv6 | undefined => {
+  if (!isStandardText(ip.trim())) return undefined
   try {
     return ipaddr.process(ip.trim())
   } catch {

@@ -41,7 +41,14 @@ export class NonceStore extends Context.Service<NonceStore, {
           RETURNING key_id, nonce`
 
       const flush: Effect.Effect<void> = Effect.gen(function*() {
-        while (pending.length > 0) {
+        while (true) {
+          // Checked and cleared in one synchronous step. The fiber may yield between any two effects: had
+          // `flushing` been cleared after the loop, a nonce queued in between would see `flushing` still set, start
+          // no flush, and wait for some later request to flush it (a lost wakeup, up to the 30 s request limit).
+          if (pending.length === 0) {
+            flushing = false
+            return
+          }
           const taken = pending.splice(0, nonceBatchSizeMax)
           // Two requests with one nonce in the same batch: only the first may win.
           const seen = new Set<string>()
@@ -62,9 +69,11 @@ export class NonceStore extends Context.Service<NonceStore, {
           const fresh = new Set(inserted.value.map((row) => `${row.key_id}\u0000${row.nonce}`))
           for (const item of batch) yield* Deferred.succeed(item.result, fresh.has(`${item.keyId}\u0000${item.nonce}`))
         }
-      }).pipe(Effect.ensuring(Effect.sync(() => {
-        flushing = false
-      })))
+      }).pipe(Effect.onInterrupt(() =>
+        Effect.sync(() => {
+          flushing = false
+        })
+      ))
 
       const record = Effect.fn("NonceStore.record")(function*(keyId: string, nonce: string, expiresAtSeconds: number) {
         const result = yield* Deferred.make<boolean>()

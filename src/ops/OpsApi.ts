@@ -2,6 +2,7 @@
 import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, OpenApi } from "effect/http-api"
 import { UserObject } from "../api/UsersApi.ts"
+import { Uuid } from "../domain/Ids.ts"
 import {
   BadRequestParamsWire,
   BadRequestWire,
@@ -49,8 +50,9 @@ export const HealthObject = Schema.Struct({
   signer: Schema.Literals(["ACTIVE", "DISABLED"])
 }).annotate({ identifier: "Health" })
 
-const tenantParams = { tenantId: Schema.String }
-const userParams = { tenantId: Schema.String, customerRefId: Schema.String }
+/** A tenant id that is not a UUID cannot name a tenant: a path parse failure, 400 (as on /v1, spec section 7). */
+const tenantParams = { tenantId: Uuid }
+const userParams = { tenantId: Uuid, customerRefId: Schema.String }
 
 export class OpsTenantsApi extends HttpApiGroup.make("tenants")
   .add(
@@ -87,7 +89,7 @@ export class OpsTenantsApi extends HttpApiGroup.make("tenants")
       error: [NotFoundWire, BadRequestWire]
     }),
     HttpApiEndpoint.delete("revokeApiKey", "/ops/tenants/:tenantId/api-keys/:keyId", {
-      params: { tenantId: Schema.String, keyId: Schema.String },
+      params: { tenantId: Uuid, keyId: Schema.String },
       success: HttpApiSchema.NoContent,
       error: [NotFoundWire]
     })

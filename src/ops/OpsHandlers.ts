@@ -12,7 +12,7 @@ import { Entropy } from "../domain/Entropy.ts"
 import { parseRfc3339, toRfc3339 } from "../domain/Time.ts"
 import { userObject } from "../http/UsersHandlers.ts"
 import { Signer } from "../signer/Signer.ts"
-import { decodeSettings, mergeEncodedSettings } from "../tenants/TenantSettings.ts"
+import { decodeSettings, encodeSettings, mergeEncodedSettings } from "../tenants/TenantSettings.ts"
 import { type Tenant, Tenants } from "../tenants/Tenants.ts"
 import { Users } from "../users/Users.ts"
 import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
@@ -94,11 +94,12 @@ export const OpsTenantsHandlers = HttpApiBuilder.group(OpsApi, "tenants", (handl
           }
           let settingsEncoded: Record<string, unknown> | undefined
           if (payload.settings !== undefined) {
-            settingsEncoded = mergeEncodedSettings(tenant.settingsEncoded, payload.settings)
-            // Validate the merged whole; stored is the encoded form, which decoding proves well formed.
-            yield* decodeSettings(settingsEncoded).pipe(
+            // Validate the merged whole; stored is the re-encoded decoded form, so names the service does not know
+            // are dropped like any undefined body field (spec section 1), not kept and echoed as if they applied.
+            const settings = yield* decodeSettings(mergeEncodedSettings(tenant.settingsEncoded, payload.settings)).pipe(
               Effect.mapError((error) => new BadRequest({ message: `invalid settings: ${error.message}` }))
             )
+            settingsEncoded = encodeSettings(settings)
           }
           const updated = yield* tenants.update(tenant.id, {
             ...(payload.status === undefined ? {} : { status: payload.status }),

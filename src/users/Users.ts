@@ -195,12 +195,18 @@ export class Users extends Context.Service<Users, {
         tenantId: string,
         options: { limit: number; cursor?: string | undefined; status?: UserStatus | undefined }
       ) {
+        // Newest first by `seq`, allocated under the tenant row lock in creation order. Ids are time-ordered only
+        // within one process: users created by two processes in one millisecond would compare by random bits.
         const rows = yield* sql<Row>`
           SELECT ${columns} FROM users
           WHERE tenant_id = ${tenantId} AND source = 'B_API'
-            ${options.cursor === undefined ? sql`` : sql`AND id < ${options.cursor}`}
+            ${
+          options.cursor === undefined
+            ? sql``
+            : sql`AND seq < (SELECT seq FROM users WHERE tenant_id = ${tenantId} AND id = ${options.cursor})`
+        }
             ${options.status === undefined ? sql`` : sql`AND status = ${options.status}`}
-          ORDER BY id DESC
+          ORDER BY seq DESC
           LIMIT ${options.limit}`.pipe(Effect.orDie)
         const items = rows.map(fromRow)
         return { items, nextCursor: items.length === options.limit ? items[items.length - 1]!.id : null }

@@ -3,7 +3,7 @@
  * and one assertion for the error envelope of spec section 7.
  */
 import { assert } from "@effect/vitest"
-import { Clock, Effect } from "effect"
+import { Clock, Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { generateKeyPairSync, randomUUID } from "node:crypto"
 import { rawPublicKeyHex } from "../../src/auth/Ed25519.ts"
@@ -14,16 +14,21 @@ import { opsClient, type RawResponse, type TestTenant } from "./TestApp.ts"
 export const realisticEpochMillis = Date.UTC(2026, 9, 5)
 
 /**
- * Moves the shared TestClock forward to a realistic time an hour past anything earlier tests used: never backwards,
- * so the caches' "loaded at" times stay in the past, and each test starts in a fresh rate-limit second.
+ * The layer built with the shared TestClock already at `realisticEpochMillis`. Set before anything is built on
+ * purpose: moving a TestClock far forward later would run every repetition of the background loops (the nonce purge
+ * runs each minute) in between.
+ */
+export const atRealisticTime = <A, E, R>(self: Layer.Layer<A, E, R>) =>
+  self.pipe(Layer.provide(Layer.effectDiscard(TestClock.setTime(realisticEpochMillis))))
+
+/**
+ * Moves the shared TestClock two seconds on, so each test starts in a fresh rate-limit second and the caches' "loaded
+ * at" times stay in the past; returns the new time in Unix seconds.
  */
 export const freshTime = Effect.gen(function*() {
-  const now = yield* Clock.currentTimeMillis
-  yield* TestClock.setTime(Math.max(now, realisticEpochMillis) + 3_600_000)
+  yield* TestClock.adjust("2 seconds")
   return Math.floor((yield* Clock.currentTimeMillis) / 1000)
 })
-
-export const nowSeconds = Effect.map(Clock.currentTimeMillis, (millis) => Math.floor(millis / 1000))
 
 /** A second API key of the same tenant, created through the operator interface. */
 export const addApiKey = (tenant: TestTenant, options: {
