@@ -65,8 +65,7 @@ CREATE TABLE users (
   CONSTRAINT users_tenant_seq_key UNIQUE (tenant_id, seq),
   CONSTRAINT users_tenant_email_key UNIQUE (tenant_id, email)
 );
--- Lists are newest first by the time-ordered id.
-CREATE INDEX users_tenant_list_idx ON users (tenant_id, id DESC);
+-- Lists are newest first by `seq` (allocated in creation order); users_tenant_seq_key serves them.
 
 -- The catalog is data: loaded from src/catalog/<SERVICE_ENV>.json at start and upserted here, so SQL can join it.
 CREATE TABLE networks (

@@ -6,8 +6,23 @@ import { UsersApi } from "./UsersApi.ts"
 import { WalletsApi } from "./WalletsApi.ts"
 import { WebhookInfoApi } from "./WebhookInfoApi.ts"
 
+/**
+ * Schemas decode with unknown fields dropped, and the spec says unknown request fields are ignored and clients must
+ * tolerate new response fields (sections 1 and 9): the document must not claim `additionalProperties: false`.
+ */
+const allowAdditionalProperties = (node: unknown): void => {
+  if (Array.isArray(node)) {
+    for (const item of node) allowAdditionalProperties(item)
+  } else if (typeof node === "object" && node !== null) {
+    const record = node as Record<string, unknown>
+    if (record.additionalProperties === false) delete record.additionalProperties
+    for (const value of Object.values(record)) allowAdditionalProperties(value)
+  }
+}
+
 /** Both headers together authenticate a request, so they form one security requirement (spec section 5). */
 const addSignedRequestSecurity = (spec: Record<string, any>): Record<string, any> => {
+  allowAdditionalProperties(spec)
   spec.components = spec.components ?? {}
   spec.components.securitySchemes = {
     ...spec.components.securitySchemes,

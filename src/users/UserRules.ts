@@ -26,8 +26,9 @@ export const normalizeEmail = (value: string): string | undefined => {
   return trimmed.length <= emailLengthMax && emailPattern.test(trimmed) ? trimmed : undefined
 }
 
+/** Letters of any script count as letters: "пароль12345" is as strong as "password12345". */
 export const isStrongPassword = (value: string): boolean =>
-  value.length >= passwordLengthMin && value.length <= passwordLengthMax && /[A-Za-z]/.test(value) &&
+  value.length >= passwordLengthMin && value.length <= passwordLengthMax && /\p{L}/u.test(value) &&
   /[0-9]/.test(value)
 
 /** Trimmed nickname; an empty one counts as not given. */

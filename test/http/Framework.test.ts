@@ -193,6 +193,8 @@ layer(atRealisticTime(makeTestAppLayer()))("framework", (it) => {
         assert.isObject(spec.paths[openApiPath]?.[method], `${method} ${openApiPath} documented`)
       }
       for (const path of Object.keys(spec.paths)) assert.match(path, /^\/v1\//)
+      // Unknown request fields are ignored and new response fields may appear (sections 1 and 9).
+      assert.notInclude(response.text, "\"additionalProperties\":false")
     }))
 
   it.effect("OpenAPI: signed-request security schemes on every operation but event_types", () =>

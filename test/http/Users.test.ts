@@ -159,6 +159,8 @@ layer(atRealisticTime(makeTestAppLayer()))("users (spec 4.2)", (it) => {
       assert.notInclude(shortest.text, "abcde12345")
       assert.notInclude(shortest.text.toLowerCase(), "password")
       assert.notInclude(shortest.text, "scrypt")
+      // Letters of any script count (docs/decisions.md).
+      created(yield* createUser(tenant, { customerRefId: "pw-cyr", email: "cyr@example.com", password: "пароль12345" }))
       const longest = created(yield* createUser(tenant, {
         customerRefId: "pw-long",
         email: "long@example.com",
