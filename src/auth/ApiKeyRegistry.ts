@@ -1,6 +1,8 @@
 /** Creating and revoking API keys (operator interface). Every write invalidates the signature check's cache. */
 import { Clock, Context, Effect, Layer } from "effect"
+import { PgClient } from "@effect/sql-pg"
 import { SqlClient } from "effect/sql"
+import { announceConfigChange } from "./ConfigChanges.ts"
 import { BadRequest, NotFound } from "../domain/ApiError.ts"
 import { Entropy } from "../domain/Entropy.ts"
 import { ApiKeys } from "./ApiKeys.ts"
@@ -58,6 +60,7 @@ export class ApiKeyRegistry extends Context.Service<ApiKeyRegistry, {
       const sql = yield* SqlClient.SqlClient
       const entropy = yield* Entropy
       const cache = yield* ApiKeys
+      const announce = announceConfigChange.pipe(Effect.provideService(PgClient.PgClient, yield* PgClient.PgClient))
 
       const create = Effect.fn("ApiKeyRegistry.create")(function*(tenantId: string, input: CreateApiKeyInput) {
         const name = input.name.trim()
@@ -84,6 +87,7 @@ export class ApiKeyRegistry extends Context.Service<ApiKeyRegistry, {
             ${rate}, ${now})
           RETURNING key_id, tenant_id, name, allowed_ips, rate_limit_per_second, status, created_at`.pipe(Effect.orDie)
         yield* cache.invalidate
+        yield* announce
         return fromRow(rows[0]!)
       })
 
@@ -94,6 +98,7 @@ export class ApiKeyRegistry extends Context.Service<ApiKeyRegistry, {
           WHERE key_id = ${keyId} AND tenant_id = ${tenantId}
           RETURNING key_id`.pipe(Effect.orDie)
         yield* cache.invalidate
+        yield* announce
         if (rows.length === 0) return yield* new NotFound({ message: "api key not found" })
       })
 

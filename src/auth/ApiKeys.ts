@@ -1,12 +1,13 @@
 /**
  * API keys with their tenant, as the signature check needs them: the public key parsed once into a KeyObject, the
  * allow-list compiled once. Entries are cached so a signed request costs no key query; every change made through
- * the operator interface invalidates the cache at once (a revoked key is rejected on the next request), and
- * entries expire after `apiKeyCacheTtlMillis` so a change made by another process is seen within that bound.
+ * the operator interface invalidates the cache at once, in this process and through ConfigChanges in every other
+ * (a revoked key is rejected on the next request); entries also expire after `apiKeyCacheTtlMillis`.
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import type { KeyObject } from "node:crypto"
+import { onConfigChange } from "./ConfigChanges.ts"
 import { publicKeyFromHex } from "./Ed25519.ts"
 import { type IpMatcher, makeIpMatcher } from "./IpAllowList.ts"
 
@@ -83,7 +84,9 @@ export class ApiKeys extends Context.Service<ApiKeys, {
         return entry
       })
 
-      return ApiKeys.of({ lookup, invalidate: Effect.sync(() => cache.clear()) })
+      const invalidate = Effect.sync(() => cache.clear())
+      yield* onConfigChange(invalidate)
+      return ApiKeys.of({ lookup, invalidate })
     })
   )
 }

@@ -1,9 +1,11 @@
 /**
  * Tenants: the operator provisions them; every /v1 request reads its tenant's settings and networks. Reads are
- * cached like API keys (invalidated at once on operator writes, bounded by a TTL for other processes).
+ * cached like API keys: invalidated at once on operator writes, in every process (ConfigChanges).
  */
 import { Clock, Context, Effect, Layer } from "effect"
+import { PgClient } from "@effect/sql-pg"
 import { SqlClient } from "effect/sql"
+import { announceConfigChange, onConfigChange } from "../auth/ConfigChanges.ts"
 import { Entropy } from "../domain/Entropy.ts"
 import { uuidV7 } from "../domain/Ids.ts"
 import { decodeStoredSettings, type TenantSettings } from "./TenantSettings.ts"
@@ -66,6 +68,7 @@ export class Tenants extends Context.Service<Tenants, {
     Tenants,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
+      const pg = yield* PgClient.PgClient
       const entropy = yield* Entropy
       const cache = new Map<string, { readonly tenant: Tenant | undefined; readonly loadedAtMillis: number }>()
       const columns = sql`id, seq, name, status, subscription_expires_at, settings, networks, created_at`
@@ -114,10 +117,13 @@ export class Tenants extends Context.Service<Tenants, {
           WHERE id = ${tenantId}
           RETURNING ${columns}`.pipe(Effect.orDie)
         cache.clear()
+        yield* announceConfigChange.pipe(Effect.provideService(PgClient.PgClient, pg))
         return rows[0] === undefined ? undefined : fromRow(rows[0])
       })
 
-      return Tenants.of({ create, get, getCached, update, invalidate: Effect.sync(() => cache.clear()) })
+      const invalidate = Effect.sync(() => cache.clear())
+      yield* onConfigChange(invalidate)
+      return Tenants.of({ create, get, getCached, update, invalidate })
     })
   )
 }
