@@ -69,7 +69,6 @@ const opsToken = Effect.gen(function*() {
 interface SigningKey {
   readonly keyId: string
   readonly privateKey: KeyObject
-  readonly source: string
 }
 
 /**
@@ -86,8 +85,11 @@ const signingKey = (keyIdFlag: Option.Option<string>, keyFileFlag: Option.Option
     if (Option.isSome(keyIdFlag)) keyId = keyIdFlag.value
     else if (keyIdPattern.test(keyIdFromFileName)) keyId = keyIdFromFileName
     else if (Option.isNone(keyFileFlag) && existsSync(devTenantPath)) {
-      const parsed: unknown = JSON.parse(readFileSync(devTenantPath, "utf8"))
-      const devKeyId = (parsed as { keyId?: unknown }).keyId
+      const parsed = yield* Effect.try({
+        try: (): { keyId?: unknown } => JSON.parse(readFileSync(devTenantPath, "utf8")),
+        catch: () => new CallFailed({ message: `${devTenantPath} is not readable JSON` })
+      })
+      const devKeyId = parsed.keyId
       if (typeof devKeyId !== "string") return yield* fail(`${devTenantPath} has no keyId`)
       keyId = devKeyId
     } else if (Option.isNone(keyFileFlag)) {
@@ -102,7 +104,7 @@ const signingKey = (keyIdFlag: Option.Option<string>, keyFileFlag: Option.Option
       catch: () => new CallFailed({ message: `${keyFile} is not a PEM private key` })
     })
     if (privateKey.asymmetricKeyType !== "ed25519") return yield* fail(`${keyFile} is not an Ed25519 key`)
-    return { keyId, privateKey, source: keyFile } satisfies SigningKey
+    return { keyId, privateKey } satisfies SigningKey
   })
 
 // ---------------------------------------------------------------------------------------------------------------

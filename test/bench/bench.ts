@@ -64,7 +64,7 @@ const rateLimitPerSecond = 1000
 const tokenMargin = 1.3
 const tokensMax = 400_000
 /** Without an unsigned phase (profiling) there is no rate to size the supply from. */
-const tokensWhenUnknown = 120_000
+const tokensWhenUnknown = 60_000
 const startTimeoutMs = 120_000
 const stopTimeoutMs = 20_000
 
@@ -224,6 +224,7 @@ const main = async () => {
     const load = async (name: string, nextRequest: () => Buffer | undefined) => {
       let before: { server: number; postgres: number; client: number; pids: ReadonlyArray<number>; at: number }
       let usage = ""
+      let serviceCpuSeconds = 0
       const sample = (pids: ReadonlyArray<number>) => ({
         server: cpuSeconds(serverPid),
         postgres: pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0),
@@ -245,6 +246,7 @@ const main = async () => {
           const after = sample(before.pids)
           const seconds = (after.at - before.at) / 1000
           const cores = (value: number) => (value / seconds).toFixed(2)
+          serviceCpuSeconds = after.server - before.server
           usage = `  ${name} CPU in cores: service ${cores(after.server - before.server)}, ` +
             `postgres ${cores(after.postgres - before.postgres)}, client ${cores(after.client - before.client)} ` +
             `(machine: ${cpus().length} cores, load average ${loadavg()[0]!.toFixed(1)})`
@@ -252,15 +254,19 @@ const main = async () => {
       })
       describeLoad(name, result)
       log(usage)
-      return result
+      // CPU time per request does not depend on how much of the machine the service got, unlike req/s.
+      return { ...result, serviceCpuMicrosPerRequest: (serviceCpuSeconds * 1e6) / Math.max(1, result.ok) }
     }
 
     let profileWindow: readonly [number, number] | undefined
     let unsigned: number | undefined
+    let unsignedCpuMicros = Number.NaN
+    let signedCpuMicros = Number.NaN
     if (profilePhase !== "signed") {
       const request = requestBytes(hostHeader, "/v1/webhooks/event_types")
       const result = await load("unsigned", () => request)
       unsigned = result.requestsPerSecond
+      unsignedCpuMicros = result.serviceCpuMicrosPerRequest
       profileWindow = result.windowMonotonicMicros
     }
 
@@ -279,6 +285,7 @@ const main = async () => {
       let next = 0
       const result = await load("signed", () => requests[next++])
       signed = result.requestsPerSecond
+      signedCpuMicros = result.serviceCpuMicrosPerRequest
       profileWindow = result.windowMonotonicMicros
     }
 
@@ -296,6 +303,10 @@ const main = async () => {
     if (signed !== undefined) console.log(`signed: ${rate(signed)} req/s`)
     if (verifyRates !== undefined && unsigned !== undefined && signed !== undefined) {
       console.log(`verify: ${rate(verifyRates.nodeCrypto)} verifications/s`)
+      const verifyMicros = 1e6 / verifyRates.nodeCrypto
+      log(`  service CPU per request: unsigned ${unsignedCpuMicros.toFixed(0)} µs, signed ${signedCpuMicros.toFixed(0)} µs, ` +
+        `verify ${verifyMicros.toFixed(0)} µs; efficiency by CPU time ` +
+        `${((unsignedCpuMicros + verifyMicros) / signedCpuMicros).toFixed(2)} (steadier than req/s on a shared machine)`)
       const efficiency = signed * (1 / unsigned + 1 / verifyRates.nodeCrypto)
       console.log(`efficiency: ${efficiency.toFixed(2)}`)
     }
