@@ -75,7 +75,8 @@ export class NonceStore extends Context.Service<NonceStore, {
         })
       ))
 
-      const record = Effect.fn("NonceStore.record")(function*(keyId: string, nonce: string, expiresAtSeconds: number) {
+      // On the path of every signed request: no span of its own.
+      const record = Effect.fnUntraced(function*(keyId: string, nonce: string, expiresAtSeconds: number) {
         const result = yield* Deferred.make<boolean>()
         pending.push({ keyId, nonce, expiresAt: new Date(expiresAtSeconds * 1000), result })
         if (!flushing) {
