@@ -229,10 +229,14 @@ const processState = (pid: number): ProcessState => {
   }
 }
 
+/**
+ * Waits on operating-system processes, so it measures real elapsed time (monotonic), not the Effect Clock: under a
+ * TestClock a postmaster still takes real seconds to exit.
+ */
 const waitWhile = async (condition: () => boolean, timeoutMs: number): Promise<boolean> => {
-  const deadline = Date.now() + timeoutMs
+  const deadline = performance.now() + timeoutMs
   while (condition()) {
-    if (Date.now() >= deadline) return false
+    if (performance.now() >= deadline) return false
     await sleep(pollIntervalMs)
   }
   return true
