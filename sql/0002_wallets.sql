@@ -71,6 +71,10 @@ CREATE TABLE idempotency_records (
   locked_until timestamptz NOT NULL,
   created_at timestamptz NOT NULL,
   updated_at timestamptz NOT NULL,
+  -- Rule 8: a tenant-wide key (`externalTxId`) may be used by one API key of the tenant only.
+  tenant_wide boolean NOT NULL DEFAULT false,
   PRIMARY KEY (tenant_id, key_id, endpoint, idempotency_key),
   CHECK ((state = 'COMPLETED') = (response_status IS NOT NULL AND response_body IS NOT NULL))
 );
+CREATE UNIQUE INDEX idempotency_records_tenant_wide_idx ON idempotency_records (tenant_id, endpoint, idempotency_key)
+  WHERE tenant_wide;

@@ -22,12 +22,19 @@ export const inProgressLeaseSeconds = 120
 
 export const reusedMessage = "Idempotency-Key reused with a different request"
 export const inProgressMessage = "request already in progress"
+/** Rule 8. */
+export const usedByAnotherKeyMessage = "externalTxId already used"
 
 export interface IdempotencyScope {
   readonly tenantId: string
   readonly keyId: string
   readonly endpoint: string
   readonly key: string
+  /**
+   * Rule 8: the key is unique across the whole tenant (an `externalTxId`), so another API key using it conflicts
+   * instead of executing on its own.
+   */
+  readonly tenantWide?: boolean
 }
 
 export interface StoredResponse {
@@ -73,6 +80,12 @@ export class Idempotency extends Context.Service<Idempotency, {
       const where = (scope: IdempotencyScope) =>
         sql`tenant_id = ${scope.tenantId} AND key_id = ${scope.keyId} AND endpoint = ${scope.endpoint}
           AND idempotency_key = ${scope.key}`
+      /** The record holding the key: for a tenant-wide key, whichever API key took it. */
+      const holder = (scope: IdempotencyScope) =>
+        scope.tenantWide === true
+          ? sql`tenant_id = ${scope.tenantId} AND endpoint = ${scope.endpoint} AND idempotency_key = ${scope.key}
+              AND tenant_wide`
+          : where(scope)
 
       const claim = (scope: IdempotencyScope, requestSha256: string) =>
         Effect.gen(function*() {
@@ -81,23 +94,25 @@ export class Idempotency extends Context.Service<Idempotency, {
             const lease = new Date(now + inProgressLeaseSeconds * 1000)
             const inserted = yield* sql`
               INSERT INTO idempotency_records (tenant_id, key_id, endpoint, idempotency_key, request_sha256, state,
-                locked_until, created_at, updated_at)
+                locked_until, created_at, updated_at, tenant_wide)
               VALUES (${scope.tenantId}, ${scope.keyId}, ${scope.endpoint}, ${scope.key}, ${requestSha256},
-                'IN_PROGRESS', ${lease}, ${new Date(now)}, ${new Date(now)})
+                'IN_PROGRESS', ${lease}, ${new Date(now)}, ${new Date(now)}, ${scope.tenantWide === true})
               ON CONFLICT DO NOTHING
               RETURNING 1 AS inserted`
             if (inserted.length > 0) return { _tag: "Execute" } as Claim
             const decided = yield* sql.withTransaction(Effect.gen(function*() {
               const rows = yield* sql<{
+                key_id: string
                 request_sha256: string
                 state: "IN_PROGRESS" | "COMPLETED" | "RETRYABLE_FAILURE"
                 response_status: number | null
                 response_body: string | null
                 locked_until: Date
-              }>`SELECT request_sha256, state, response_status, response_body, locked_until
-                 FROM idempotency_records WHERE ${where(scope)} FOR UPDATE`
+              }>`SELECT key_id, request_sha256, state, response_status, response_body, locked_until
+                 FROM idempotency_records WHERE ${holder(scope)} FOR UPDATE`
               const row = rows[0]
               if (row === undefined) return undefined // released meanwhile: claim again
+              if (row.key_id !== scope.keyId) return yield* new IdempotencyConflict({ message: usedByAnotherKeyMessage })
               if (row.request_sha256 !== requestSha256) {
                 return yield* new IdempotencyConflict({ message: reusedMessage })
               }

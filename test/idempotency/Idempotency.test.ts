@@ -9,7 +9,8 @@ import {
   Idempotency,
   inProgressMessage,
   retryableHoldSeconds,
-  reusedMessage
+  reusedMessage,
+  usedByAnotherKeyMessage
 } from "../../src/idempotency/Idempotency.ts"
 
 const TestLayer = Idempotency.layer.pipe(
@@ -127,6 +128,48 @@ layer(TestLayer)("idempotency engine", (it) => {
       yield* TestClock.adjust("1 second")
       const retried = yield* idempotency.run(scope("rule7"), hashA, Effect.succeed({ status: 202, body: "{\"again\":1}" }))
       assert.strictEqual(retried.body, "{\"again\":1}")
+    }))
+
+  it.effect("rule 8: a tenant-wide key (externalTxId) used by another API key is 409 externalTxId already used", () =>
+    Effect.gen(function*() {
+      yield* seedTenant
+      const idempotency = yield* Idempotency
+      const wide = (keyId: string) => ({ ...scope("ext-1", keyId), endpoint: "POST /v1/transactions", tenantWide: true })
+      let executions = 0
+      const execute = Effect.sync(() => ({ status: 202, body: `{"n":${++executions}}` }))
+      const first = yield* idempotency.run(wide("ak_000000000000000000000001"), hashA, execute)
+      const other = yield* Effect.flip(idempotency.run(wide("ak_000000000000000000000002"), hashA, execute))
+      assert.strictEqual(other._tag, "IdempotencyConflict")
+      assert.strictEqual(other.message, usedByAnotherKeyMessage)
+      // The key that holds it still replays (rule 3), and the other key's attempt executed nothing.
+      assert.deepStrictEqual(yield* idempotency.run(wide("ak_000000000000000000000001"), hashA, execute), first)
+      assert.strictEqual(executions, 1)
+    }))
+
+  it.effect("rule 8 under concurrency: two API keys racing for one externalTxId execute once", () =>
+    Effect.gen(function*() {
+      yield* seedTenant
+      const idempotency = yield* Idempotency
+      let executions = 0
+      const execute = Effect.sync(() => ++executions).pipe(
+        Effect.andThen(Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 30)))),
+        Effect.as({ status: 202, body: "{}" })
+      )
+      const results = yield* Effect.all(
+        Array.from({ length: 10 }, (_, index) =>
+          Effect.result(idempotency.run(
+            {
+              ...scope("ext-race", `ak_00000000000000000000000${index % 2}`),
+              endpoint: "POST /v1/transactions",
+              tenantWide: true
+            },
+            hashA,
+            execute
+          ))),
+        { concurrency: "unbounded" }
+      )
+      assert.strictEqual(executions, 1)
+      assert.isAtLeast(results.filter((result) => result._tag === "Success").length, 1)
     }))
 
   it.effect("a defect counts as retryable (500 INTERNAL keeps the key)", () =>
