@@ -5,7 +5,8 @@
 import { FetchHttpClient } from "effect/http"
 import { Clock, Effect, Layer, Option, Redacted } from "effect"
 import { generateKeyPairSync, type KeyObject } from "node:crypto"
-import { mkdtempSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
+import { afterAll } from "vitest"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { OpsAddress, PublicAddress, ServiceLayer } from "../../src/App.ts"
@@ -22,6 +23,13 @@ import { Signer } from "../../src/signer/Signer.ts"
 export const testMnemonic = "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about"
 export const testOpsToken = "test-ops-token"
 
+/** A DATA_DIR for one test file's service, removed after the file. */
+const testDataDir = () => {
+  const directory = mkdtempSync(join(tmpdir(), "coffer-app-"))
+  afterAll(() => rmSync(directory, { recursive: true, force: true }))
+  return directory
+}
+
 export const makeTestAppLayer = (
   overrides: Partial<AppConfigShape> = {},
   options: { readonly signer?: Layer.Layer<Signer, never> } = {}
@@ -29,7 +37,7 @@ export const makeTestAppLayer = (
   const databaseUrl = process.env.DATABASE_URL
   if (databaseUrl === undefined) throw new Error("DATABASE_URL is not set: test/support/db-per-file.ts must run first")
   const config = AppConfig.layerTest({
-    dataDir: mkdtempSync(join(tmpdir(), "coffer-app-")),
+    dataDir: testDataDir(),
     opsToken: Option.some(Redacted.make(testOpsToken)),
     // Tests provision their own tenants through the operator interface.
     serviceEnv: "preproduction",
