@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Effect, Fiber, Layer, Redacted } from "effect"
+import { Clock, Effect, Exit, Fiber, Layer, Redacted } from "effect"
 import * as Database from "../../src/db/Database.ts"
 import { MachineId, Snowflake, TestRunner } from "effect/cluster"
 import { SqlClient } from "effect/sql"
@@ -9,7 +9,13 @@ import { fileURLToPath } from "node:url"
 import { ClusterLayer, purgeProcessedMessages } from "../../src/entities/Cluster.ts"
 import { WalletEntity, WalletEntityLive } from "../../src/entities/WalletEntity.ts"
 import { derivationPath } from "../../src/chains/Derivation.ts"
-import { flakySigner, insertProvisioningWallet, provisionerLayer, walletRow } from "./fixtures/WalletFixtures.ts"
+import {
+  crashingOnceSigner,
+  flakySigner,
+  insertProvisioningWallet,
+  provisionerLayer,
+  walletRow
+} from "./fixtures/WalletFixtures.ts"
 
 const realSleep = (millis: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, millis)))
 
@@ -50,6 +56,29 @@ describe("wallet entity", () => {
       Effect.provide(WalletEntityLive.pipe(
         Layer.provideMerge(TestRunner.layer),
         Layer.provideMerge(provisionerLayer(flakySigner(signerState)))
+      ))
+    )
+  })
+
+  it.effect("a defect fails that message only: the entity is not restarted forever, the next message works", () => {
+    const ids = {
+      tenantId: "01a20190-0000-7000-8000-00000000a003",
+      userId: "01a20190-0000-7000-8000-00000000b003",
+      walletId: "01a20190-0000-7000-8000-00000000c003"
+    }
+    return Effect.gen(function*() {
+      yield* insertProvisioningWallet(ids)
+      const client = (yield* WalletEntity.client)(ids.walletId)
+      const failed = yield* Effect.exit(client.Provision({ attempt: "initial" }))
+      assert.isTrue(Exit.hasDies(failed))
+      assert.strictEqual((yield* walletRow(ids.walletId)).status, "PROVISIONING")
+      // What the provisioning supervisor does: ask again under a new attempt key.
+      assert.strictEqual(yield* client.Provision({ attempt: "supervisor:1" }), "ACTIVATED")
+      assert.strictEqual((yield* walletRow(ids.walletId)).status, "ACTIVE")
+    }).pipe(
+      Effect.provide(WalletEntityLive.pipe(
+        Layer.provideMerge(TestRunner.layer),
+        Layer.provideMerge(provisionerLayer(crashingOnceSigner({ crashed: false })))
       ))
     )
   })

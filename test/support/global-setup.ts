@@ -1,7 +1,7 @@
 /**
  * One PostgreSQL for the whole test run, and a migrated template database that test/support/db-per-file.ts copies
- * for each test file. TEST_DATABASE_URL (a superuser URL) points at an existing server instead; otherwise a
- * throw-away embedded cluster is started in a temporary directory and deleted afterwards.
+ * for each test file. TEST_DATABASE_URL, else DATABASE_URL (a superuser URL), points at an existing server
+ * instead; otherwise a throw-away embedded cluster is started in a temporary directory and deleted afterwards.
  */
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Exit, Redacted, Scope } from "effect"
@@ -63,7 +63,8 @@ const withAdmin = async <A>(url: string, use: (client: pg.Client) => Promise<A>)
 export default async function setup(project: TestProject) {
   const scope = await Effect.runPromise(Scope.make())
   let directory: string | undefined
-  let adminUrl = process.env.TEST_DATABASE_URL
+  // A server the tests may create databases on: TEST_DATABASE_URL, else DATABASE_URL (both superuser URLs).
+  let adminUrl = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL
   if (adminUrl === undefined || adminUrl === "") {
     await cleanUpAbandonedRuns()
     directory = await mkdtemp(join(tmpdir(), runDirectoryPrefix))
