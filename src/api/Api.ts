@@ -48,9 +48,6 @@ const addSignedRequestSecurity = (spec: Record<string, any>): Record<string, any
   return spec
 }
 
-/** Groups behind the signature check. */
-export const signedGroups = [ReferenceApi, UsersApi, WalletsApi] as const
-
 export class Api extends HttpApi.make("coffer")
   .add(ReferenceApi.middleware(SignatureAuth))
   .add(UsersApi.middleware(SignatureAuth))

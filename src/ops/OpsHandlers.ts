@@ -1,15 +1,16 @@
 /** Handlers of the operator interface, its bearer-token check and its schema-error mapping. */
 import { Effect, Layer, Option, Redacted } from "effect"
 import { HttpServerRequest } from "effect/http"
-import { HttpApiBuilder, HttpApiError, HttpApiMiddleware } from "effect/http-api"
+import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
 import { timingSafeEqual } from "node:crypto"
 import { Secret, TOTP } from "otpauth"
 import { ApiKeyRegistry } from "../auth/ApiKeyRegistry.ts"
 import { ApiKeys } from "../auth/ApiKeys.ts"
 import { Catalog } from "../catalog/Catalog.ts"
-import { BadRequest, BadRequestParams, NotFound, Unauthorized } from "../domain/ApiError.ts"
+import { BadRequest, NotFound, Unauthorized } from "../domain/ApiError.ts"
 import { Entropy } from "../domain/Entropy.ts"
 import { parseRfc3339, toRfc3339 } from "../domain/Time.ts"
+import { schemaErrorToApiError } from "../http/SchemaErrorsLive.ts"
 import { userObject } from "../http/UsersHandlers.ts"
 import { Signer } from "../signer/Signer.ts"
 import { decodeSettings, encodeSettings, mergeEncodedSettings } from "../tenants/TenantSettings.ts"
@@ -46,12 +47,7 @@ export const OpsAuthLive = Layer.effect(
   })
 )
 
-export const OpsSchemaErrorsLive = HttpApiMiddleware.layerSchemaErrorTransform(OpsSchemaErrors, (error) =>
-  error.kind === "Payload"
-    ? Effect.fail(new BadRequest({ message: "invalid request body" }))
-    : error.kind === "Params" || error.kind === "Query" || error.kind === "Headers"
-    ? Effect.fail(new BadRequestParams({ message: `invalid ${error.kind.toLowerCase()}` }))
-    : Effect.fail(error))
+export const OpsSchemaErrorsLive = HttpApiMiddleware.layerSchemaErrorTransform(OpsSchemaErrors, schemaErrorToApiError)
 
 const tenantNotFound = () => new NotFound({ message: "tenant not found" })
 
@@ -196,6 +192,3 @@ export const OpsPlatformHandlers = HttpApiBuilder.group(OpsApi, "platform", (han
         }
       }))
   }))
-
-/** Tells HttpApiError apart for the boundary: kept here so the import is used by the ops error mapping. */
-export const isSchemaError = HttpApiError.HttpApiSchemaError.is
