@@ -13,7 +13,7 @@ export const Provision = Rpc.make("Provision", {
   /** Distinguishes the first request from a supervisor's later re-requests (each is deduplicated on its own). */
   payload: { attempt: Schema.String },
   primaryKey: ({ attempt }) => attempt,
-  success: Schema.Literals(["ACTIVATED", "ALREADY_PROVISIONED", "MISSING"])
+  success: Schema.Literals(["ACTIVATED", "REGISTERED", "ALREADY_PROVISIONED", "MISSING"])
 }).annotate(ClusterSchema.Persisted, true)
 
 export const WalletEntity = Entity.make("Wallet", [Provision])

@@ -1,8 +1,9 @@
 /**
  * Provisioning a wallet: derive its address on every network of its family from the signer, register the
  * addresses with the watch registry (`wallet_addresses`, which the chain watchers read), and activate the wallet
- * with its WALLET_CREATED event, all in one transaction. Idempotent: a wallet already past PROVISIONING is
- * returned as it is, and the conditional UPDATE means a second concurrent run changes nothing.
+ * with its WALLET_CREATED event, all in one transaction. For a wallet already provisioned it registers only the
+ * networks added to the catalog since. Idempotent: inserts skip registered rows and the activation is a
+ * conditional UPDATE, so a second concurrent run changes nothing.
  */
 import { Clock, Context, Duration, Effect, Layer, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
@@ -24,7 +25,8 @@ const targetKey = (network: CatalogNetwork) => `${network.chainFamily}:${network
 export const familyNetworks = (catalog: Catalog["Service"], family: string) =>
   catalog.networks.filter((network) => network.chainFamily === family && network.enabled)
 
-export type ProvisionOutcome = "ACTIVATED" | "ALREADY_PROVISIONED" | "MISSING"
+/** REGISTERED: a provisioned wallet got the addresses of networks added to the catalog since. */
+export type ProvisionOutcome = "ACTIVATED" | "REGISTERED" | "ALREADY_PROVISIONED" | "MISSING"
 
 export class WalletProvisioner extends Context.Service<WalletProvisioner, {
   /** Runs until the wallet is provisioned, retrying an unavailable signer with backoff. */
@@ -54,14 +56,26 @@ export class WalletProvisioner extends Context.Service<WalletProvisioner, {
           WHERE w.id = ${walletId}`.pipe(Effect.orDie)
         const wallet = rows[0]
         if (wallet === undefined) return "MISSING" as const
-        if (wallet.status !== "PROVISIONING") return "ALREADY_PROVISIONED" as const
+        // Closed wallets receive nothing; every other state keeps its addresses registered.
+        if (wallet.status === "CLOSED") return "ALREADY_PROVISIONED" as const
 
         const networks = familyNetworks(catalog, wallet.chain_family)
         if (networks.length === 0) {
           return yield* Effect.die(new Error(`no enabled network for family ${wallet.chain_family}`))
         }
+        const registered = new Set(
+          (yield* sql<{ network_key: string }>`
+            SELECT network_key FROM wallet_addresses WHERE wallet_id = ${walletId}`.pipe(Effect.orDie))
+            .map((row) => row.network_key)
+        )
+        // A provisioned wallet only needs the networks added to the catalog after it was provisioned.
+        const needed = wallet.status === "PROVISIONING"
+          ? networks
+          : networks.filter((network) => !registered.has(network.networkKey))
+        if (wallet.status !== "PROVISIONING" && needed.length === 0) return "ALREADY_PROVISIONED" as const
+
         const derived = new Map<string, { address: string; path: string }>()
-        for (const network of networks) {
+        for (const network of [networks[0]!, ...needed]) {
           const key = targetKey(network)
           if (derived.has(key)) continue
           derived.set(key, yield* signer.deriveAddress({
@@ -77,7 +91,7 @@ export class WalletProvisioner extends Context.Service<WalletProvisioner, {
         const now = new Date(yield* Clock.currentTimeMillis)
 
         return yield* sql.withTransaction(Effect.gen(function*() {
-          for (const network of networks) {
+          for (const network of needed) {
             const { address } = derived.get(targetKey(network))!
             yield* sql`
               INSERT INTO wallet_addresses (wallet_id, tenant_id, network_key, address, watch_status, created_at)
@@ -89,7 +103,7 @@ export class WalletProvisioner extends Context.Service<WalletProvisioner, {
               updated_at = ${now}
             WHERE id = ${walletId} AND status = 'PROVISIONING'
             RETURNING id`
-          if (activated.length === 0) return "ALREADY_PROVISIONED" as const
+          if (activated.length === 0) return wallet.status === "PROVISIONING" ? "ALREADY_PROVISIONED" as const : "REGISTERED" as const
           yield* recordEvent({
             tenantId: wallet.tenant_id,
             type: "WALLET_CREATED",

@@ -123,8 +123,8 @@ export class Wallets extends Context.Service<Wallets, {
         sql<{ status: string }>`SELECT status FROM users WHERE id = ${userId} FOR UPDATE`
 
       /** Sends the persisted Provision message; returns once it is stored. */
-      const requestProvisioning = (walletId: string) =>
-        walletClient(walletId).Provision({ attempt: "initial" }, { discard: true }).pipe(Effect.orDie)
+      const requestProvisioning = (walletId: string, attempt = "initial") =>
+        walletClient(walletId).Provision({ attempt }, { discard: true }).pipe(Effect.orDie)
 
       const loadWallet = (tenantId: string, walletId: string) =>
         Effect.flatMap(repository.find(tenantId, walletId), (wallet) =>
@@ -172,12 +172,6 @@ export class Wallets extends Context.Service<Wallets, {
           return yield* insertWallet(tenant, user, network.chainFamily, undefined)
         })).pipe(Effect.catchTag("SqlError", Effect.die))
 
-      const addressOn = (walletId: string, networkKey: string) =>
-        Effect.map(repository.addresses(walletId), (addresses) =>
-          addresses.find((entry) =>
-            entry.networkKey === networkKey && (entry.watchStatus === "ACTIVE" || entry.watchStatus === "DEGRADED")
-          )?.address ?? null)
-
       const depositAddress = Effect.fn("Wallets.depositAddress")(function*(
         tenant: Tenant,
         input: { customerRefId: string; networkKey: string; email?: string | null | undefined }
@@ -192,15 +186,30 @@ export class Wallets extends Context.Service<Wallets, {
         const user = yield* users.create(tenant.id, { customerRefId, email: input.email })
         const walletId = yield* depositWallet(tenant, user, network)
         let wallet = yield* loadWallet(tenant.id, walletId)
-        if (wallet.status === "PROVISIONING") {
-          yield* requestProvisioning(walletId)
-          const deadline = (yield* Clock.currentTimeMillis) + depositAddressWaitMillis
-          while (wallet.status === "PROVISIONING" && (yield* Clock.currentTimeMillis) < deadline) {
+        const registration = (current: Wallet) =>
+          current.status === "ACTIVE"
+            ? Effect.map(repository.addresses(walletId), (entries) =>
+              entries.find((entry) => entry.networkKey === network.networkKey))
+            : Effect.succeed(undefined)
+        let entry = yield* registration(wallet)
+        if (entry === undefined) {
+          // Still provisioning, or provisioned before this network joined the catalog: ask the entity, then wait.
+          const now = yield* Clock.currentTimeMillis
+          yield* requestProvisioning(
+            walletId,
+            wallet.status === "PROVISIONING" ? "initial" : `register:${network.networkKey}:${Math.floor(now / 60_000)}`
+          )
+          const deadline = now + depositAddressWaitMillis
+          while (entry === undefined && (yield* Clock.currentTimeMillis) < deadline) {
             yield* Effect.sleep(depositAddressPollMillis)
             wallet = yield* loadWallet(tenant.id, walletId)
+            entry = yield* registration(wallet)
           }
         }
-        const address = wallet.status === "ACTIVE" ? yield* addressOn(walletId, network.networkKey) : null
+        // An address whose watch is not running is never shown (spec 2, wallet address item).
+        const address = entry !== undefined && (entry.watchStatus === "ACTIVE" || entry.watchStatus === "DEGRADED")
+          ? entry.address
+          : null
         return { user, wallet, network, address }
       })
 

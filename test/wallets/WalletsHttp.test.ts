@@ -2,6 +2,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { PublicAddress } from "../../src/App.ts"
+import { sweepStuckWallets } from "../../src/wallets/ProvisioningSupervisor.ts"
 import { opsClient, provisionTenant, rawRequest, type TestTenant } from "../support/TestApp.ts"
 import { makeTestAppLayer } from "../support/TestApp.ts"
 
@@ -315,6 +316,35 @@ layer(AppLayer, { excludeTestServices: true })("wallets over HTTP", (it) => {
         assert.notStrictEqual(next.json.address, first.json.address)
         const again = yield* post(tenant, "/v1/users/skip/deposit_address", { networkKey: "ETH_SEPOLIA" })
         assert.strictEqual(again.json.walletId, next.json.walletId)
+      }))
+
+    it.effect("a network that joined the catalog after provisioning is registered on demand and by the sweep", () =>
+      Effect.gen(function*() {
+        const tenant = yield* provisionTenant()
+        const sepolia = yield* post(tenant, "/v1/users/late/deposit_address", { networkKey: "ETH_SEPOLIA" })
+        const walletId = sepolia.json.walletId
+        const sql = yield* SqlClient.SqlClient
+        // As if BSC_TESTNET had been added to the catalog after this wallet was provisioned.
+        const forget = sql`DELETE FROM wallet_addresses WHERE wallet_id = ${walletId} AND network_key = 'BSC_TESTNET'`
+        yield* forget
+        const before = (yield* get(tenant, `/v1/wallets/${walletId}/addresses`)).json
+        const bscBefore = before.find((item: any) => item.networkKey === "BSC_TESTNET")
+        assert.isNull(bscBefore.watchStatus)
+        assert.isNull(bscBefore.address)
+        const bsc = yield* post(tenant, "/v1/users/late/deposit_address", { networkKey: "BSC_TESTNET" })
+        assert.strictEqual(bsc.json.status, "READY")
+        assert.strictEqual(bsc.json.address, sepolia.json.address)
+        assert.strictEqual(bsc.json.walletId, walletId)
+        // The supervisor's sweep finds such wallets on its own.
+        yield* forget
+        assert.isAtLeast(yield* sweepStuckWallets, 1)
+        let registered = 0
+        for (let attempt = 0; attempt < 100 && registered === 0; attempt++) {
+          yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
+          registered = (yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM wallet_addresses
+            WHERE wallet_id = ${walletId} AND network_key = 'BSC_TESTNET'`)[0]!.n
+        }
+        assert.strictEqual(registered, 1)
       }))
 
     it.effect("NETWORK_DISABLED for a network not enabled for the tenant; 422 for a bad customerRefId or email", () =>
