@@ -154,6 +154,22 @@ layer(atRealisticTime(makeTestAppLayer()))("framework", (it) => {
       assertError(response, 422, "BAD_REQUEST")
     }))
 
+  it.effect("section 1: requests are application/json; charset=utf-8, and that content type is accepted", () =>
+    Effect.gen(function*() {
+      yield* freshTime
+      const tenant = yield* provisionTenant()
+      const response = yield* request({
+        method: "POST",
+        target: "/v1/users",
+        body: JSON.stringify({ customerRefId: "charset", nickname: "Zoë" }),
+        tenant,
+        headers: { "content-type": "application/json; charset=utf-8" }
+      })
+      assert.strictEqual(response.status, 200, response.text)
+      assert.strictEqual(response.json.nickname, "Zoë")
+      assert.match(response.headers.get("content-type") ?? "", /^application\/json/)
+    }))
+
   it.effect("section 1: undefined request-body fields are ignored without error", () =>
     Effect.gen(function*() {
       yield* freshTime
