@@ -8,6 +8,7 @@ import { FindMyWay, HttpIncomingMessage, HttpRouter, HttpServerError, HttpServer
 import { HttpApi, HttpApiError, type HttpApiGroup } from "effect/http-api"
 import {
   BadRequest,
+  BadRequestParams,
   CurrentRequestId,
   envelopeOf,
   Internal,
@@ -16,6 +17,7 @@ import {
   Unauthorized
 } from "../domain/ApiError.ts"
 import { uuidV7 } from "../domain/Ids.ts"
+import { apiErrorForSchemaError } from "./SchemaErrorsLive.ts"
 import { Entropy } from "../domain/Entropy.ts"
 
 /** Requests running longer answer 408 (spec section 8, "server processing time"). */
@@ -78,9 +80,10 @@ const classify = (cause: Cause.Cause<unknown>, url: string, allowed: (url: strin
       }
     }
     if (HttpApiError.HttpApiSchemaError.is(error)) {
-      if (error.kind === "Payload") return { status: 422, cls: BadRequest, message: "invalid request body" }
-      if (error.kind === "Params" || error.kind === "Query" || error.kind === "Headers") {
-        return { status: 400, cls: BadRequest, message: `invalid ${error.kind.toLowerCase()}` }
+      const mapped = apiErrorForSchemaError(error)
+      if (mapped !== undefined) {
+        const cls = mapped instanceof BadRequestParams ? BadRequestParams : BadRequest
+        return { status: cls.status, cls, message: mapped.message }
       }
     }
   }

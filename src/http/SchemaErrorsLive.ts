@@ -4,12 +4,20 @@ import { HttpApiError, HttpApiMiddleware } from "effect/http-api"
 import { SchemaErrors } from "../api/SignatureAuth.ts"
 import { BadRequest, BadRequestParams } from "../domain/ApiError.ts"
 
-/** The one mapping, for both listeners. */
-export const schemaErrorToApiError = (error: HttpApiError.HttpApiSchemaError) =>
+/**
+ * The one mapping, for both listeners and for the router boundary: a request part that fails its schema is the
+ * client's error; a response that fails is ours (undefined here, 500 at the boundary).
+ */
+export const apiErrorForSchemaError = (
+  error: HttpApiError.HttpApiSchemaError
+): BadRequest | BadRequestParams | undefined =>
   error.kind === "Payload"
-    ? Effect.fail(new BadRequest({ message: "invalid request body" }))
+    ? new BadRequest({ message: "invalid request body" })
     : error.kind === "Params" || error.kind === "Query" || error.kind === "Headers"
-    ? Effect.fail(new BadRequestParams({ message: `invalid ${error.kind.toLowerCase()}` }))
-    : Effect.fail(error)
+    ? new BadRequestParams({ message: `invalid ${error.kind.toLowerCase()}` })
+    : undefined
+
+export const schemaErrorToApiError = (error: HttpApiError.HttpApiSchemaError) =>
+  Effect.fail(apiErrorForSchemaError(error) ?? error)
 
 export const SchemaErrorsLive = HttpApiMiddleware.layerSchemaErrorTransform(SchemaErrors, schemaErrorToApiError)

@@ -51,6 +51,11 @@ export const OpsSchemaErrorsLive = HttpApiMiddleware.layerSchemaErrorTransform(O
 
 const tenantNotFound = () => new NotFound({ message: "tenant not found" })
 
+/** The tenant of an operator path, or 404. */
+const existingTenant = (tenants: Tenants["Service"], tenantId: string) =>
+  Effect.flatMap(tenants.get(tenantId), (tenant) =>
+    tenant === undefined ? Effect.fail(tenantNotFound()) : Effect.succeed(tenant))
+
 export const OpsTenantsHandlers = HttpApiBuilder.group(OpsApi, "tenants", (handlers) =>
   Effect.gen(function*() {
     const tenants = yield* Tenants
@@ -62,8 +67,7 @@ export const OpsTenantsHandlers = HttpApiBuilder.group(OpsApi, "tenants", (handl
       const unknown = networks.find((key) => catalog.network(key) === undefined)
       return unknown === undefined ? Effect.void : Effect.fail(new BadRequest({ message: `unknown network ${unknown}` }))
     }
-    const existing = (tenantId: string) =>
-      Effect.flatMap(tenants.get(tenantId), (tenant) => tenant === undefined ? Effect.fail(tenantNotFound()) : Effect.succeed(tenant))
+    const existing = (tenantId: string) => existingTenant(tenants, tenantId)
 
     return handlers
       .handle("create", ({ payload }) =>
@@ -132,13 +136,11 @@ export const OpsUsersHandlers = HttpApiBuilder.group(OpsApi, "users", (handlers)
     const tenants = yield* Tenants
     const users = yield* Users
     const entropy = yield* Entropy
-    const existingTenant = (tenantId: string) =>
-      Effect.flatMap(tenants.get(tenantId), (tenant) => tenant === undefined ? Effect.fail(tenantNotFound()) : Effect.succeed(tenant))
 
     return handlers
       .handle("bindTotp", ({ params }) =>
         Effect.gen(function*() {
-          const tenant = yield* existingTenant(params.tenantId)
+          const tenant = yield* existingTenant(tenants, params.tenantId)
           const secret = new Secret({ buffer: (yield* entropy.bytes(20)).buffer as ArrayBuffer })
           yield* users.setTotpSecret(tenant.id, params.customerRefId, secret.base32)
           const totp = new TOTP({ issuer: "Coffer", label: params.customerRefId, secret })
@@ -146,12 +148,12 @@ export const OpsUsersHandlers = HttpApiBuilder.group(OpsApi, "users", (handlers)
         }))
       .handle("unbindTotp", ({ params }) =>
         Effect.gen(function*() {
-          const tenant = yield* existingTenant(params.tenantId)
+          const tenant = yield* existingTenant(tenants, params.tenantId)
           yield* users.setTotpSecret(tenant.id, params.customerRefId, null)
         }))
       .handle("update", ({ params, payload }) =>
         Effect.gen(function*() {
-          const tenant = yield* existingTenant(params.tenantId)
+          const tenant = yield* existingTenant(tenants, params.tenantId)
           let cooldownUntil: Date | null | undefined
           if (payload.cooldownUntil !== undefined) {
             if (payload.cooldownUntil === null) cooldownUntil = null

@@ -5,10 +5,9 @@
 import { assert } from "@effect/vitest"
 import { Clock, Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
-import { generateKeyPairSync, randomUUID } from "node:crypto"
-import { rawPublicKeyHex } from "../../src/auth/Ed25519.ts"
+import { randomUUID } from "node:crypto"
 import { sha256Hex, signJwt } from "../../src/client/RequestSigner.ts"
-import { opsClient, type RawResponse, type TestTenant } from "./TestApp.ts"
+import type { RawResponse, TestTenant } from "./TestApp.ts"
 
 /** 2026-10-05T00:00:00Z: a realistic "now", so that millisecond timestamps differ from second ones. */
 export const realisticEpochMillis = Date.UTC(2026, 9, 5)
@@ -30,26 +29,8 @@ export const freshTime = Effect.gen(function*() {
   return Math.floor((yield* Clock.currentTimeMillis) / 1000)
 })
 
-/** A second API key of the same tenant, created through the operator interface. */
-export const addApiKey = (tenant: TestTenant, options: {
-  readonly allowedIps?: ReadonlyArray<string>
-  readonly rateLimitPerSecond?: number
-} = {}) =>
-  Effect.gen(function*() {
-    const ops = yield* opsClient
-    const { privateKey, publicKey } = generateKeyPairSync("ed25519")
-    const publicKeyHex = rawPublicKeyHex(publicKey)
-    const key = yield* ops.tenants.createApiKey({
-      params: { tenantId: tenant.tenantId },
-      payload: {
-        name: "extra key",
-        publicKey: publicKeyHex,
-        ...(options.allowedIps === undefined ? {} : { allowedIps: options.allowedIps }),
-        ...(options.rateLimitPerSecond === undefined ? {} : { rateLimitPerSecond: options.rateLimitPerSecond })
-      }
-    })
-    return { ...tenant, keyId: key.keyId, privateKey, publicKeyHex } satisfies TestTenant
-  }).pipe(Effect.orDie)
+/** A second API key of the same tenant (TestApp's helper, kept importable from here). */
+export { addApiKey } from "./TestApp.ts"
 
 /** The six claims a correct client sends for this request at `now`. */
 export const goodClaims = (tenant: TestTenant, target: string, body: string | Uint8Array, now: number) => ({

@@ -69,6 +69,28 @@ export interface TestTenant {
   readonly baseUrl: string
 }
 
+/** An API key with a fresh Ed25519 key pair for this tenant, created through the operator interface. */
+export const addApiKey = (
+  tenant: { readonly tenantId: string },
+  options: { readonly allowedIps?: ReadonlyArray<string>; readonly rateLimitPerSecond?: number } = {}
+) =>
+  Effect.gen(function*() {
+    const ops = yield* opsClient
+    const { privateKey, publicKey } = generateKeyPairSync("ed25519")
+    const publicKeyHex = rawPublicKeyHex(publicKey)
+    const key = yield* ops.tenants.createApiKey({
+      params: { tenantId: tenant.tenantId },
+      payload: {
+        name: "test key",
+        publicKey: publicKeyHex,
+        ...(options.allowedIps === undefined ? {} : { allowedIps: options.allowedIps }),
+        ...(options.rateLimitPerSecond === undefined ? {} : { rateLimitPerSecond: options.rateLimitPerSecond })
+      }
+    })
+    const baseUrl = yield* PublicAddress
+    return { tenantId: tenant.tenantId, keyId: key.keyId, privateKey, publicKeyHex, baseUrl } satisfies TestTenant
+  }).pipe(Effect.orDie)
+
 /** A tenant with one API key, made through the operator interface as an operator would. */
 export const provisionTenant = (options: {
   readonly name?: string
@@ -81,19 +103,7 @@ export const provisionTenant = (options: {
     const tenant = yield* ops.tenants.create({
       payload: { name: options.name ?? "test tenant", ...(options.networks ? { networks: options.networks } : {}) }
     })
-    const { privateKey, publicKey } = generateKeyPairSync("ed25519")
-    const publicKeyHex = rawPublicKeyHex(publicKey)
-    const key = yield* ops.tenants.createApiKey({
-      params: { tenantId: tenant.id },
-      payload: {
-        name: "test key",
-        publicKey: publicKeyHex,
-        ...(options.allowedIps ? { allowedIps: options.allowedIps } : {}),
-        ...(options.rateLimitPerSecond ? { rateLimitPerSecond: options.rateLimitPerSecond } : {})
-      }
-    })
-    const baseUrl = yield* PublicAddress
-    return { tenantId: tenant.id, keyId: key.keyId, privateKey, publicKeyHex, baseUrl } satisfies TestTenant
+    return yield* addApiKey({ tenantId: tenant.id }, options)
   }).pipe(Effect.orDie)
 
 export const tenantClient = (tenant: TestTenant) =>
