@@ -1,13 +1,11 @@
 /**
- * The signer: the only holder of key material. It derives wallet and platform addresses and signs webhooks; private
- * keys never leave it (no method returns one). Implementations:
+ * The signer: the only holder of key material. It derives wallet and platform addresses, signs transfers on the four
+ * chain families (offline: every chain parameter comes in the request, see TransactionRequest.ts) and signs webhooks;
+ * private keys never leave it (no method returns one). Implementations:
  *
  * - `layerLocalHd(mnemonic)`: keys derived from a BIP-39 mnemonic (empty passphrase) in this process.
  * - `layerDisabled`: every operation fails with `SignerUnavailable` (preproduction runs without keys).
  * - `layerConfig`: picks one of the two from AppConfig; see there.
- *
- * Transaction signing arrives with a later issue as another method here (e.g. `signTransaction`), built on
- * `deriveKey` from chains/Derivation.ts inside `makeLocalHd`, where the HD root already lives.
  */
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { createPrivateKey, pbkdf2Sync, sign, type KeyObject } from "node:crypto"
@@ -16,6 +14,7 @@ import {
   type DerivationRequest,
   type DerivedAddress,
   deriveAddress as deriveAddressFromRoot,
+  deriveKey,
   deriveWebhookSigningKey,
   hdRootFromSeed,
   type KeyTarget,
@@ -24,7 +23,13 @@ import {
   platformTenantIndex
 } from "../chains/Derivation.ts"
 import { SignerUnavailable } from "../domain/ApiError.ts"
+import { signBtcTransfer } from "./BtcSigning.ts"
 import { loadOrCreateDevelopmentMnemonic, parseMnemonic } from "./DevelopmentMnemonic.ts"
+import { signEvmTransfer } from "./EvmSigning.ts"
+import type { KeySource } from "./KeySource.ts"
+import { signSolTransfer } from "./SolSigning.ts"
+import type { SignedTransaction, TransactionRequest } from "./TransactionRequest.ts"
+import { signTronTransfer } from "./TronSigning.ts"
 
 export type SignerStatus = "ACTIVE" | "DISABLED"
 
@@ -37,6 +42,11 @@ export interface SignerShape {
   readonly deriveAddress: (request: DerivationRequest) => Effect.Effect<DerivedAddress, SignerUnavailable>
   /** A platform operating address (HOT, SWEEP, GAS); tenants may never withdraw to these. */
   readonly platformAddress: (request: PlatformAddressRequest) => Effect.Effect<DerivedAddress, SignerUnavailable>
+  /**
+   * Signs a fully specified transfer. A request the chain would reject as malformed (bad address, outputs above
+   * inputs, tenantIndex 0 for a wallet key) is a caller bug and dies; the only typed failure is a missing signer.
+   */
+  readonly signTransaction: (request: TransactionRequest) => Effect.Effect<SignedTransaction, SignerUnavailable>
   /** The webhook verification key (key id `v1`): raw Ed25519 public key, 64 lowercase hex characters. */
   readonly webhookPublicKey: () => Effect.Effect<string, SignerUnavailable>
   /** Ed25519 signature of exactly `message`, 128 lowercase hex characters. */
@@ -60,6 +70,9 @@ function makeDisabled(): SignerShape {
       return yield* unavailable()
     }),
     platformAddress: Effect.fn("Signer.platformAddress")(function*(_request: PlatformAddressRequest) {
+      return yield* unavailable()
+    }),
+    signTransaction: Effect.fn("Signer.signTransaction")(function*(_request: TransactionRequest) {
       return yield* unavailable()
     }),
     webhookPublicKey: Effect.fn("Signer.webhookPublicKey")(function*() {
@@ -130,6 +143,26 @@ const makeLocalHd = (mnemonic: Redacted.Redacted<string>) =>
       return derived
     }
 
+    const keyFor: KeySource = (key, target) => {
+      if (key._tag === "Platform") return deriveKey(root, { ...target, ...platformIndices(key.role) })
+      // The same reservation as deriveAddress: tenant 0's keys are the platform's own.
+      if (key.tenantIndex === platformTenantIndex) throw new RangeError("tenantIndex 0 is reserved for platform keys")
+      return deriveKey(root, { ...target, ...key })
+    }
+
+    const signTransfer = (request: TransactionRequest): Promise<SignedTransaction> => {
+      switch (request.family) {
+        case "EVM":
+          return signEvmTransfer(keyFor, request)
+        case "TRON":
+          return signTronTransfer(keyFor, request)
+        case "BTC":
+          return signBtcTransfer(keyFor, request)
+        case "SOL":
+          return signSolTransfer(keyFor, request)
+      }
+    }
+
     return {
       deriveAddress: Effect.fn("Signer.deriveAddress")(function*(request: DerivationRequest) {
         // Tenant 0 is the platform's: a tenant wallet there would share keys with the hot wallet. Tenant indexes
@@ -144,6 +177,10 @@ const makeLocalHd = (mnemonic: Redacted.Redacted<string>) =>
         return yield* Effect.sync(() =>
           derive({ family: request.family, btcNetwork: request.btcNetwork, ...platformIndices(request.role) })
         )
+      }),
+      signTransaction: Effect.fn("Signer.signTransaction")(function*(request: TransactionRequest) {
+        // A rejected promise is a defect: see the method's contract.
+        return yield* Effect.promise(() => signTransfer(request))
       }),
       webhookPublicKey: Effect.fn("Signer.webhookPublicKey")(function*() {
         return webhookPublicKeyHex
