@@ -29,6 +29,7 @@ import { WebhookInfoHandlers } from "./http/WebhookInfoHandlers.ts"
 import { ClusterLayer, ClusterRetention } from "./entities/Cluster.ts"
 import { WalletEntityLive } from "./entities/WalletEntity.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
+import { Ledger } from "./ledger/Ledger.ts"
 import { PlatformAddresses } from "./wallets/PlatformAddresses.ts"
 import { ProvisioningSupervisor } from "./wallets/ProvisioningSupervisor.ts"
 import { WalletProvisioner } from "./wallets/WalletProvisioner.ts"
@@ -65,7 +66,8 @@ export const DomainLayer = Layer.mergeAll(
     OpsToken.layer,
     WalletRepository.layer,
     WalletProvisioner.layer,
-    PlatformAddresses.layer
+    PlatformAddresses.layer,
+    Ledger.layer
   )),
   Layer.provideMerge(Layer.mergeAll(Tenants.layer, ApiKeys.layer, Catalog.layer))
 )

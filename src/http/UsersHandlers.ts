@@ -5,6 +5,7 @@ import { Api } from "../api/Api.ts"
 import { pageLimitDefault } from "../api/Common.ts"
 import type { UserObject } from "../api/UsersApi.ts"
 import { toRfc3339 } from "../domain/Time.ts"
+import { Ledger } from "../ledger/Ledger.ts"
 import { type User, Users } from "../users/Users.ts"
 import { WalletRepository } from "../wallets/WalletRepository.ts"
 import { Wallets } from "../wallets/Wallets.ts"
@@ -29,6 +30,7 @@ export const UsersHandlers = HttpApiBuilder.group(Api, "users", (handlers) =>
     const users = yield* Users
     const wallets = yield* Wallets
     const walletRepository = yield* WalletRepository
+    const ledger = yield* Ledger
     return handlers
       .handle("create", ({ payload }) =>
         Effect.gen(function*() {
@@ -70,8 +72,15 @@ export const UsersHandlers = HttpApiBuilder.group(Api, "users", (handlers) =>
         Effect.gen(function*() {
           const tenant = yield* currentTenant
           const user = yield* users.get(tenant.id, params.customerRefId)
-          // No bookkeeping exists before the ledger: a user has no balance rows yet.
-          return { customerRefId: user.customerRefId, items: [] }
+          const balances = yield* ledger.userBalances(user.id)
+          return {
+            customerRefId: user.customerRefId,
+            items: balances.map((balance) => ({
+              assetId: balance.assetId,
+              availableRaw: balance.available.toString(),
+              frozenRaw: balance.frozen.toString()
+            }))
+          }
         }))
       .handle("depositAddress", ({ params, payload }) =>
         Effect.gen(function*() {

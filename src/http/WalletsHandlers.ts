@@ -11,6 +11,7 @@ import { listedAssets, tenantNetworks } from "../catalog/TenantCatalog.ts"
 import { sha256Hex } from "../client/RequestSigner.ts"
 import { NotFound } from "../domain/ApiError.ts"
 import { checkIdempotencyKey, Idempotency } from "../idempotency/Idempotency.ts"
+import { Ledger } from "../ledger/Ledger.ts"
 import { WalletRepository } from "../wallets/WalletRepository.ts"
 import { Wallets } from "../wallets/Wallets.ts"
 import { currentTenant } from "./CurrentTenant.ts"
@@ -24,6 +25,7 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
     const repository = yield* WalletRepository
     const idempotency = yield* Idempotency
     const catalog = yield* Catalog
+    const ledger = yield* Ledger
 
     const existing = (tenantId: string, walletId: string) =>
       Effect.flatMap(repository.find(tenantId, walletId), (wallet) =>
@@ -66,9 +68,13 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
       .handle("assets", ({ params }) =>
         Effect.gen(function*() {
           const tenant = yield* currentTenant
-          yield* existing(tenant.id, params.id)
-          // Only assets that have had bookkeeping are listed; before the ledger there is none.
-          return []
+          const wallet = yield* existing(tenant.id, params.id)
+          const balances = yield* ledger.walletBalances(wallet.id)
+          return balances.map((balance) => ({
+            assetId: balance.assetId,
+            available: balance.available.toString(),
+            frozen: balance.frozen.toString()
+          }))
         }))
       .handle("addresses", ({ params }) =>
         Effect.gen(function*() {

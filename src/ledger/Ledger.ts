@@ -1,0 +1,213 @@
+/**
+ * The ledger's one door: every movement of funds is a journal entry posted here, inside the database transaction
+ * of the state change it books (a deposit credited, a withdrawal frozen), so the two commit or roll back together.
+ * sql/0003_ledger.sql enforces the invariants in PostgreSQL itself; this service states the same rules in code so a
+ * caller's bug fails loudly before it reaches the database, and turns "not enough available" into the spec's
+ * INSUFFICIENT_BALANCE.
+ */
+import { Array as Arr, Clock, Context, Effect, Layer } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import { InsufficientBalance } from "../domain/ApiError.ts"
+import { Entropy } from "../domain/Entropy.ts"
+import { uuidV7 } from "../domain/Ids.ts"
+import { fromNumeric } from "../domain/RawAmount.ts"
+
+export type AccountKind = "WALLET" | "FEES" | "NETWORK_FEES" | "CHAIN"
+export type Bucket = "AVAILABLE" | "FROZEN"
+
+export const EntryKind = [
+  "DEPOSIT_CREDIT",
+  "DEPOSIT_REVERSAL",
+  "MANUAL_DEPOSIT_CREDIT",
+  "WITHDRAWAL_FREEZE",
+  "WITHDRAWAL_RELEASE",
+  "WITHDRAWAL_SETTLE",
+  "NETWORK_FEE",
+  "TRANSFER",
+  "TRANSFER_FREEZE",
+  "TRANSFER_RELEASE",
+  "TRANSFER_SETTLE"
+] as const
+export type EntryKind = (typeof EntryKind)[number]
+
+/** A user wallet's account, or one of the tenant's own (see sql/0003_ledger.sql for what each holds). */
+export type AccountRef =
+  | { readonly kind: "WALLET"; readonly walletId: string }
+  | { readonly kind: "FEES" | "NETWORK_FEES" | "CHAIN" }
+
+export interface Posting {
+  readonly account: AccountRef
+  readonly assetId: string
+  readonly bucket: Bucket
+  /** Signed: positive adds to the bucket, negative takes from it. Never zero. */
+  readonly amount: bigint
+}
+
+export interface EntryRequest {
+  readonly tenantId: string
+  readonly kind: EntryKind
+  /** The transaction the entry books; with `kind`, it names the entry: posting it again changes nothing. */
+  readonly referenceId: string
+  readonly postings: ReadonlyArray<Posting>
+}
+
+export type PostResult =
+  | { readonly _tag: "Posted"; readonly entryId: string }
+  /** This (kind, reference) was booked before: nothing was posted now. */
+  | { readonly _tag: "AlreadyPosted"; readonly entryId: string }
+
+export interface Balance {
+  readonly assetId: string
+  /** Negative only after a deposit reversal took back funds already spent (decisions.md, Deposits). */
+  readonly available: bigint
+  readonly frozen: bigint
+}
+
+/** PostgreSQL error raised by ledger_apply_posting when a debit would overdraw an account. */
+const insufficientBalanceSqlState = "CF001"
+
+const sqlStateOf = (error: SqlError.SqlError): unknown => {
+  const cause: unknown = error.reason.cause
+  return typeof cause === "object" && cause !== null && "code" in cause ? cause.code : undefined
+}
+
+/** The database's own words (which constraint, which entry): the SqlError's message alone says "Query failed". */
+const refusedBy = (request: EntryRequest, error: SqlError.SqlError): Error => {
+  const cause: unknown = error.reason.cause
+  const detail = cause instanceof Error ? cause.message : error.message
+  return new Error(`ledger entry ${request.kind} ${request.referenceId} refused by the database: ${detail}`, {
+    cause: error
+  })
+}
+
+const accountKey = (posting: Posting) =>
+  `${posting.account.kind}/${posting.account.kind === "WALLET" ? posting.account.walletId : ""}/${posting.assetId}`
+
+/**
+ * The rules the database enforces, checked first so a bug names itself: at least two postings, none zero, no
+ * account and bucket twice, and a zero sum per asset. Broken ones are defects, never a request error.
+ */
+export const assertBalanced = (request: EntryRequest): void => {
+  if (request.postings.length < 2) throw new Error(`ledger entry ${request.kind} needs at least two postings`)
+  const sums = new Map<string, bigint>()
+  const seen = new Set<string>()
+  for (const posting of request.postings) {
+    if (posting.amount === 0n) throw new Error(`ledger entry ${request.kind} has a zero posting`)
+    const key = `${accountKey(posting)}/${posting.bucket}`
+    if (seen.has(key)) throw new Error(`ledger entry ${request.kind} posts to ${key} twice`)
+    seen.add(key)
+    sums.set(posting.assetId, (sums.get(posting.assetId) ?? 0n) + posting.amount)
+  }
+  for (const [assetId, sum] of sums) {
+    if (sum !== 0n) throw new Error(`ledger entry ${request.kind} does not balance: ${assetId} sums to ${sum}`)
+  }
+}
+
+export interface BalanceRow {
+  readonly asset_id: string
+  readonly available: string
+  readonly frozen: string
+}
+
+const balanceFromRow = (row: BalanceRow): Balance => ({
+  assetId: row.asset_id,
+  available: fromNumeric(row.available),
+  frozen: fromNumeric(row.frozen)
+})
+
+export class Ledger extends Context.Service<Ledger, {
+  /**
+   * Posts one entry. Run it inside the transaction of the change it books; alone, it is its own transaction.
+   * Fails with InsufficientBalance (and posts nothing) when a debit would overdraw a wallet's available balance.
+   */
+  readonly post: (request: EntryRequest) => Effect.Effect<PostResult, InsufficientBalance>
+  /** A wallet's balances, one per asset that has had bookkeeping, by asset id. */
+  readonly walletBalances: (walletId: string) => Effect.Effect<ReadonlyArray<Balance>>
+  /** A user's balances summed over all the user's wallets, one per asset that has had bookkeeping, by asset id. */
+  readonly userBalances: (userId: string) => Effect.Effect<ReadonlyArray<Balance>>
+}>()("coffer/Ledger") {
+  static readonly layer = Layer.effect(
+    Ledger,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const entropy = yield* Entropy
+
+      /** The account's id, opening it (at zero) on first use. */
+      const accountId = (tenantId: string, posting: Posting, now: Date) =>
+        Effect.gen(function*() {
+          const walletId = posting.account.kind === "WALLET" ? posting.account.walletId : null
+          const inserted = yield* sql<{ id: string }>`
+            INSERT INTO ledger_accounts (tenant_id, kind, wallet_id, asset_id, created_at)
+            VALUES (${tenantId}, ${posting.account.kind}, ${walletId}, ${posting.assetId}, ${now})
+            ON CONFLICT ON CONSTRAINT ledger_accounts_owner_key DO NOTHING
+            RETURNING id`
+          if (inserted[0] !== undefined) return BigInt(inserted[0].id)
+          const existing = yield* sql<{ id: string }>`
+            SELECT id FROM ledger_accounts
+            WHERE tenant_id = ${tenantId} AND kind = ${posting.account.kind}
+              AND wallet_id IS NOT DISTINCT FROM ${walletId} AND asset_id = ${posting.assetId}`
+          return BigInt(existing[0]!.id)
+        })
+
+      const post = Effect.fn("Ledger.post")(function*(request: EntryRequest) {
+        yield* Effect.sync(() => assertBalanced(request))
+        const entryId = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
+        const now = new Date(yield* Clock.currentTimeMillis)
+        const booked = sql.withTransaction(Effect.gen(function*() {
+          const created = yield* sql<{ id: string }>`
+            INSERT INTO ledger_entries (id, tenant_id, kind, reference_id, created_at)
+            VALUES (${entryId}, ${request.tenantId}, ${request.kind}, ${request.referenceId}, ${now})
+            ON CONFLICT ON CONSTRAINT ledger_entries_kind_reference_key DO NOTHING
+            RETURNING id`
+          if (created.length === 0) {
+            const [existing] = yield* sql<{ id: string; tenant_id: string }>`
+              SELECT id, tenant_id FROM ledger_entries WHERE kind = ${request.kind} AND reference_id = ${request.referenceId}`
+            if (existing!.tenant_id !== request.tenantId) {
+              return yield* Effect.die(new Error(`ledger reference ${request.referenceId} belongs to another tenant`))
+            }
+            return { _tag: "AlreadyPosted" as const, entryId: existing!.id }
+          }
+          const rows: Array<{ entry_id: string; account_id: string; bucket: Bucket; amount: string; order: bigint }> = []
+          for (const posting of request.postings) {
+            const id = yield* accountId(request.tenantId, posting, now)
+            rows.push({ entry_id: entryId, account_id: id.toString(), bucket: posting.bucket, amount: posting.amount.toString(), order: id })
+          }
+          // Accounts are locked (by the balance update of each posting) in ascending id order, in every entry, so
+          // two entries over the same accounts can never wait on each other in a cycle.
+          rows.sort((a, b) => (a.order < b.order ? -1 : a.order > b.order ? 1 : a.bucket.localeCompare(b.bucket)))
+          const values = rows.map(({ order: _order, ...row }) => row)
+          // assertBalanced guarantees two or more postings.
+          if (!Arr.isArrayNonEmpty(values)) return yield* Effect.die(new Error("ledger entry without postings"))
+          yield* sql`INSERT INTO ledger_postings ${sql.insert(values)}`
+          return { _tag: "Posted" as const, entryId }
+        }))
+        return yield* booked.pipe(
+          Effect.catchTag("SqlError", (error) =>
+            sqlStateOf(error) === insufficientBalanceSqlState
+              ? Effect.fail(new InsufficientBalance({ message: "available balance below amount plus fee" }))
+              : Effect.die(refusedBy(request, error)))
+        )
+      })
+
+      const walletBalances = Effect.fn("Ledger.walletBalances")(function*(walletId: string) {
+        const rows = yield* sql<BalanceRow>`
+          SELECT asset_id, available::text AS available, frozen::text AS frozen FROM ledger_accounts
+          WHERE wallet_id = ${walletId} AND kind = 'WALLET'
+          ORDER BY asset_id`.pipe(Effect.orDie)
+        return rows.map(balanceFromRow)
+      })
+
+      const userBalances = Effect.fn("Ledger.userBalances")(function*(userId: string) {
+        const rows = yield* sql<BalanceRow>`
+          SELECT a.asset_id, sum(a.available)::text AS available, sum(a.frozen)::text AS frozen
+          FROM ledger_accounts a JOIN wallets w ON w.id = a.wallet_id
+          WHERE w.user_id = ${userId} AND a.kind = 'WALLET'
+          GROUP BY a.asset_id
+          ORDER BY a.asset_id`.pipe(Effect.orDie)
+        return rows.map(balanceFromRow)
+      })
+
+      return { post, walletBalances, userBalances }
+    })
+  )
+}
