@@ -23,6 +23,7 @@ import { DisabledPaths } from "./http/DisabledPaths.ts"
 import { errorBoundary } from "./http/ErrorBoundary.ts"
 import { ReferenceHandlers } from "./http/ReferenceHandlers.ts"
 import { SchemaErrorsLive } from "./http/SchemaErrorsLive.ts"
+import { TransactionsHandlers } from "./http/TransactionsHandlers.ts"
 import { UsersHandlers } from "./http/UsersHandlers.ts"
 import { WalletsHandlers } from "./http/WalletsHandlers.ts"
 import { WebhookInfoHandlers } from "./http/WebhookInfoHandlers.ts"
@@ -30,6 +31,7 @@ import { ClusterLayer, ClusterRetention } from "./entities/Cluster.ts"
 import { WalletEntityLive } from "./entities/WalletEntity.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
 import { Ledger } from "./ledger/Ledger.ts"
+import { TransactionRepository } from "./transactions/TransactionRepository.ts"
 import { PlatformAddresses } from "./wallets/PlatformAddresses.ts"
 import { ProvisioningSupervisor } from "./wallets/ProvisioningSupervisor.ts"
 import { WalletProvisioner } from "./wallets/WalletProvisioner.ts"
@@ -67,7 +69,8 @@ export const DomainLayer = Layer.mergeAll(
     WalletRepository.layer,
     WalletProvisioner.layer,
     PlatformAddresses.layer,
-    Ledger.layer
+    Ledger.layer,
+    TransactionRepository.layer
   )),
   Layer.provideMerge(Layer.mergeAll(Tenants.layer, ApiKeys.layer, Catalog.layer))
 )
@@ -79,7 +82,9 @@ export const PublicRoutes = Layer.mergeAll(
   DisabledPaths,
   errorBoundary(Api)
 ).pipe(
-  Layer.provide(Layer.mergeAll(ReferenceHandlers, UsersHandlers, WalletsHandlers, WebhookInfoHandlers)),
+  Layer.provide(
+    Layer.mergeAll(ReferenceHandlers, UsersHandlers, WalletsHandlers, TransactionsHandlers, WebhookInfoHandlers)
+  ),
   Layer.provide(Layer.mergeAll(SignatureAuthLive, SchemaErrorsLive))
 )
 

@@ -2,6 +2,7 @@
 import { HttpApi, OpenApi } from "effect/http-api"
 import { ReferenceApi } from "./ReferenceApi.ts"
 import { SchemaErrors, SignatureAuth } from "./SignatureAuth.ts"
+import { TransactionsApi } from "./TransactionsApi.ts"
 import { UsersApi } from "./UsersApi.ts"
 import { WalletsApi } from "./WalletsApi.ts"
 import { WebhookInfoApi } from "./WebhookInfoApi.ts"
@@ -52,6 +53,7 @@ export class Api extends HttpApi.make("coffer")
   .add(ReferenceApi.middleware(SignatureAuth))
   .add(UsersApi.middleware(SignatureAuth))
   .add(WalletsApi.middleware(SignatureAuth))
+  .add(TransactionsApi.middleware(SignatureAuth))
   .add(WebhookInfoApi)
   .middleware(SchemaErrors)
   .annotateMerge(OpenApi.annotations({

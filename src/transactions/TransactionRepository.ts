@@ -1,0 +1,86 @@
+/** Reading transactions. Writes live with the pipelines that make them (deposits, withdrawals, transfers). */
+import { Context, Effect, Layer } from "effect"
+import { SqlClient, type Statement } from "effect/sql"
+import {
+  type Transaction,
+  transactionFromRow,
+  type TransactionKind,
+  type TransactionRow,
+  transactionSelect,
+  type TransactionStatus
+} from "./Transaction.ts"
+
+export interface TransactionFilter {
+  /** Payer or recipient wallet. */
+  readonly walletId?: string | undefined
+  /** Payer or recipient user. */
+  readonly customerRefId?: string | undefined
+  readonly kind?: TransactionKind | undefined
+  readonly status?: TransactionStatus | undefined
+  readonly assetId?: string | undefined
+  /** Inclusive. */
+  readonly createdFrom?: Date | undefined
+  /** Exclusive. */
+  readonly createdTo?: Date | undefined
+  readonly limit: number
+  readonly before?: string | undefined
+}
+
+export class TransactionRepository extends Context.Service<TransactionRepository, {
+  /** This tenant's transaction, or undefined (another tenant's is as missing as none). */
+  readonly find: (tenantId: string, id: string) => Effect.Effect<Transaction | undefined>
+  readonly findByExternalTxId: (tenantId: string, externalTxId: string) => Effect.Effect<Transaction | undefined>
+  /** Newest first; `nextBefore` is set exactly when the page is full (decisions.md). */
+  readonly list: (
+    tenantId: string,
+    filter: TransactionFilter
+  ) => Effect.Effect<{ readonly items: ReadonlyArray<Transaction>; readonly nextBefore: string | null }>
+}>()("coffer/TransactionRepository") {
+  static readonly layer = Layer.effect(
+    TransactionRepository,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const select = transactionSelect(sql)
+
+      const find = Effect.fn("TransactionRepository.find")(function*(tenantId: string, id: string) {
+        const rows = yield* sql<TransactionRow>`${select} WHERE t.tenant_id = ${tenantId} AND t.id = ${id}`.pipe(
+          Effect.orDie
+        )
+        return rows[0] === undefined ? undefined : transactionFromRow(rows[0])
+      })
+
+      const findByExternalTxId = Effect.fn("TransactionRepository.findByExternalTxId")(function*(
+        tenantId: string,
+        externalTxId: string
+      ) {
+        const rows = yield* sql<TransactionRow>`
+          ${select} WHERE t.tenant_id = ${tenantId} AND t.external_tx_id = ${externalTxId}`.pipe(Effect.orDie)
+        return rows[0] === undefined ? undefined : transactionFromRow(rows[0])
+      })
+
+      const list = Effect.fn("TransactionRepository.list")(function*(tenantId: string, filter: TransactionFilter) {
+        const optional = <A>(value: A | undefined, condition: (value: A) => Statement.Fragment): Statement.Fragment =>
+          value === undefined ? sql`` : condition(value)
+        const rows = yield* sql<TransactionRow>`
+          ${select}
+          WHERE t.tenant_id = ${tenantId}
+            ${optional(filter.walletId, (id) => sql`AND (t.source_wallet_id = ${id} OR t.destination_wallet_id = ${id})`)}
+            ${
+          optional(filter.customerRefId, (ref) => sql`AND (su.customer_ref_id = ${ref} OR du.customer_ref_id = ${ref})`)
+        }
+            ${optional(filter.kind, (kind) => sql`AND t.kind = ${kind}`)}
+            ${optional(filter.status, (status) => sql`AND t.status = ${status}`)}
+            ${optional(filter.assetId, (assetId) => sql`AND t.asset_id = ${assetId}`)}
+            ${optional(filter.createdFrom, (from) => sql`AND t.created_at >= ${from}`)}
+            ${optional(filter.createdTo, (to) => sql`AND t.created_at < ${to}`)}
+            ${optional(filter.before, (before) => sql`AND t.id < ${before}`)}
+          ORDER BY t.id DESC
+          LIMIT ${filter.limit}`.pipe(Effect.orDie)
+        const items = rows.map(transactionFromRow)
+        return { items, nextBefore: items.length === filter.limit ? items[items.length - 1]!.id : null }
+      })
+
+      return TransactionRepository.of({ find, findByExternalTxId, list })
+    })
+  )
+}
