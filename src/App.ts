@@ -29,6 +29,8 @@ import { WalletsHandlers } from "./http/WalletsHandlers.ts"
 import { WebhookInfoHandlers } from "./http/WebhookInfoHandlers.ts"
 import { ClusterLayer, ClusterRetention } from "./entities/Cluster.ts"
 import { WalletEntityLive } from "./entities/WalletEntity.ts"
+import { chainClientsLayer, SimulatedChain } from "./chains/simulated/SimulatedChain.ts"
+import { DepositWatcher, DepositWatcherLoop } from "./deposits/DepositWatcher.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
 import { Ledger } from "./ledger/Ledger.ts"
 import { TransactionRepository } from "./transactions/TransactionRepository.ts"
@@ -38,6 +40,7 @@ import { WalletProvisioner } from "./wallets/WalletProvisioner.ts"
 import { WalletRepository } from "./wallets/WalletRepository.ts"
 import { Wallets } from "./wallets/Wallets.ts"
 import { DevProvisioning } from "./ops/DevProvisioning.ts"
+import { OpsDevnetHandlers } from "./ops/DevnetHandlers.ts"
 import { OpsApi } from "./ops/OpsApi.ts"
 import {
   OpsAuthLive,
@@ -56,8 +59,12 @@ export const DomainLayer = Layer.mergeAll(
   Wallets.layer,
   Idempotency.layer,
   ProvisioningSupervisor,
-  ClusterRetention
+  ClusterRetention,
+  DepositWatcherLoop
 ).pipe(
+  Layer.provideMerge(DepositWatcher.layer),
+  Layer.provideMerge(chainClientsLayer),
+  Layer.provideMerge(SimulatedChain.layer),
   Layer.provideMerge(WalletEntityLive),
   Layer.provideMerge(ClusterLayer),
   Layer.provideMerge(Layer.mergeAll(
@@ -92,7 +99,7 @@ export const OpsRoutes = Layer.mergeAll(
   HttpApiBuilder.layer(OpsApi),
   errorBoundary(OpsApi)
 ).pipe(
-  Layer.provide(Layer.mergeAll(OpsTenantsHandlers, OpsUsersHandlers, OpsPlatformHandlers)),
+  Layer.provide(Layer.mergeAll(OpsTenantsHandlers, OpsUsersHandlers, OpsPlatformHandlers, OpsDevnetHandlers)),
   Layer.provide(Layer.mergeAll(OpsAuthLive, OpsSchemaErrorsLive))
 )
 

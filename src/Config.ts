@@ -22,6 +22,12 @@ export interface AppConfigShape {
   readonly trustedProxies: ReadonlyArray<string>
   /** BIP-39 mnemonic of the local HD signer; unset in development: generated once under `dataDir`. */
   readonly signerMnemonic: Option.Option<Redacted.Redacted<string>>
+  /**
+   * Whether every catalog network runs on the built-in simulated chain (operator-interface.md: the default on a
+   * developer machine and in tests). `SIMULATED_CHAINS`; default true in development only. Real chain clients are
+   * not built yet, so without it no network is watched.
+   */
+  readonly simulatedChains: boolean
 }
 
 export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("coffer/AppConfig") {
@@ -38,11 +44,13 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("cof
         opsToken: Config.Redacted("OPS_TOKEN").pipe(Config.option),
         serviceEnv: Config.Literals(ServiceEnv, "SERVICE_ENV").pipe(Config.withDefault("development" as const)),
         trustedProxies: Config.String("TRUSTED_PROXIES").pipe(Config.withDefault("")),
-        signerMnemonic: Config.Redacted("SIGNER_MNEMONIC").pipe(Config.option)
+        signerMnemonic: Config.Redacted("SIGNER_MNEMONIC").pipe(Config.option),
+        simulatedChains: Config.Boolean("SIMULATED_CHAINS").pipe(Config.option)
       })
       return AppConfig.of({
         ...config,
-        trustedProxies: config.trustedProxies.split(/[\s,]+/).filter((entry) => entry.length > 0)
+        trustedProxies: config.trustedProxies.split(/[\s,]+/).filter((entry) => entry.length > 0),
+        simulatedChains: Option.getOrElse(config.simulatedChains, () => config.serviceEnv === "development")
       })
     })
   )
@@ -60,6 +68,7 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("cof
       serviceEnv: "development",
       trustedProxies: [],
       signerMnemonic: Option.none(),
+      simulatedChains: true,
       ...overrides
     })
 }

@@ -3,9 +3,12 @@ import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, OpenApi } from "effect/http-api"
 import { UserObject } from "../api/UsersApi.ts"
 import { Uuid } from "../domain/Ids.ts"
+import { RawAmount } from "../domain/RawAmount.ts"
 import {
+  AssetNotSupportedWire,
   BadRequestParamsWire,
   BadRequestWire,
+  InvalidAddressWire,
   InvalidStateWire,
   NotFoundWire,
   UnauthorizedWire
@@ -134,10 +137,56 @@ export class OpsPlatformApi extends HttpApiGroup.make("platform")
   .annotateMerge(OpenApi.annotations({ title: "Platform" }))
 {}
 
+const devnetParams = { networkKey: Schema.String }
+
+export const DevnetState = Schema.Struct({
+  networkKey: Schema.String,
+  height: Schema.Number,
+  hash: Schema.String,
+  finalizedHeight: Schema.Number,
+  pendingTransfers: Schema.Number
+}).annotate({ identifier: "DevnetState" })
+
+/** The developer chain (operator-interface.md): only for networks served by the built-in simulated chain. */
+export class OpsDevnetApi extends HttpApiGroup.make("devnet")
+  .add(
+    HttpApiEndpoint.post("transfer", "/ops/devnet/:networkKey/transfers", {
+      params: devnetParams,
+      payload: Schema.Struct({
+        to: Schema.String,
+        assetId: Schema.String,
+        amountRaw: RawAmount,
+        from: Schema.optional(Schema.String)
+      }),
+      success: Schema.Struct({ txHash: Schema.String }),
+      error: [NotFoundWire, BadRequestWire, InvalidAddressWire, AssetNotSupportedWire]
+    }),
+    HttpApiEndpoint.post("mine", "/ops/devnet/:networkKey/blocks", {
+      params: devnetParams,
+      payload: Schema.Struct({ count: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 1000 }))) }),
+      success: Schema.Struct({ height: Schema.Number }),
+      error: [NotFoundWire]
+    }),
+    HttpApiEndpoint.post("reorg", "/ops/devnet/:networkKey/reorg", {
+      params: devnetParams,
+      payload: Schema.Struct({ depth: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 100 })) }),
+      success: Schema.Struct({ height: Schema.Number }),
+      error: [NotFoundWire]
+    }),
+    HttpApiEndpoint.get("state", "/ops/devnet/:networkKey", {
+      params: devnetParams,
+      success: DevnetState,
+      error: [NotFoundWire]
+    })
+  )
+  .annotateMerge(OpenApi.annotations({ title: "Developer chain (simulated networks only)" }))
+{}
+
 export class OpsApi extends HttpApi.make("coffer-ops")
   .add(OpsTenantsApi)
   .add(OpsUsersApi)
   .add(OpsPlatformApi)
+  .add(OpsDevnetApi)
   .middleware(OpsAuth)
   .middleware(OpsSchemaErrors)
   .annotateMerge(OpenApi.annotations({ title: "Coffer operator interface" }))

@@ -1,4 +1,5 @@
 /** Handlers of the operator interface, its bearer-token check and its schema-error mapping. */
+import { DepositWatcher } from "../deposits/DepositWatcher.ts"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { HttpServerRequest } from "effect/http"
 import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
@@ -171,11 +172,15 @@ export const OpsUsersHandlers = HttpApiBuilder.group(OpsApi, "users", (handlers)
         }))
   }))
 
+/** A watcher further behind its chain's head than this is reported `lagging` in /ops/health. */
+export const healthyLagBlocksMax = 10
+
 export const OpsPlatformHandlers = HttpApiBuilder.group(OpsApi, "platform", (handlers) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const signer = yield* Signer
     const platformAddresses = yield* PlatformAddresses
+    const watcher = yield* DepositWatcher
     return handlers
       .handle("addresses", () => platformAddresses.list)
       .handle("health", () =>
@@ -186,10 +191,19 @@ export const OpsPlatformHandlers = HttpApiBuilder.group(OpsApi, "platform", (han
           Effect.orElseSucceed(() => "unavailable" as const)
         )
         const signerStatus = yield* signer.status()
+        const watched = database === "ok" ? yield* watcher.status : []
+        const chains = Object.fromEntries(watched.map((network) => {
+          const lagBlocks = Number(network.headHeight - network.height)
+          return [network.networkKey, {
+            height: Number(network.headHeight),
+            lagBlocks,
+            status: lagBlocks <= healthyLagBlocksMax ? "ok" : "lagging"
+          }]
+        }))
         return {
           status: database === "ok" ? "ok" as const : "degraded" as const,
           database,
-          chains: {},
+          chains,
           signer: signerStatus
         }
       }))

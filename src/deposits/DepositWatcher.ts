@@ -1,0 +1,391 @@
+/**
+ * Finds, confirms and credits deposits, and reverses them on reorganizations (spec section 3 and decisions.md,
+ * "Deposits"). One scan of a network:
+ *
+ * 1. follows the chain block by block from the watcher's cursor, checking before each step that the block it last
+ *    processed is still on the chain (same hash at that height); when it is not, it rewinds one block and deals with
+ *    the deposits in it (below), until it is back on the chain;
+ * 2. records every transfer to a registered deposit address as a DEPOSIT in `CONFIRMING`, keyed by
+ *    (network, txHash, output index), so seeing it again never creates a second record (`TRANSACTION_CREATED`);
+ * 3. settles each confirming deposit whose block meets the network's confirmation rule: credited net of the
+ *    deposit fee, or not credited (`BELOW_MIN_DEPOSIT`, `MANUAL_REVIEW`), with `TRANSACTION_STATUS_UPDATED`.
+ *
+ * Every step is one database transaction holding the network's cursor row (FOR UPDATE), so scans of one network
+ * never overlap, across processes too, and a crash between steps leaves nothing half done. The ledger posting,
+ * the status change and the event of a deposit commit together.
+ *
+ * Deposits in a block the chain dropped: a confirming one goes back to waiting for a block if the chain still has
+ * its transaction (pending or re-mined), else it ends `FAILED`/`DROPPED`; a credited one whose transaction is gone
+ * from the chain is `REVERSED` and debited back (which may overdraw: decisions.md), with `DEPOSIT_REVERSED`.
+ */
+import { Clock, Context, Effect, Layer, Schedule } from "effect"
+import { SqlClient } from "effect/sql"
+import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
+import { effectiveDepositFee } from "../catalog/Fees.ts"
+import { type ChainClient, ChainClients, type ChainHead, type ChainTransfer } from "../chains/ChainClient.ts"
+import { Entropy } from "../domain/Entropy.ts"
+import { uuidV7 } from "../domain/Ids.ts"
+import { transactionObject } from "../http/TransactionViews.ts"
+import { Ledger, type Posting } from "../ledger/Ledger.ts"
+import { recordEvent } from "../outbox/Outbox.ts"
+import { Tenants } from "../tenants/Tenants.ts"
+import type { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
+import { TransactionRepository } from "../transactions/TransactionRepository.ts"
+
+/** How often each watched network is scanned in the background. */
+export const scanIntervalMillis = 1_000
+/** Blocks one scan processes at most, so one network cannot hold its lock (or starve others) for long. */
+export const blocksPerScanMax = 200
+/** Recent block hashes kept per network: reorganizations deeper than this are not detected. */
+export const blockHistoryMax = 1_000
+/** Deposits settled per scan at most; the rest wait for the next scan. */
+export const settlementsPerScanMax = 500
+
+export interface ScanResult {
+  readonly networkKey: string
+  readonly height: bigint
+  readonly headHeight: bigint
+  readonly recorded: number
+  readonly settled: number
+  readonly rewound: number
+}
+
+interface DepositRow {
+  readonly id: string
+  readonly tenant_id: string
+  readonly status: TransactionStatus
+  readonly sub_status: SubStatus | null
+  readonly asset_id: string
+  readonly amount: string
+  readonly fee: string | null
+  readonly tx_hash: string
+  readonly block_height: string | null
+  readonly destination_wallet_id: string
+}
+
+/** Whether a deposit in block `height` meets the network's crediting condition (decisions.md: the block is 1). */
+export const meetsConfirmationRule = (network: CatalogNetwork, head: ChainHead, height: bigint): boolean =>
+  network.confirmations.mode === "confirmations"
+    ? head.height >= height + BigInt(network.confirmations.n) - 1n
+    : height <= head.finalizedHeight
+
+export class DepositWatcher extends Context.Service<DepositWatcher, {
+  /** Scans one network now (see the module comment); the background loop calls the same. */
+  readonly scan: (networkKey: string) => Effect.Effect<ScanResult>
+  /** Where each watched network's scan stands, for /ops/health. */
+  readonly status: Effect.Effect<ReadonlyArray<{ networkKey: string; height: bigint; headHeight: bigint }>>
+}>()("coffer/DepositWatcher") {
+  static readonly layer = Layer.effect(
+    DepositWatcher,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const catalog = yield* Catalog
+      const clients = yield* ChainClients
+      const ledger = yield* Ledger
+      const tenants = yield* Tenants
+      const transactions = yield* TransactionRepository
+      const entropy = yield* Entropy
+
+      const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
+
+      /** Records an event carrying the transaction object as it is now (inside the caller's transaction). */
+      const transactionEvent = (
+        tenantId: string,
+        id: string,
+        type: "TRANSACTION_CREATED" | "TRANSACTION_STATUS_UPDATED",
+        dedupeKey: string
+      ) =>
+        Effect.gen(function*() {
+          const transaction = yield* transactions.find(tenantId, id)
+          if (transaction === undefined) return yield* Effect.die(new Error(`transaction ${id} vanished`))
+          yield* recordEvent({ tenantId, type, subjectId: id, dedupeKey, data: transactionObject(catalog, transaction) })
+        }).pipe(Effect.provideService(Entropy, entropy), Effect.provideService(SqlClient.SqlClient, sql))
+
+      const statusEvent = (deposit: { tenant_id: string; id: string }, status: string, subStatus: string | null) =>
+        transactionEvent(deposit.tenant_id, deposit.id, "TRANSACTION_STATUS_UPDATED", `${status}/${subStatus ?? ""}`)
+
+      /** The cursor row, locked for this transaction; created at the chain's start (or head) on first use. */
+      const lockCursor = (client: ChainClient) =>
+        Effect.gen(function*() {
+          const locked = () =>
+            sql<{ height: string }>`
+              SELECT height::text AS height FROM chain_cursors WHERE network_key = ${client.networkKey} FOR UPDATE`
+          const [existing] = yield* locked()
+          if (existing !== undefined) return BigInt(existing.height)
+          const head = yield* client.head
+          const start = client.startFromGenesis ? 0n : head.height
+          const block = yield* client.block(start)
+          yield* sql`
+            INSERT INTO chain_cursors (network_key, height, head_height, updated_at)
+            VALUES (${client.networkKey}, ${start.toString()}, ${head.height.toString()}, ${yield* now})
+            ON CONFLICT DO NOTHING`
+          if (block !== undefined) {
+            yield* sql`INSERT INTO chain_blocks (network_key, height, hash)
+              VALUES (${client.networkKey}, ${start.toString()}, ${block.hash}) ON CONFLICT DO NOTHING`
+          }
+          const [created] = yield* locked()
+          return BigInt(created!.height)
+        })
+
+      const storedHash = (networkKey: string, height: bigint) =>
+        Effect.map(
+          sql<{ hash: string }>`SELECT hash FROM chain_blocks WHERE network_key = ${networkKey} AND height = ${height.toString()}`,
+          ([row]) => row?.hash
+        )
+
+      const setCursor = (networkKey: string, height: bigint, headHeight: bigint) =>
+        Effect.gen(function*() {
+          yield* sql`UPDATE chain_cursors SET height = ${height.toString()}, head_height = ${headHeight.toString()},
+            updated_at = ${yield* now} WHERE network_key = ${networkKey}`
+        })
+
+      const depositColumns = sql`id, tenant_id, status, sub_status, asset_id, amount::text AS amount, fee::text AS fee,
+        tx_hash, block_height::text AS block_height, destination_wallet_id`
+
+      /** The ledger postings of crediting `deposit`: from the chain to the wallet, net of the fee. */
+      const creditPostings = (deposit: DepositRow, fee: bigint): ReadonlyArray<Posting> => {
+        const amount = BigInt(deposit.amount)
+        return [
+          { account: { kind: "CHAIN" }, assetId: deposit.asset_id, bucket: "AVAILABLE", amount: -amount },
+          {
+            account: { kind: "WALLET", walletId: deposit.destination_wallet_id },
+            assetId: deposit.asset_id,
+            bucket: "AVAILABLE",
+            amount: amount - fee
+          },
+          ...(fee > 0n
+            ? [{ account: { kind: "FEES" }, assetId: deposit.asset_id, bucket: "AVAILABLE", amount: fee } as const]
+            : [])
+        ]
+      }
+
+      /**
+       * The deposits in blocks above `height` lose their block: the chain no longer has it. Runs inside the scan's
+       * transaction, before the cursor moves back to `height`.
+       */
+      const rewindTo = (client: ChainClient, height: bigint) =>
+        Effect.gen(function*() {
+          const orphaned = yield* sql<DepositRow>`
+            SELECT ${depositColumns} FROM transactions
+            WHERE kind = 'DEPOSIT' AND network_key = ${client.networkKey} AND block_height > ${height.toString()}
+            -- The column, not the text alias of the select list: heights order as numbers.
+            ORDER BY transactions.block_height, transactions.id
+            FOR UPDATE`
+          for (const deposit of orphaned) {
+            const state = yield* client.transactionState(deposit.tx_hash)
+            const credited = deposit.status === "COMPLETED" && deposit.sub_status === null
+            if (deposit.status === "CONFIRMING") {
+              if (state === "UNKNOWN") {
+                yield* sql`UPDATE transactions SET status = 'FAILED', sub_status = 'DROPPED', updated_at = ${yield* now}
+                  WHERE id = ${deposit.id}`
+                yield* statusEvent(deposit, "FAILED", "DROPPED")
+              } else {
+                // Still known to the chain: it waits for a block again (a re-mined one is recorded when scanned).
+                yield* sql`UPDATE transactions SET block_height = NULL, block_hash = NULL, updated_at = ${yield* now}
+                  WHERE id = ${deposit.id}`
+              }
+            } else if (credited && state !== "INCLUDED") {
+              const fee = BigInt(deposit.fee ?? "0")
+              yield* ledger.post({
+                tenantId: deposit.tenant_id,
+                kind: "DEPOSIT_REVERSAL",
+                referenceId: deposit.id,
+                postings: creditPostings(deposit, fee).map((posting) => ({ ...posting, amount: -posting.amount }))
+              }).pipe(Effect.orDie)
+              yield* sql`UPDATE transactions SET status = 'REVERSED', updated_at = ${yield* now} WHERE id = ${deposit.id}`
+              yield* recordEvent({
+                tenantId: deposit.tenant_id,
+                type: "DEPOSIT_REVERSED",
+                subjectId: deposit.id,
+                dedupeKey: "reversed",
+                data: { depositId: deposit.id }
+              }).pipe(Effect.provideService(Entropy, entropy))
+              yield* statusEvent(deposit, "REVERSED", null)
+            }
+            // A credited deposit re-mined elsewhere stays credited (its block is refreshed when that block is
+            // scanned); terminal deposits that were never credited have nothing to undo.
+          }
+          yield* sql`DELETE FROM chain_blocks WHERE network_key = ${client.networkKey} AND height > ${height.toString()}`
+          return orphaned.length
+        })
+
+      /** Records the block's transfers to registered addresses; returns how many deposits are new. */
+      const recordTransfers = (client: ChainClient, height: bigint, hash: string, transfers: ReadonlyArray<ChainTransfer>) =>
+        Effect.gen(function*() {
+          if (transfers.length === 0) return 0
+          const addresses = [...new Set(transfers.map((transfer) => transfer.to))]
+          const owners = yield* sql<{ address: string; wallet_id: string; tenant_id: string; user_id: string }>`
+            SELECT a.address, a.wallet_id, a.tenant_id, w.user_id
+            FROM wallet_addresses a JOIN wallets w ON w.id = a.wallet_id
+            WHERE a.network_key = ${client.networkKey}
+              AND a.address IN (SELECT jsonb_array_elements_text(${JSON.stringify(addresses)}::jsonb))`
+          const ownerOf = new Map(owners.map((owner) => [owner.address, owner]))
+          let recorded = 0
+          for (const transfer of transfers) {
+            const owner = ownerOf.get(transfer.to)
+            const asset = catalog.asset(transfer.assetId)
+            // Transfers to addresses nobody registered, or of assets outside the catalog, are not deposits.
+            if (owner === undefined || asset === undefined || asset.networkKey !== client.networkKey) continue
+            const id = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
+            const at = yield* now
+            const [row] = yield* sql<{ id: string; inserted: boolean }>`
+              INSERT INTO transactions (id, tenant_id, kind, settlement, status, asset_id, network_key, amount,
+                source_address, destination_wallet_id, destination_address, destination_user_id, tx_hash,
+                output_index, block_height, block_hash, created_at, updated_at)
+              VALUES (${id}, ${owner.tenant_id}, 'DEPOSIT', 'ON_CHAIN', 'CONFIRMING', ${transfer.assetId},
+                ${client.networkKey}, ${transfer.amount.toString()}, ${transfer.from}, ${owner.wallet_id}, ${transfer.to},
+                ${owner.user_id}, ${transfer.txHash}, ${transfer.outputIndex}, ${height.toString()}, ${hash}, ${at}, ${at})
+              ON CONFLICT (network_key, tx_hash, output_index) WHERE kind = 'DEPOSIT' DO UPDATE
+                SET block_height = EXCLUDED.block_height, block_hash = EXCLUDED.block_hash, updated_at = EXCLUDED.updated_at
+                WHERE transactions.status IN ('CONFIRMING', 'COMPLETED')
+              RETURNING id, (xmax = 0) AS inserted`
+            if (row?.inserted === true) {
+              recorded++
+              yield* transactionEvent(owner.tenant_id, row.id, "TRANSACTION_CREATED", "created")
+            }
+          }
+          return recorded
+        })
+
+      /** One step: verify the last processed block, then process the next one. Returns what happened. */
+      const step = (client: ChainClient) =>
+        sql.withTransaction(Effect.gen(function*() {
+          const height = yield* lockCursor(client)
+          const head = yield* client.head
+          const [onChain, stored] = [yield* client.block(height), yield* storedHash(client.networkKey, height)]
+          if (height > 0n && (onChain === undefined || (stored !== undefined && onChain.hash !== stored))) {
+            // The block we stood on is gone: step back and undo what depended on it.
+            const rewound = yield* rewindTo(client, height - 1n)
+            yield* setCursor(client.networkKey, height - 1n, head.height)
+            return { _tag: "Rewound" as const, rewound, head }
+          }
+          if (height >= head.height) {
+            yield* setCursor(client.networkKey, height, head.height)
+            return { _tag: "AtHead" as const, head }
+          }
+          const next = yield* client.block(height + 1n)
+          if (next === undefined) return { _tag: "AtHead" as const, head }
+          const recorded = yield* recordTransfers(client, next.height, next.hash, next.transfers)
+          yield* sql`INSERT INTO chain_blocks (network_key, height, hash)
+            VALUES (${client.networkKey}, ${next.height.toString()}, ${next.hash})
+            ON CONFLICT (network_key, height) DO UPDATE SET hash = EXCLUDED.hash`
+          yield* sql`DELETE FROM chain_blocks WHERE network_key = ${client.networkKey}
+            AND height < ${(next.height - BigInt(blockHistoryMax)).toString()}`
+          yield* setCursor(client.networkKey, next.height, head.height)
+          return { _tag: "Advanced" as const, recorded, head }
+        }))
+
+      /** Credits (or settles without credit) one confirming deposit, if it still is one. */
+      const settle = (depositId: string) =>
+        sql.withTransaction(Effect.gen(function*() {
+          const [deposit] = yield* sql<DepositRow & { watch_status: string; wallet_status: string }>`
+            SELECT t.id, t.tenant_id, t.status, t.sub_status, t.asset_id, t.amount::text AS amount, t.fee::text AS fee,
+              t.tx_hash, t.block_height::text AS block_height, t.destination_wallet_id,
+              a.watch_status, w.status AS wallet_status
+            FROM transactions t
+            JOIN wallets w ON w.id = t.destination_wallet_id
+            JOIN wallet_addresses a ON a.wallet_id = t.destination_wallet_id AND a.network_key = t.network_key
+            WHERE t.id = ${depositId}
+            FOR UPDATE OF t`
+          if (deposit === undefined || deposit.status !== "CONFIRMING" || deposit.block_height === null) return false
+          const asset = catalog.asset(deposit.asset_id)!
+          const network = catalog.network(asset.networkKey)!
+          const tenant = yield* tenants.get(deposit.tenant_id)
+          const amount = BigInt(deposit.amount)
+          const fee = effectiveDepositFee(asset, tenant?.settings ?? {}, 0n)
+          const at = yield* now
+          const heldForReview = asset.status !== "ENABLED" || !network.depositEnabled ||
+            deposit.watch_status === "FROZEN" || deposit.wallet_status === "FROZEN"
+          const subStatus: SubStatus | null = heldForReview
+            ? "MANUAL_REVIEW"
+            : amount < asset.minDeposit || amount <= fee
+            ? "BELOW_MIN_DEPOSIT"
+            : null
+          if (subStatus === null) {
+            yield* ledger.post({
+              tenantId: deposit.tenant_id,
+              kind: "DEPOSIT_CREDIT",
+              referenceId: deposit.id,
+              postings: creditPostings(deposit, fee)
+            }).pipe(Effect.orDie)
+            yield* sql`UPDATE transactions SET status = 'COMPLETED', fee = ${fee.toString()}, updated_at = ${at}
+              WHERE id = ${deposit.id}`
+          } else {
+            yield* sql`UPDATE transactions SET status = 'COMPLETED', sub_status = ${subStatus}, updated_at = ${at}
+              WHERE id = ${deposit.id}`
+          }
+          yield* statusEvent(deposit, "COMPLETED", subStatus)
+          return true
+        }))
+
+      const settleConfirmed = (client: ChainClient, head: ChainHead) =>
+        Effect.gen(function*() {
+          const network = catalog.network(client.networkKey)
+          if (network === undefined) return 0
+          const waiting = yield* sql<{ id: string; block_height: string }>`
+            SELECT id, block_height::text AS block_height FROM transactions
+            WHERE kind = 'DEPOSIT' AND status = 'CONFIRMING' AND network_key = ${client.networkKey}
+              AND block_height IS NOT NULL AND block_height <= ${head.height.toString()}
+            ORDER BY transactions.block_height, transactions.id
+            LIMIT ${settlementsPerScanMax}`
+          let settled = 0
+          for (const deposit of waiting) {
+            if (!meetsConfirmationRule(network, head, BigInt(deposit.block_height))) continue
+            if (yield* settle(deposit.id)) settled++
+          }
+          return settled
+        })
+
+      const scan = Effect.fn("DepositWatcher.scan")(function*(networkKey: string) {
+        const client = clients.get(networkKey)
+        if (client === undefined) return yield* Effect.die(new Error(`network ${networkKey} has no chain client`))
+        let recorded = 0
+        let rewound = 0
+        let head: ChainHead | undefined
+        // Each rewind or advance is one step; a deep reorg takes as many rewinds as blocks it replaced.
+        for (let steps = 0; steps < blocksPerScanMax + blockHistoryMax; steps++) {
+          const outcome = yield* step(client)
+          head = outcome.head
+          if (outcome._tag === "AtHead") break
+          if (outcome._tag === "Rewound") rewound += outcome.rewound
+          else recorded += outcome.recorded
+          if (outcome._tag === "Advanced" && steps >= blocksPerScanMax) break
+        }
+        const settled = head === undefined ? 0 : yield* settleConfirmed(client, head)
+        const [cursor] = yield* sql<{ height: string; head_height: string }>`
+          SELECT height::text AS height, head_height::text AS head_height FROM chain_cursors WHERE network_key = ${networkKey}`
+        return {
+          networkKey,
+          height: BigInt(cursor!.height),
+          headHeight: BigInt(cursor!.head_height),
+          recorded,
+          settled,
+          rewound
+        }
+      }, (effect) => effect.pipe(Effect.orDie, Effect.provideService(SqlClient.SqlClient, sql)))
+
+      const status = Effect.map(
+        sql<{ network_key: string; height: string; head_height: string }>`
+          SELECT network_key, height::text AS height, head_height::text AS head_height FROM chain_cursors
+          ORDER BY network_key`,
+        (rows) =>
+          rows
+            .filter((row) => clients.get(row.network_key) !== undefined)
+            .map((row) => ({ networkKey: row.network_key, height: BigInt(row.height), headHeight: BigInt(row.head_height) }))
+      ).pipe(Effect.orDie)
+
+      return DepositWatcher.of({ scan, status })
+    })
+  )
+}
+
+/** Scans every watched network every `scanIntervalMillis`; a failing network is logged and retried next round. */
+export const DepositWatcherLoop = Layer.effectDiscard(Effect.gen(function*() {
+  const watcher = yield* DepositWatcher
+  const clients = yield* ChainClients
+  const scanAll = Effect.forEach(clients.networkKeys, (networkKey) =>
+    watcher.scan(networkKey).pipe(
+      Effect.catchCause((cause) => Effect.logWarning(`deposit scan of ${networkKey} failed`, cause))
+    ), { discard: true })
+  yield* scanAll.pipe(Effect.repeat(Schedule.spaced(scanIntervalMillis)), Effect.forkScoped)
+}))

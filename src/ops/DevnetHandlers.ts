@@ -1,0 +1,81 @@
+/**
+ * Handlers of the developer chain (operator-interface.md, "Developer chain"). Mining and reorgs answer after the
+ * network's deposit watcher has scanned the new chain, so a caller sees deposits recorded, credited or reversed as
+ * soon as the call returns (the background scan would get there within a second anyway).
+ */
+import { Effect } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import { Catalog } from "../catalog/Catalog.ts"
+import { validateAddress } from "../chains/AddressValidation.ts"
+import { ChainClients } from "../chains/ChainClient.ts"
+import { SimulatedChain } from "../chains/simulated/SimulatedChain.ts"
+import { DepositWatcher } from "../deposits/DepositWatcher.ts"
+import { AssetNotSupported, BadRequest, InvalidAddress, NotFound } from "../domain/ApiError.ts"
+import { OpsApi } from "./OpsApi.ts"
+
+export const OpsDevnetHandlers = HttpApiBuilder.group(OpsApi, "devnet", (handlers) =>
+  Effect.gen(function*() {
+    const chain = yield* SimulatedChain
+    const clients = yield* ChainClients
+    const catalog = yield* Catalog
+    const watcher = yield* DepositWatcher
+
+    /** A network served by the simulated chain; any other (unknown, or on a real client) is 404. */
+    const simulatedNetwork = (networkKey: string) => {
+      const network = catalog.network(networkKey)
+      return network !== undefined && clients.get(networkKey) !== undefined
+        ? Effect.succeed(network)
+        : Effect.fail(new NotFound({ message: `no simulated network ${networkKey}` }))
+    }
+
+    return handlers
+      .handle("transfer", ({ params, payload }) =>
+        Effect.gen(function*() {
+          const network = yield* simulatedNetwork(params.networkKey)
+          const asset = catalog.asset(payload.assetId)
+          if (asset === undefined || asset.networkKey !== network.networkKey) {
+            return yield* new AssetNotSupported({ message: `asset ${payload.assetId} is not on ${network.networkKey}` })
+          }
+          if (payload.amountRaw <= 0n) return yield* new BadRequest({ message: "amount must be positive" })
+          const checked = validateAddress({
+            family: network.chainFamily,
+            btcNetwork: network.btcNetwork ?? undefined,
+            address: payload.to
+          })
+          if (!checked.isValid) return yield* new InvalidAddress({ message: "invalid address" })
+          const txHash = yield* chain.transfer({
+            networkKey: network.networkKey,
+            to: checked.normalized,
+            assetId: asset.assetId,
+            amount: payload.amountRaw,
+            from: payload.from
+          })
+          return { txHash }
+        }))
+      .handle("mine", ({ params, payload }) =>
+        Effect.gen(function*() {
+          const network = yield* simulatedNetwork(params.networkKey)
+          const height = yield* chain.mine(network.networkKey, payload.count ?? 1)
+          yield* watcher.scan(network.networkKey)
+          return { height: Number(height) }
+        }))
+      .handle("reorg", ({ params, payload }) =>
+        Effect.gen(function*() {
+          const network = yield* simulatedNetwork(params.networkKey)
+          const height = yield* chain.reorg(network.networkKey, payload.depth)
+          yield* watcher.scan(network.networkKey)
+          return { height: Number(height) }
+        }))
+      .handle("state", ({ params }) =>
+        Effect.gen(function*() {
+          const network = yield* simulatedNetwork(params.networkKey)
+          const state = yield* chain.state(network.networkKey)
+          return {
+            networkKey: state.networkKey,
+            height: Number(state.height),
+            hash: state.hash,
+            finalizedHeight: Number(state.finalizedHeight),
+            pendingTransfers: state.pendingTransfers
+          }
+        }))
+  }))

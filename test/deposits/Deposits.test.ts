@@ -1,0 +1,325 @@
+/**
+ * Deposits end to end on the simulated chain (spec section 3, decisions.md "Deposits" and "Confirmations"): a
+ * transfer to a deposit address is recorded CONFIRMING, credited net of the fee once the network's rule is met,
+ * held or not credited where decisions.md says so, and dropped or reversed by reorganizations. Driven through the
+ * operator's developer-chain routes and read back through /v1, as a tenant's engineer would.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
+import { OpsAddress } from "../../src/App.ts"
+import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
+import { uuidV7 } from "../../src/domain/Ids.ts"
+import { Ledger } from "../../src/ledger/Ledger.ts"
+import {
+  makeTestAppLayer,
+  opsClient,
+  provisionTenant,
+  rawRequest,
+  type TestTenant,
+  testOpsToken
+} from "../support/TestApp.ts"
+
+const get = (tenant: TestTenant, target: string) => rawRequest({ baseUrl: tenant.baseUrl, method: "GET", target, tenant })
+const post = (tenant: TestTenant, target: string, body: unknown) =>
+  rawRequest({ baseUrl: tenant.baseUrl, method: "POST", target, body: JSON.stringify(body), tenant })
+
+const depositAddress = (tenant: TestTenant, customerRefId: string, networkKey: string) =>
+  Effect.gen(function*() {
+    const response = yield* post(tenant, `/v1/users/${customerRefId}/deposit_address`, { networkKey })
+    assert.strictEqual(response.json.status, "READY", response.text)
+    return { walletId: response.json.walletId as string, address: response.json.address as string }
+  })
+
+const send = (networkKey: string, to: string, assetId: string, amountRaw: bigint) =>
+  Effect.gen(function*() {
+    const ops = yield* opsClient
+    const { txHash } = yield* ops.devnet.transfer({ params: { networkKey }, payload: { to, assetId, amountRaw } })
+    return txHash
+  }).pipe(Effect.orDie)
+
+const mine = (networkKey: string, count = 1) =>
+  Effect.gen(function*() {
+    const ops = yield* opsClient
+    return (yield* ops.devnet.mine({ params: { networkKey }, payload: { count } })).height
+  }).pipe(Effect.orDie)
+
+const reorg = (networkKey: string, depth: number) =>
+  Effect.gen(function*() {
+    const ops = yield* opsClient
+    return (yield* ops.devnet.reorg({ params: { networkKey }, payload: { depth } })).height
+  }).pipe(Effect.orDie)
+
+/** The tenant's deposits, newest first. */
+const deposits = (tenant: TestTenant) =>
+  Effect.map(get(tenant, "/v1/transactions?kind=DEPOSIT"), (response) => {
+    assert.strictEqual(response.status, 200, response.text)
+    return response.json.items as Array<any>
+  })
+
+const events = (tenantId: string, subjectId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    return yield* sql<{ event_type: string; data: any }>`
+      SELECT event_type, data FROM outbox_events WHERE tenant_id = ${tenantId} AND subject_id = ${subjectId}
+      ORDER BY created_at, id`
+  })
+
+const balances = (tenant: TestTenant, walletId: string) =>
+  Effect.map(get(tenant, `/v1/wallets/${walletId}/assets`), (response) => response.json)
+
+layer(makeTestAppLayer(), { excludeTestServices: true })("deposits on the simulated chain", (it) => {
+  describe("confirmation and crediting", () => {
+    it.effect("CONFIRMING when mined; credited net of the tenant's fee at the 12th confirmation, once", () =>
+      Effect.gen(function*() {
+        const ops = yield* opsClient
+        const tenant = yield* provisionTenant()
+        yield* ops.tenants.update({
+          params: { tenantId: tenant.tenantId },
+          payload: { settings: { depositFees: { ETH_SEPOLIA_ETH: "1000000000000000" } } }
+        }).pipe(Effect.orDie)
+        const { walletId, address } = yield* depositAddress(tenant, "alice", "ETH_SEPOLIA")
+        const amount = 5n * 10n ** 17n
+        // The address is handed out lowercase; a checksummed spelling of it is the same address.
+        const txHash = yield* send("ETH_SEPOLIA", address, "ETH_SEPOLIA_ETH", amount)
+        assert.match(txHash, /^0x[0-9a-f]{64}$/)
+        assert.deepStrictEqual(yield* deposits(tenant), [], "pending transfers are not deposits yet")
+
+        const minedAt = yield* mine("ETH_SEPOLIA")
+        const [seen] = yield* deposits(tenant)
+        assert.strictEqual(seen.status, "CONFIRMING")
+        assert.isNull(seen.subStatus)
+        assert.strictEqual(seen.kind, "DEPOSIT")
+        assert.strictEqual(seen.settlement, "ON_CHAIN")
+        assert.strictEqual(seen.amountRaw, amount.toString())
+        assert.isNull(seen.feeRaw)
+        assert.isNull(seen.netAmountRaw)
+        assert.strictEqual(seen.txHash, txHash)
+        assert.strictEqual(seen.destination.walletId, walletId)
+        assert.strictEqual(seen.destination.address, address)
+        assert.strictEqual(seen.destination.customerRefId, "alice")
+        assert.deepStrictEqual(yield* balances(tenant, walletId), [])
+
+        // Block h is confirmation 1: with n = 12 it is credited when the head reaches h + 11.
+        yield* mine("ETH_SEPOLIA", 10)
+        assert.strictEqual((yield* deposits(tenant))[0].status, "CONFIRMING", "11 confirmations are not enough")
+        const creditedAt = yield* mine("ETH_SEPOLIA")
+        assert.strictEqual(creditedAt, minedAt + 11)
+        const [credited] = yield* deposits(tenant)
+        assert.strictEqual(credited.id, seen.id)
+        assert.strictEqual(credited.status, "COMPLETED")
+        assert.isNull(credited.subStatus)
+        assert.strictEqual(credited.feeRaw, "1000000000000000")
+        assert.strictEqual(credited.netAmountRaw, (amount - 10n ** 15n).toString())
+        assert.deepStrictEqual(yield* balances(tenant, walletId), [
+          { assetId: "ETH_SEPOLIA_ETH", available: (amount - 10n ** 15n).toString(), frozen: "0" }
+        ])
+
+        // More blocks and more scans change nothing: one record, one credit.
+        yield* mine("ETH_SEPOLIA", 3)
+        const watcher = yield* DepositWatcher
+        yield* watcher.scan("ETH_SEPOLIA")
+        assert.lengthOf(yield* deposits(tenant), 1)
+        assert.deepStrictEqual((yield* balances(tenant, walletId))[0].available, (amount - 10n ** 15n).toString())
+
+        const published = yield* events(tenant.tenantId, seen.id)
+        assert.deepStrictEqual(published.map((event) => [event.event_type, event.data.status]), [
+          ["TRANSACTION_CREATED", "CONFIRMING"],
+          ["TRANSACTION_STATUS_UPDATED", "COMPLETED"]
+        ])
+        assert.strictEqual(published[1]!.data.netAmountRaw, (amount - 10n ** 15n).toString())
+        const other = yield* provisionTenant()
+        assert.strictEqual((yield* get(other, `/v1/transactions/${seen.id}`)).status, 404)
+      }))
+
+    it.effect("below minDeposit, or not above the fee: COMPLETED with BELOW_MIN_DEPOSIT and not credited", () =>
+      Effect.gen(function*() {
+        const tenant = yield* provisionTenant()
+        const { walletId, address } = yield* depositAddress(tenant, "bob", "BTC_TESTNET")
+        assert.match(address, /^tb1q/)
+        yield* send("BTC_TESTNET", address, "BTC_TESTNET_BTC", 9_999n) // minDeposit is 10,000 sat
+        yield* mine("BTC_TESTNET", 2)
+        const ops = yield* opsClient
+        yield* ops.tenants.update({
+          params: { tenantId: tenant.tenantId },
+          payload: { settings: { depositFees: { BTC_TESTNET_BTC: "20000" } } }
+        }).pipe(Effect.orDie)
+        yield* send("BTC_TESTNET", address, "BTC_TESTNET_BTC", 20_000n) // equal to the fee: nothing would be left
+        yield* send("BTC_TESTNET", address, "BTC_TESTNET_BTC", 20_001n)
+        yield* mine("BTC_TESTNET", 2)
+        const [credited, atFee, belowMin] = yield* deposits(tenant)
+        assert.deepStrictEqual(
+          [belowMin, atFee].map((deposit) => [deposit.status, deposit.subStatus, deposit.feeRaw, deposit.netAmountRaw]),
+          [["COMPLETED", "BELOW_MIN_DEPOSIT", null, null], ["COMPLETED", "BELOW_MIN_DEPOSIT", null, null]]
+        )
+        assert.deepStrictEqual([credited.status, credited.subStatus, credited.netAmountRaw], ["COMPLETED", null, "1"])
+        assert.deepStrictEqual(yield* balances(tenant, walletId), [
+          { assetId: "BTC_TESTNET_BTC", available: "1", frozen: "0" }
+        ])
+      }))
+
+    it.effect("a frozen watch holds the deposit for manual review, uncredited", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const tenant = yield* provisionTenant()
+        const { walletId, address } = yield* depositAddress(tenant, "carol", "TRON_NILE")
+        yield* sql`UPDATE wallet_addresses SET watch_status = 'FROZEN' WHERE wallet_id = ${walletId}`
+        yield* send("TRON_NILE", address, "TRON_NILE_TRX", 5_000_000n)
+        yield* mine("TRON_NILE")
+        // TRON credits at solidification: the simulated chain solidifies 19 blocks behind the head.
+        yield* mine("TRON_NILE", 18)
+        assert.strictEqual((yield* deposits(tenant))[0].status, "CONFIRMING")
+        yield* mine("TRON_NILE")
+        const [held] = yield* deposits(tenant)
+        assert.deepStrictEqual([held.status, held.subStatus], ["COMPLETED", "MANUAL_REVIEW"])
+        assert.deepStrictEqual(yield* balances(tenant, walletId), [])
+      }))
+
+    it.effect("transfers to addresses nobody registered are not deposits; health reports each watched network", () =>
+      Effect.gen(function*() {
+        const tenant = yield* provisionTenant()
+        yield* send("SOL_DEVNET", "9pedgei8s5tZ7S4FpLjg2WXAs5cG9SFvfgPig5RhcGdU", "SOL_DEVNET_SOL", 10n ** 9n)
+        const height = yield* mine("SOL_DEVNET")
+        assert.deepStrictEqual(yield* deposits(tenant), [])
+        const ops = yield* opsClient
+        const health = yield* ops.platform.health().pipe(Effect.orDie)
+        assert.deepStrictEqual(health.chains.SOL_DEVNET, { height, lagBlocks: 0, status: "ok" })
+        assert.containsAllKeys(health.chains, ["ETH_SEPOLIA", "BSC_TESTNET", "TRON_NILE", "BTC_TESTNET"])
+      }))
+  })
+
+  describe("reorganizations", () => {
+    it.effect("a confirming deposit whose block and transaction are gone ends FAILED/DROPPED", () =>
+      Effect.gen(function*() {
+        const tenant = yield* provisionTenant()
+        const { address } = yield* depositAddress(tenant, "dave", "BSC_TESTNET")
+        yield* send("BSC_TESTNET", address, "BSC_TESTNET_BNB", 10n ** 17n)
+        yield* mine("BSC_TESTNET", 3)
+        const [before] = yield* deposits(tenant)
+        assert.strictEqual(before.status, "CONFIRMING")
+        yield* reorg("BSC_TESTNET", 3)
+        yield* mine("BSC_TESTNET", 20)
+        const [after] = yield* deposits(tenant)
+        assert.strictEqual(after.id, before.id)
+        assert.deepStrictEqual([after.status, after.subStatus], ["FAILED", "DROPPED"])
+        const published = yield* events(tenant.tenantId, before.id)
+        assert.deepStrictEqual(published.map((event) => [event.event_type, event.data.status]), [
+          ["TRANSACTION_CREATED", "CONFIRMING"],
+          ["TRANSACTION_STATUS_UPDATED", "FAILED"]
+        ])
+      }))
+
+    it.effect("a credited deposit removed by a reorg is REVERSED and debited back, overdrawing what was spent", () =>
+      Effect.gen(function*() {
+        const ledger = yield* Ledger
+        const tenant = yield* provisionTenant()
+        const { walletId, address } = yield* depositAddress(tenant, "erin", "BSC_TESTNET")
+        const amount = 10n ** 17n
+        yield* send("BSC_TESTNET", address, "BSC_TESTNET_BNB", amount)
+        yield* mine("BSC_TESTNET", 15)
+        const [credited] = yield* deposits(tenant)
+        assert.deepStrictEqual([credited.status, credited.netAmountRaw], ["COMPLETED", amount.toString()])
+        // The user spends most of it before the reorg.
+        yield* ledger.post({
+          tenantId: tenant.tenantId,
+          kind: "TRANSFER",
+          referenceId: yield* uuidV7,
+          postings: [
+            { account: { kind: "WALLET", walletId }, assetId: "BSC_TESTNET_BNB", bucket: "AVAILABLE", amount: -(amount - 5n) },
+            { account: { kind: "CHAIN" }, assetId: "BSC_TESTNET_BNB", bucket: "AVAILABLE", amount: amount - 5n }
+          ]
+        })
+        yield* reorg("BSC_TESTNET", 15)
+        const [reversed] = yield* deposits(tenant)
+        assert.strictEqual(reversed.id, credited.id)
+        assert.strictEqual(reversed.status, "REVERSED")
+        assert.deepStrictEqual(yield* balances(tenant, walletId), [
+          { assetId: "BSC_TESTNET_BNB", available: (5n - amount).toString(), frozen: "0" }
+        ])
+        const published = yield* events(tenant.tenantId, credited.id)
+        assert.deepStrictEqual(published.map((event) => event.event_type), [
+          "TRANSACTION_CREATED",
+          "TRANSACTION_STATUS_UPDATED",
+          "DEPOSIT_REVERSED",
+          "TRANSACTION_STATUS_UPDATED"
+        ])
+        assert.deepStrictEqual(published[2]!.data, { depositId: credited.id })
+        assert.strictEqual(published[3]!.data.status, "REVERSED")
+        // The new chain carries on; the reversed deposit stays reversed and is never recorded twice.
+        yield* mine("BSC_TESTNET", 30)
+        assert.lengthOf(yield* deposits(tenant), 1)
+      }))
+
+    it.effect("a reorg that keeps the deposit's transaction pending puts it back to waiting, then credits it", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const tenant = yield* provisionTenant()
+        const { walletId, address } = yield* depositAddress(tenant, "frank", "ETH_SEPOLIA")
+        const txHash = yield* send("ETH_SEPOLIA", address, "ETH_SEPOLIA_ETH", 2n * 10n ** 15n)
+        yield* mine("ETH_SEPOLIA", 2)
+        // A real chain returns a reorged transaction to the mempool, where the simulated one drops it: this
+        // reorg, done on the simulated chain's tables in one transaction, puts the transfer back as pending.
+        yield* sql.withTransaction(Effect.gen(function*() {
+          yield* sql`DELETE FROM devnet_blocks WHERE network_key = 'ETH_SEPOLIA'
+            AND height > (SELECT max(height) - 2 FROM devnet_blocks WHERE network_key = 'ETH_SEPOLIA')`
+          yield* sql`INSERT INTO devnet_transfers (network_key, tx_hash, output_index, to_address, asset_id, amount,
+            created_at) VALUES ('ETH_SEPOLIA', ${txHash}, 0, ${address}, 'ETH_SEPOLIA_ETH', ${(2n * 10n ** 15n).toString()}, now())`
+        }))
+        const watcher = yield* DepositWatcher
+        yield* watcher.scan("ETH_SEPOLIA")
+        const [waiting] = yield* deposits(tenant)
+        assert.strictEqual(waiting.status, "CONFIRMING")
+        yield* mine("ETH_SEPOLIA", 12)
+        const [credited] = yield* deposits(tenant)
+        assert.strictEqual(credited.id, waiting.id)
+        assert.strictEqual(credited.status, "COMPLETED")
+        assert.strictEqual((yield* balances(tenant, walletId))[0].available, (2n * 10n ** 15n).toString())
+      }))
+  })
+
+  describe("developer chain routes", () => {
+    it.effect("unknown network 404; invalid address 422 INVALID_ADDRESS; asset of another network 422; bad count 400", () =>
+      Effect.gen(function*() {
+        const call = (method: string, target: string, body?: unknown) =>
+          Effect.gen(function*() {
+            const baseUrl = yield* OpsAddress
+            return yield* rawRequest({
+              baseUrl,
+              method,
+              target,
+              ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+              headers: { authorization: `Bearer ${testOpsToken}`, "content-type": "application/json" }
+            })
+          })
+        const unknown = yield* call("POST", "/ops/devnet/NOPE/blocks", {})
+        assert.strictEqual(unknown.status, 404)
+        const badAddress = yield* call("POST", "/ops/devnet/ETH_SEPOLIA/transfers", {
+          to: "0x1234",
+          assetId: "ETH_SEPOLIA_ETH",
+          amountRaw: "1"
+        })
+        assert.strictEqual(badAddress.status, 422)
+        assert.strictEqual(badAddress.json.error.code, "INVALID_ADDRESS")
+        const otherNetwork = yield* call("POST", "/ops/devnet/ETH_SEPOLIA/transfers", {
+          to: "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed",
+          assetId: "TRON_NILE_TRX",
+          amountRaw: "1"
+        })
+        assert.strictEqual(otherNetwork.status, 422)
+        assert.strictEqual(otherNetwork.json.error.code, "ASSET_NOT_SUPPORTED")
+        const numberAmount = yield* call("POST", "/ops/devnet/ETH_SEPOLIA/transfers", {
+          to: "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed",
+          assetId: "ETH_SEPOLIA_ETH",
+          amountRaw: 1
+        })
+        assert.strictEqual(numberAmount.status, 422)
+        assert.strictEqual(numberAmount.json.error.code, "BAD_REQUEST")
+        const tooMany = yield* call("POST", "/ops/devnet/ETH_SEPOLIA/blocks", { count: 1001 })
+        assert.strictEqual(tooMany.json.error.code, "BAD_REQUEST")
+        const state = yield* call("GET", "/ops/devnet/ETH_SEPOLIA")
+        assert.strictEqual(state.status, 200)
+        assert.isAtLeast(state.json.height, 0)
+        assert.strictEqual(state.json.pendingTransfers, 0)
+      }))
+  })
+})
