@@ -41,6 +41,8 @@ import { WalletRepository } from "./wallets/WalletRepository.ts"
 import { Wallets } from "./wallets/Wallets.ts"
 import { DevProvisioning } from "./ops/DevProvisioning.ts"
 import { OpsDevnetHandlers } from "./ops/DevnetHandlers.ts"
+import { ManualDepositCredit } from "./deposits/ManualDepositCredit.ts"
+import { OpsManualHandlers } from "./ops/ManualHandlers.ts"
 import { OpsApi } from "./ops/OpsApi.ts"
 import {
   OpsAuthLive,
@@ -62,7 +64,7 @@ export const DomainLayer = Layer.mergeAll(
   ClusterRetention,
   DepositWatcherLoop
 ).pipe(
-  Layer.provideMerge(DepositWatcher.layer),
+  Layer.provideMerge(Layer.mergeAll(DepositWatcher.layer, ManualDepositCredit.layer)),
   Layer.provideMerge(chainClientsLayer),
   Layer.provideMerge(SimulatedChain.layer),
   Layer.provideMerge(WalletEntityLive),
@@ -99,7 +101,9 @@ export const OpsRoutes = Layer.mergeAll(
   HttpApiBuilder.layer(OpsApi),
   errorBoundary(OpsApi)
 ).pipe(
-  Layer.provide(Layer.mergeAll(OpsTenantsHandlers, OpsUsersHandlers, OpsPlatformHandlers, OpsDevnetHandlers)),
+  Layer.provide(
+    Layer.mergeAll(OpsTenantsHandlers, OpsUsersHandlers, OpsPlatformHandlers, OpsManualHandlers, OpsDevnetHandlers)
+  ),
   Layer.provide(Layer.mergeAll(OpsAuthLive, OpsSchemaErrorsLive))
 )
 

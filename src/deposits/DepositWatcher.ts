@@ -24,12 +24,13 @@ import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
 import { effectiveDepositFee } from "../catalog/Fees.ts"
 import { type ChainClient, ChainClients, type ChainHead, type ChainTransfer } from "../chains/ChainClient.ts"
 import { Entropy } from "../domain/Entropy.ts"
+import { depositCreditPostings, depositReversalPostings } from "./DepositPostings.ts"
 import { uuidV7 } from "../domain/Ids.ts"
-import { transactionObject } from "../http/TransactionViews.ts"
-import { Ledger, type Posting } from "../ledger/Ledger.ts"
+import { Ledger } from "../ledger/Ledger.ts"
 import { recordEvent } from "../outbox/Outbox.ts"
 import { Tenants } from "../tenants/Tenants.ts"
 import type { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
+import { recordStatusUpdated, recordTransactionCreated } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 
 /** How often each watched network is scanned in the background. */
@@ -88,21 +89,18 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
 
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
-      /** Records an event carrying the transaction object as it is now (inside the caller's transaction). */
-      const transactionEvent = (
-        tenantId: string,
-        id: string,
-        type: "TRANSACTION_CREATED" | "TRANSACTION_STATUS_UPDATED",
-        dedupeKey: string
+      const provideEventContext = <A, E>(
+        effect: Effect.Effect<A, E, TransactionRepository | Catalog | SqlClient.SqlClient | Entropy>
       ) =>
-        Effect.gen(function*() {
-          const transaction = yield* transactions.find(tenantId, id)
-          if (transaction === undefined) return yield* Effect.die(new Error(`transaction ${id} vanished`))
-          yield* recordEvent({ tenantId, type, subjectId: id, dedupeKey, data: transactionObject(catalog, transaction) })
-        }).pipe(Effect.provideService(Entropy, entropy), Effect.provideService(SqlClient.SqlClient, sql))
+        effect.pipe(
+          Effect.provideService(TransactionRepository, transactions),
+          Effect.provideService(Catalog, catalog),
+          Effect.provideService(SqlClient.SqlClient, sql),
+          Effect.provideService(Entropy, entropy)
+        )
 
-      const statusEvent = (deposit: { tenant_id: string; id: string }, status: string, subStatus: string | null) =>
-        transactionEvent(deposit.tenant_id, deposit.id, "TRANSACTION_STATUS_UPDATED", `${status}/${subStatus ?? ""}`)
+      const statusEvent = (deposit: { tenant_id: string; id: string }, status: TransactionStatus, subStatus: SubStatus | null) =>
+        provideEventContext(recordStatusUpdated(deposit.tenant_id, deposit.id, status, subStatus))
 
       /** The cursor row, locked for this transaction; created at the chain's start (or head) on first use. */
       const lockCursor = (client: ChainClient) =>
@@ -142,22 +140,11 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
       const depositColumns = sql`id, tenant_id, status, sub_status, asset_id, amount::text AS amount, fee::text AS fee,
         tx_hash, block_height::text AS block_height, destination_wallet_id`
 
-      /** The ledger postings of crediting `deposit`: from the chain to the wallet, net of the fee. */
-      const creditPostings = (deposit: DepositRow, fee: bigint): ReadonlyArray<Posting> => {
-        const amount = BigInt(deposit.amount)
-        return [
-          { account: { kind: "CHAIN" }, assetId: deposit.asset_id, bucket: "AVAILABLE", amount: -amount },
-          {
-            account: { kind: "WALLET", walletId: deposit.destination_wallet_id },
-            assetId: deposit.asset_id,
-            bucket: "AVAILABLE",
-            amount: amount - fee
-          },
-          ...(fee > 0n
-            ? [{ account: { kind: "FEES" }, assetId: deposit.asset_id, bucket: "AVAILABLE", amount: fee } as const]
-            : [])
-        ]
-      }
+      const creditOf = (deposit: DepositRow) => ({
+        walletId: deposit.destination_wallet_id,
+        assetId: deposit.asset_id,
+        amount: BigInt(deposit.amount)
+      })
 
       /**
        * The deposits in blocks above `height` lose their block: the chain no longer has it. Runs inside the scan's
@@ -190,7 +177,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
                 tenantId: deposit.tenant_id,
                 kind: "DEPOSIT_REVERSAL",
                 referenceId: deposit.id,
-                postings: creditPostings(deposit, fee).map((posting) => ({ ...posting, amount: -posting.amount }))
+                postings: depositReversalPostings(creditOf(deposit), fee)
               }).pipe(Effect.orDie)
               yield* sql`UPDATE transactions SET status = 'REVERSED', updated_at = ${yield* now} WHERE id = ${deposit.id}`
               yield* recordEvent({
@@ -241,7 +228,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
               RETURNING id, (xmax = 0) AS inserted`
             if (row?.inserted === true) {
               recorded++
-              yield* transactionEvent(owner.tenant_id, row.id, "TRANSACTION_CREATED", "created")
+              yield* provideEventContext(recordTransactionCreated(owner.tenant_id, row.id))
             }
           }
           return recorded
@@ -306,7 +293,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
               tenantId: deposit.tenant_id,
               kind: "DEPOSIT_CREDIT",
               referenceId: deposit.id,
-              postings: creditPostings(deposit, fee)
+              postings: depositCreditPostings(creditOf(deposit), fee)
             }).pipe(Effect.orDie)
             yield* sql`UPDATE transactions SET status = 'COMPLETED', fee = ${fee.toString()}, updated_at = ${at}
               WHERE id = ${deposit.id}`

@@ -1,6 +1,7 @@
 /** The operator interface (operator-interface.md): a second listener with its own bearer token. */
 import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, OpenApi } from "effect/http-api"
+import { TransactionObject } from "../api/TransactionsApi.ts"
 import { UserObject } from "../api/UsersApi.ts"
 import { Uuid } from "../domain/Ids.ts"
 import { RawAmount } from "../domain/RawAmount.ts"
@@ -182,10 +183,23 @@ export class OpsDevnetApi extends HttpApiGroup.make("devnet")
   .annotateMerge(OpenApi.annotations({ title: "Developer chain (simulated networks only)" }))
 {}
 
+/** Approvals and manual handling (operator-interface.md); approvals arrive with withdrawals and transfers. */
+export class OpsManualApi extends HttpApiGroup.make("manual")
+  .add(
+    HttpApiEndpoint.post("creditDeposit", "/ops/tenants/:tenantId/deposits/:id/credit", {
+      params: { tenantId: Uuid, id: Uuid },
+      success: TransactionObject,
+      error: [NotFoundWire, InvalidStateWire]
+    })
+  )
+  .annotateMerge(OpenApi.annotations({ title: "Approvals and manual handling" }))
+{}
+
 export class OpsApi extends HttpApi.make("coffer-ops")
   .add(OpsTenantsApi)
   .add(OpsUsersApi)
   .add(OpsPlatformApi)
+  .add(OpsManualApi)
   .add(OpsDevnetApi)
   .middleware(OpsAuth)
   .middleware(OpsSchemaErrors)

@@ -158,7 +158,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("deposits on the simula
         ])
       }))
 
-    it.effect("a frozen watch holds the deposit for manual review, uncredited", () =>
+    it.effect("a frozen watch holds the deposit for manual review, uncredited, until the operator credits it", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const tenant = yield* provisionTenant()
@@ -173,6 +173,36 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("deposits on the simula
         const [held] = yield* deposits(tenant)
         assert.deepStrictEqual([held.status, held.subStatus], ["COMPLETED", "MANUAL_REVIEW"])
         assert.deepStrictEqual(yield* balances(tenant, walletId), [])
+
+        // The operator credits it: subStatus null, credited now, MANUAL_DEPOSIT_CREDITED; once only.
+        const ops = yield* opsClient
+        const other = yield* provisionTenant()
+        const wrongTenant = yield* Effect.flip(
+          ops.manual.creditDeposit({ params: { tenantId: other.tenantId, id: held.id } })
+        )
+        assert.strictEqual(wrongTenant._tag, "NotFound")
+        const credited = yield* ops.manual.creditDeposit({ params: { tenantId: tenant.tenantId, id: held.id } })
+          .pipe(Effect.orDie)
+        assert.deepStrictEqual([credited.status, credited.subStatus, credited.netAmountRaw], ["COMPLETED", null, "5000000"])
+        assert.deepStrictEqual(yield* balances(tenant, walletId), [
+          { assetId: "TRON_NILE_TRX", available: "5000000", frozen: "0" }
+        ])
+        const again = yield* Effect.flip(ops.manual.creditDeposit({ params: { tenantId: tenant.tenantId, id: held.id } }))
+        assert.strictEqual(again._tag, "InvalidState")
+        const published = yield* events(tenant.tenantId, held.id)
+        assert.deepStrictEqual(published.map((event) => event.event_type), [
+          "TRANSACTION_CREATED",
+          "TRANSACTION_STATUS_UPDATED",
+          "MANUAL_DEPOSIT_CREDITED",
+          "TRANSACTION_STATUS_UPDATED"
+        ])
+        assert.deepStrictEqual(published[2]!.data, {
+          caseId: held.id,
+          walletId,
+          assetId: "TRON_NILE_TRX",
+          amountRaw: "5000000"
+        })
+        assert.isNull(published[3]!.data.subStatus)
       }))
 
     it.effect("transfers to addresses nobody registered are not deposits; health reports each watched network", () =>

@@ -1,0 +1,91 @@
+/**
+ * The operator's credit of a deposit held for manual review (operator-interface.md, "Approvals and manual handling";
+ * decisions.md: `MANUAL_REVIEW` until an operator credits it, then `MANUAL_DEPOSIT_CREDITED` and subStatus null).
+ * The ledger credit, the status change and both events commit in one transaction.
+ */
+import { Clock, Context, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { Catalog } from "../catalog/Catalog.ts"
+import { effectiveDepositFee } from "../catalog/Fees.ts"
+import { InvalidState, NotFound } from "../domain/ApiError.ts"
+import { Entropy } from "../domain/Entropy.ts"
+import { Ledger } from "../ledger/Ledger.ts"
+import { recordEvent } from "../outbox/Outbox.ts"
+import { Tenants } from "../tenants/Tenants.ts"
+import type { Transaction } from "../transactions/Transaction.ts"
+import { recordStatusUpdated } from "../transactions/TransactionEvents.ts"
+import { TransactionRepository } from "../transactions/TransactionRepository.ts"
+import { depositCreditPostings } from "./DepositPostings.ts"
+
+export class ManualDepositCredit extends Context.Service<ManualDepositCredit, {
+  readonly credit: (tenantId: string, depositId: string) => Effect.Effect<Transaction, NotFound | InvalidState>
+}>()("coffer/ManualDepositCredit") {
+  static readonly layer = Layer.effect(
+    ManualDepositCredit,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const ledger = yield* Ledger
+      const catalog = yield* Catalog
+      const tenants = yield* Tenants
+      const transactions = yield* TransactionRepository
+      const entropy = yield* Entropy
+
+      const credit = Effect.fn("ManualDepositCredit.credit")(function*(tenantId: string, depositId: string) {
+        const credited = yield* sql.withTransaction(Effect.gen(function*() {
+          const [deposit] = yield* sql<{
+            status: string
+            sub_status: string | null
+            asset_id: string
+            amount: string
+            destination_wallet_id: string
+          }>`
+            SELECT status, sub_status, asset_id, amount::text AS amount, destination_wallet_id FROM transactions
+            WHERE tenant_id = ${tenantId} AND id = ${depositId} AND kind = 'DEPOSIT'
+            FOR UPDATE`
+          if (deposit === undefined) return yield* new NotFound({ message: "deposit not found" })
+          if (deposit.status !== "COMPLETED" || deposit.sub_status !== "MANUAL_REVIEW") {
+            return yield* new InvalidState({ message: "deposit is not held for manual review" })
+          }
+          const asset = catalog.asset(deposit.asset_id)!
+          const amount = BigInt(deposit.amount)
+          const tenant = yield* tenants.get(tenantId)
+          const usualFee = effectiveDepositFee(asset, tenant?.settings ?? {}, 0n)
+          // The operator's decision to credit stands even for an amount the fee would swallow: then no fee is kept.
+          const fee = amount > usualFee ? usualFee : 0n
+          const deposited = { walletId: deposit.destination_wallet_id, assetId: deposit.asset_id, amount }
+          yield* ledger.post({
+            tenantId,
+            kind: "MANUAL_DEPOSIT_CREDIT",
+            referenceId: depositId,
+            postings: depositCreditPostings(deposited, fee)
+          }).pipe(Effect.orDie)
+          yield* sql`UPDATE transactions SET sub_status = NULL, fee = ${fee.toString()},
+            updated_at = ${new Date(yield* Clock.currentTimeMillis)} WHERE id = ${depositId}`
+          yield* recordEvent({
+            tenantId,
+            type: "MANUAL_DEPOSIT_CREDITED",
+            subjectId: depositId,
+            dedupeKey: "credited",
+            data: {
+              caseId: depositId,
+              walletId: deposit.destination_wallet_id,
+              assetId: deposit.asset_id,
+              amountRaw: (amount - fee).toString()
+            }
+          })
+          yield* recordStatusUpdated(tenantId, depositId, "COMPLETED", null)
+          return yield* transactions.find(tenantId, depositId)
+        })).pipe(
+          Effect.provideService(Entropy, entropy),
+          Effect.provideService(TransactionRepository, transactions),
+          Effect.provideService(Catalog, catalog),
+          Effect.provideService(SqlClient.SqlClient, sql),
+          Effect.catchTag("SqlError", Effect.die)
+        )
+        return credited!
+      })
+
+      return ManualDepositCredit.of({ credit })
+    })
+  )
+}
