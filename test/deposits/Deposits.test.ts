@@ -8,6 +8,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { OpsAddress } from "../../src/App.ts"
+import { SimulatedChain } from "../../src/chains/simulated/SimulatedChain.ts"
 import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
 import { uuidV7 } from "../../src/domain/Ids.ts"
 import { Ledger } from "../../src/ledger/Ledger.ts"
@@ -130,6 +131,30 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("deposits on the simula
         assert.strictEqual(published[1]!.data.netAmountRaw, (amount - 10n ** 15n).toString())
         const other = yield* provisionTenant()
         assert.strictEqual((yield* get(other, `/v1/transactions/${seen.id}`)).status, 404)
+      }))
+
+    it.effect("concurrent scans (as from several processes) record and credit each deposit once", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const watcher = yield* DepositWatcher
+        const tenant = yield* provisionTenant()
+        const targets = yield* Effect.forEach(["p1", "p2", "p3"], (user) => depositAddress(tenant, user, "ETH_SEPOLIA"))
+        // Mined straight on the simulated chain's tables, so no scan runs before the racing ones below.
+        const simulated = yield* SimulatedChain
+        for (const target of targets) {
+          yield* simulated.transfer({ networkKey: "ETH_SEPOLIA", to: target.address, assetId: "ETH_SEPOLIA_ETH", amount: 10n ** 16n })
+        }
+        yield* simulated.mine("ETH_SEPOLIA", 12)
+        yield* Effect.all(Array.from({ length: 6 }, () => watcher.scan("ETH_SEPOLIA")), { concurrency: "unbounded" })
+        const recorded = yield* deposits(tenant)
+        assert.lengthOf(recorded, 3)
+        assert.isTrue(recorded.every((deposit) => deposit.status === "COMPLETED" && deposit.subStatus === null))
+        for (const target of targets) {
+          assert.deepStrictEqual((yield* balances(tenant, target.walletId))[0].available, (10n ** 16n).toString())
+        }
+        const [entries] = yield* sql<{ n: number }>`
+          SELECT count(*)::int AS n FROM ledger_entries WHERE tenant_id = ${tenant.tenantId} AND kind = 'DEPOSIT_CREDIT'`
+        assert.strictEqual(entries!.n, 3)
       }))
 
     it.effect("below minDeposit, or not above the fee: COMPLETED with BELOW_MIN_DEPOSIT and not credited", () =>
