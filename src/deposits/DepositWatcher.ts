@@ -281,7 +281,9 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
           const amount = BigInt(deposit.amount)
           const fee = effectiveDepositFee(asset, tenant?.settings ?? {}, 0n)
           const at = yield* now
-          const heldForReview = asset.status !== "ENABLED" || !network.depositEnabled ||
+          // The network may have been taken from the tenant since the address was handed out.
+          const networkOfTenant = tenant !== undefined && tenant.networks.includes(network.networkKey)
+          const heldForReview = asset.status !== "ENABLED" || !network.depositEnabled || !networkOfTenant ||
             deposit.watch_status === "FROZEN" || deposit.wallet_status === "FROZEN"
           const subStatus: SubStatus | null = heldForReview
             ? "MANUAL_REVIEW"

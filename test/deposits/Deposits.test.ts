@@ -230,6 +230,20 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("deposits on the simula
         assert.isNull(published[3]!.data.subStatus)
       }))
 
+    it.effect("a deposit on a network the operator has since taken from the tenant is held for review", () =>
+      Effect.gen(function*() {
+        const ops = yield* opsClient
+        const tenant = yield* provisionTenant()
+        const { walletId, address } = yield* depositAddress(tenant, "gina", "BTC_TESTNET")
+        yield* ops.tenants.update({ params: { tenantId: tenant.tenantId }, payload: { networks: ["ETH_SEPOLIA"] } })
+          .pipe(Effect.orDie)
+        yield* send("BTC_TESTNET", address, "BTC_TESTNET_BTC", 50_000n)
+        yield* mine("BTC_TESTNET", 2)
+        const [held] = yield* deposits(tenant)
+        assert.deepStrictEqual([held.status, held.subStatus], ["COMPLETED", "MANUAL_REVIEW"])
+        assert.deepStrictEqual(yield* balances(tenant, walletId), [])
+      }))
+
     it.effect("transfers to addresses nobody registered are not deposits; health reports each watched network", () =>
       Effect.gen(function*() {
         const tenant = yield* provisionTenant()
