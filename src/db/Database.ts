@@ -65,7 +65,10 @@ export const layerFromUrl = (
 ): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, DatabaseStartupError> =>
   PgClient.layerFrom(connectAndMigrate(url))
 
-/** Starts PostgreSQL under `dataDir`, stops it after the pool has closed, and exits the process if it dies first. */
+/**
+ * Starts PostgreSQL under `dataDir`, stops it after the pool has closed, and exits the process if it dies first.
+ * Fails, leaving it alone, while another process owns `dataDir` (EmbeddedPostgres.start, OwnerLock.ts).
+ */
 export const layerEmbedded = (
   dataDir: string
 ): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, DatabaseStartupError> =>

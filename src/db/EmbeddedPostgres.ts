@@ -13,6 +13,9 @@
  *   - reports a failed start as a rejection with `undefined`.
  * What is kept from the recipe in docs (shared/notes/database.md): UTF8, TCP on 127.0.0.1 only, no unix socket,
  * stopping a server orphaned by a `kill -9` of node, tolerating a stale or zombie postmaster.pid.
+ *
+ * A process owns the directory while its server runs (OwnerLock.ts): a second start on a directory in use fails
+ * before it touches anything, instead of taking the owner's live server for an orphan and stopping it.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
@@ -22,6 +25,7 @@ import net from "node:net"
 import { dirname, join, resolve } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import { Data, Effect, Option, Redacted, type Scope } from "effect"
+import * as OwnerLock from "./OwnerLock.ts"
 
 export class EmbeddedPostgresError extends Data.TaggedError("EmbeddedPostgresError")<{
   readonly message: string
@@ -253,7 +257,9 @@ const samePath = (a: string, b: string): boolean => {
 /**
  * Node killed with -9 leaves its postmaster running (still serving, port bound, live postmaster.pid), and a new
  * postmaster refuses the directory. Stop it, but only after /proc confirms it is a `postgres -D <pgdata>`: the pid
- * in the file may have been reused by an unrelated process.
+ * in the file may have been reused by an unrelated process. Called only with the owner lock held: a live server is
+ * then a leftover, because the process that started it has let go of the directory (died, or exited without stopping
+ * it); without the lock it could be the server of a service that is running.
  */
 const stopLeftoverServer = async (pgdata: string): Promise<void> => {
   const pidFile = join(pgdata, "postmaster.pid")
@@ -286,16 +292,59 @@ const stopLeftoverServer = async (pgdata: string): Promise<void> => {
   }
 }
 
-/** Stops a server a previous run left on `<dataDir>/pg`, if any (see `start`, which does this first). */
-export const stopLeftover = (dataDir: string): Effect.Effect<void, EmbeddedPostgresError> =>
+// ---------------------------------------------------------------------------------------------------------------
+// The owner of the data directory
+
+const inUseError = (directory: string, ownerPid: number | undefined) => {
+  const owner = ownerPid === undefined
+    ? `another process (its pid is unknown: ${join(directory, OwnerLock.pidFileName)} names no running process)`
+    : ownerPid === process.pid
+    ? `an earlier start in this same process, pid ${ownerPid}`
+    : `another process, pid ${ownerPid}`
+  return new EmbeddedPostgresError({
+    message: `DATA_DIR ${directory} is in use by ${owner}, which runs its embedded PostgreSQL; not starting, and ` +
+      `leaving that one running. Stop ${ownerPid === undefined ? "it" : `pid ${ownerPid}`} first, or start this one ` +
+      `with another DATA_DIR (or with DATABASE_URL)`
+  })
+}
+
+/** The owner lock of `directory` (which exists), or a failure naming the directory and the owner's pid. */
+const acquireOwnerLock = (directory: string): Effect.Effect<OwnerLock.Held, EmbeddedPostgresError> =>
   Effect.tryPromise({
-    try: () => stopLeftoverServer(join(resolve(dataDir), "pg")),
+    try: () => OwnerLock.tryAcquire(directory),
     catch: (cause) =>
-      cause instanceof EmbeddedPostgresError ? cause : new EmbeddedPostgresError({
-        message: `cannot stop the PostgreSQL left running under ${dataDir}: ${describe(cause)}`,
+      new EmbeddedPostgresError({
+        message: `cannot take the owner lock ${join(directory, OwnerLock.lockFileName)}: ${describe(cause)}`,
         cause
       })
-  })
+  }).pipe(
+    Effect.flatMap((attempt) =>
+      attempt._tag === "Held" ? Effect.succeed(attempt) : Effect.fail(inUseError(directory, attempt.ownerPid))
+    )
+  )
+
+/**
+ * Stops a server a previous run left on `<dataDir>/pg`, if any (see `start`, which does this first). Fails without
+ * touching anything while a process owns `dataDir`: its server is no leftover. A missing `dataDir` holds nothing.
+ */
+export const stopLeftover = (dataDir: string): Effect.Effect<void, EmbeddedPostgresError> => {
+  const directory = resolve(dataDir)
+  return Effect.suspend(() =>
+    existsSync(directory) ? Effect.acquireUseRelease(
+      acquireOwnerLock(directory),
+      () =>
+        Effect.tryPromise({
+          try: () => stopLeftoverServer(join(directory, "pg")),
+          catch: (cause) =>
+            cause instanceof EmbeddedPostgresError ? cause : new EmbeddedPostgresError({
+              message: `cannot stop the PostgreSQL left running under ${directory}: ${describe(cause)}`,
+              cause
+            })
+        }),
+      (lock) => Effect.sync(lock.release)
+    ) : Effect.void
+  )
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // initdb and the postmaster
@@ -581,7 +630,9 @@ const launch = async (
 
 /**
  * Starts PostgreSQL on `<dataDir>/pg` (created with initdb on first use) and stops it when the scope closes.
- * Files in `dataDir`: `pg-password` (superuser password, 0600), `pg-conn.json` (port and URL, 0600).
+ * Fails at once, touching neither, while another process (or another start in this one) owns `dataDir`.
+ * Files in `dataDir`: `pg-password` (superuser password, 0600), `pg-conn.json` (port and URL, 0600), `owner.lock` and
+ * `owner.pid` (OwnerLock.ts; the pid only while running).
  * As root, PostgreSQL runs as the OS user `postgres`: `dataDir` itself is opened to it (o+x), and the start fails
  * with the `chmod` to run when a directory above `dataDir` or the binaries blocks it (nothing outside `dataDir` is
  * changed).
@@ -605,20 +656,29 @@ export const start = (
       catch: (cause) =>
         new EmbeddedPostgresError({ message: `cannot prepare the data directory ${directory}: ${describe(cause)}`, cause })
     })
-    yield* checkServerAccess(directory)
-    if (!existsSync(join(directory, "pg", "PG_VERSION"))) {
-      yield* Effect.logInfo(`creating a PostgreSQL cluster in ${join(directory, "pg")} (initdb takes a few seconds)`)
-    }
-    return yield* Effect.tryPromise({
-      try: () => launch(directory, options, binaries, account),
-      catch: (cause) =>
-        cause instanceof EmbeddedPostgresError ? cause : new EmbeddedPostgresError({
-          message: `cannot start PostgreSQL under ${directory}: ${describe(cause)}`,
-          cause
-        })
-    })
+    // Before anything reads or changes the cluster: stopping a leftover server, initdb and its staging directory are
+    // safe only for the one process that owns the directory.
+    const lock = yield* acquireOwnerLock(directory)
+    const running = yield* Effect.gen(function*() {
+      yield* checkServerAccess(directory)
+      if (!existsSync(join(directory, "pg", "PG_VERSION"))) {
+        yield* Effect.logInfo(`creating a PostgreSQL cluster in ${join(directory, "pg")} (initdb takes a few seconds)`)
+      }
+      return yield* Effect.tryPromise({
+        try: () => launch(directory, options, binaries, account),
+        catch: (cause) =>
+          cause instanceof EmbeddedPostgresError ? cause : new EmbeddedPostgresError({
+            message: `cannot start PostgreSQL under ${directory}: ${describe(cause)}`,
+            cause
+          })
+      })
+    }).pipe(Effect.onError(() => Effect.sync(lock.release)))
+    return { running, lock }
   })
-  return Effect.acquireRelease(acquire, (running) => Effect.promise(running.stop)).pipe(
-    Effect.map((running) => running.server)
-  )
+  return Effect.acquireRelease(acquire, ({ lock, running }) =>
+    // The lock goes only after the server has exited: it stands for the server. Released earlier, a start in the
+    // meantime would find our server still shutting down and signal it as a leftover of its own.
+    Effect.promise(running.stop).pipe(Effect.ensuring(Effect.sync(lock.release)))).pipe(
+      Effect.map(({ running }) => running.server)
+    )
 }

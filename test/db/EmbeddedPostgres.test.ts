@@ -2,61 +2,18 @@ import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
-import { type ChildProcess, spawn } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import net from "node:net"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { afterAll } from "vitest"
 import * as Database from "../../src/db/Database.ts"
 import * as EmbeddedPostgres from "../../src/db/EmbeddedPostgres.ts"
-
-const repositoryRoot = fileURLToPath(new URL("../../", import.meta.url))
-const moduleUrl = (path: string) => new URL(`../../src/${path}`, import.meta.url).href
+import { exitOf, isAlive, moduleUrl, outputOf, runNode, waitFor } from "../support/NodeProcess.ts"
 
 const inDatabase = (url: Redacted.Redacted<string>) => <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
   Effect.provide(effect, PgClient.layer({ url, maxConnections: 1 }))
-
-const isAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"))
-  } catch {
-    return false
-  }
-}
-
-/** A separate node process running `code` (an ES module) from the repository root. */
-const runNode = (code: string): ChildProcess =>
-  spawn(process.execPath, ["--input-type=module", "-e", code], {
-    cwd: repositoryRoot,
-    stdio: ["ignore", "pipe", "pipe"]
-  })
-
-const outputOf = (child: ChildProcess) => {
-  let output = ""
-  child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")))
-  child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")))
-  return () => output
-}
-
-const waitFor = (what: string, condition: () => boolean, timeoutMs: number) =>
-  Effect.promise(async () => {
-    const deadline = Date.now() + timeoutMs
-    while (!condition()) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-      await new Promise((resolve) => setTimeout(resolve, 25))
-    }
-  })
-
-const exitOf = (child: ChildProcess) =>
-  Effect.promise(() =>
-    new Promise<number | NodeJS.Signals | null>((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode ?? child.signalCode)
-      else child.once("exit", (code, signal) => resolve(code ?? signal))
-    })
-  )
 
 describe("EmbeddedPostgres", () => {
   const dataDir = join(mkdtempSync(join(tmpdir(), "coffer-embedded-")), "data")
@@ -65,6 +22,8 @@ describe("EmbeddedPostgres", () => {
   const children: Array<ChildProcess> = []
   afterAll(async () => {
     for (const child of children) child.kill("SIGKILL")
+    // Until a child has exited it still owns the directory, and stopLeftover leaves an owner's server alone.
+    await Effect.runPromise(Effect.forEach(children, exitOf, { discard: true }))
     await Effect.runPromise(Effect.ignore(EmbeddedPostgres.stopLeftover(dataDir)))
     rmSync(join(dataDir, ".."), { recursive: true, force: true })
   })

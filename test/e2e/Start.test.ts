@@ -2,7 +2,8 @@
  * `npm start` as an operator runs it (operator-interface.md, "Running the service"): `node src/main.ts` with no
  * DATABASE_URL, so the embedded PostgreSQL under DATA_DIR; ready when GET /ops/health answers 200; the first
  * development start provisions a tenant and key a signed call works with; a second start on the same DATA_DIR
- * keeps all data, even after node and PostgreSQL were both killed with -9; SIGTERM stops both.
+ * keeps all data, even after node and PostgreSQL were both killed with -9; SIGTERM stops both. A start on a DATA_DIR
+ * whose service still runs fails, naming the directory and the owner's pid, and leaves that service serving.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
@@ -10,6 +11,7 @@ import { FetchHttpClient } from "effect/http"
 import { createPrivateKey } from "node:crypto"
 import { existsSync, readFileSync, statSync } from "node:fs"
 import { join } from "node:path"
+import { setTimeout as sleep } from "node:timers/promises"
 import { afterAll } from "vitest"
 import { makeOpsClient } from "../../src/client/OpsClient.ts"
 import { makeTenantClient } from "../../src/client/TenantClient.ts"
@@ -32,6 +34,8 @@ const firstStartTimeoutMs = 60_000
 /** The promise under test: a restart after a crash is healthy this soon after its spawn. */
 const restartHealthyWithinMs = 3_000
 const stopTimeoutMs = 15_000
+/** A start on a DATA_DIR in use fails before it opens anything: node's start-up plus the lock attempt. */
+const refusedStartTimeoutMs = 20_000
 
 const dataDir = makeDataDir("coffer-e2e-")
 let current: ServiceProcess | undefined
@@ -65,7 +69,7 @@ const clients = (service: ServiceProcess) =>
 
 describe("npm start (operator-interface.md, Running the service)", () => {
   it.live(
-    "first start provisions the dev tenant; a restart after kill -9 of node and PostgreSQL is healthy within 3 s and keeps the data; SIGTERM stops both",
+    "first start provisions the dev tenant; a second start while it runs fails and leaves it serving; a restart after kill -9 of node and PostgreSQL is healthy within 3 s and keeps the data; SIGTERM stops both",
     () =>
       Effect.gen(function*() {
         const [port, opsPort] = [yield* promise(freePort), yield* promise(freePort)]
@@ -82,6 +86,25 @@ describe("npm start (operator-interface.md, Running the service)", () => {
         const networks = yield* before.tenant.reference.networks()
         assert.isAbove(networks.length, 0)
         const created = yield* before.tenant.users.create({ payload: { customerRefId: "e2e-alice" } })
+
+        // A second service on the same DATA_DIR (other ports) while the first runs: it fails at start.
+        const firstPostmaster = postmasterPid(dataDir)
+        const intruder = spawnService({ dataDir, port: yield* promise(freePort), opsPort: yield* promise(freePort) })
+        const refused = yield* promise(() =>
+          Promise.race([intruder.exited, sleep(refusedStartTimeoutMs, undefined, { ref: false })]).finally(() =>
+            stopService(intruder, stopTimeoutMs)
+          )
+        )
+        assert.isDefined(refused, `the second start was still running after ${refusedStartTimeoutMs} ms`)
+        assert.strictEqual(refused!.code, 1, intruder.output())
+        assert.include(intruder.output(), `DATA_DIR ${dataDir} is in use by another process, pid ${first.child.pid}`)
+        // ... and the first one did not notice.
+        assert.isNull(first.child.exitCode, `the first service exited:\n${first.output()}`)
+        assert.strictEqual(postmasterPid(dataDir), firstPostmaster)
+        assert.isTrue(isAlive(firstPostmaster!), "the first service's PostgreSQL still runs")
+        yield* promise(() => waitForHealth(first, opsToken(), stopTimeoutMs))
+        const stillThere = yield* before.tenant.users.get({ params: { customerRefId: "e2e-alice" } })
+        assert.strictEqual(stillThere.user.id, created.id)
 
         // A power cut: node and the postmaster die at once, nothing is shut down.
         const postmaster = postmasterPid(dataDir)
