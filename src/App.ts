@@ -26,6 +26,7 @@ import { SchemaErrorsLive } from "./http/SchemaErrorsLive.ts"
 import { UsersHandlers } from "./http/UsersHandlers.ts"
 import { WalletsHandlers } from "./http/WalletsHandlers.ts"
 import { WebhookInfoHandlers } from "./http/WebhookInfoHandlers.ts"
+import { WebhooksHandlers } from "./http/WebhooksHandlers.ts"
 import { ClusterLayer, ClusterRetention } from "./entities/Cluster.ts"
 import { WalletEntityLive } from "./entities/WalletEntity.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
@@ -48,13 +49,15 @@ import { OpsToken } from "./ops/OpsToken.ts"
 import { Signer } from "./signer/Signer.ts"
 import { Tenants } from "./tenants/Tenants.ts"
 import { Users } from "./users/Users.ts"
+import { WebhooksLayer } from "./webhooks/WebhooksLayer.ts"
 
 /** Domain services over storage, signer and entropy. */
 export const DomainLayer = Layer.mergeAll(
   Wallets.layer,
   Idempotency.layer,
   ProvisioningSupervisor,
-  ClusterRetention
+  ClusterRetention,
+  WebhooksLayer
 ).pipe(
   Layer.provideMerge(WalletEntityLive),
   Layer.provideMerge(ClusterLayer),
@@ -79,7 +82,7 @@ export const PublicRoutes = Layer.mergeAll(
   DisabledPaths,
   errorBoundary(Api)
 ).pipe(
-  Layer.provide(Layer.mergeAll(ReferenceHandlers, UsersHandlers, WalletsHandlers, WebhookInfoHandlers)),
+  Layer.provide(Layer.mergeAll(ReferenceHandlers, UsersHandlers, WalletsHandlers, WebhookInfoHandlers, WebhooksHandlers)),
   Layer.provide(Layer.mergeAll(SignatureAuthLive, SchemaErrorsLive))
 )
 

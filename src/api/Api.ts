@@ -5,6 +5,7 @@ import { SchemaErrors, SignatureAuth } from "./SignatureAuth.ts"
 import { UsersApi } from "./UsersApi.ts"
 import { WalletsApi } from "./WalletsApi.ts"
 import { WebhookInfoApi } from "./WebhookInfoApi.ts"
+import { WebhooksApi } from "./WebhooksApi.ts"
 
 /**
  * Schemas decode with unknown fields dropped, and the spec says unknown request fields are ignored and clients must
@@ -53,6 +54,7 @@ export class Api extends HttpApi.make("coffer")
   .add(UsersApi.middleware(SignatureAuth))
   .add(WalletsApi.middleware(SignatureAuth))
   .add(WebhookInfoApi)
+  .add(WebhooksApi.middleware(SignatureAuth))
   .middleware(SchemaErrors)
   .annotateMerge(OpenApi.annotations({
     title: "Coffer tenant open interface",
