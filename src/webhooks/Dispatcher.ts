@@ -86,11 +86,13 @@ export const dueEndpoints = Effect.gen(function*() {
   return rows.map((row) => row.endpoint_id)
 })
 
-export const sweepDue: Effect.Effect<number, never, SqlClient.SqlClient | Sharding.Sharding> = Effect.gen(function*() {
-  const endpoints = yield* dueEndpoints
-  yield* wakeEndpoints(endpoints)
-  return endpoints.length
-})
+/** Wakes every ACTIVE endpoint with due deliveries; answers which. */
+export const sweepDue: Effect.Effect<ReadonlyArray<string>, never, SqlClient.SqlClient | Sharding.Sharding> = Effect
+  .gen(function*() {
+    const endpoints = yield* dueEndpoints
+    yield* wakeEndpoints(endpoints)
+    return endpoints
+  })
 
 const logged = <A, R>(label: string, effect: Effect.Effect<A, never, R>) =>
   effect.pipe(
