@@ -10,6 +10,11 @@ export const webhookUrlLengthMax = 2048
 export const webhookDescriptionLengthMax = 500
 /** Section 8. */
 export const activeWebhookEndpointsMax = 10
+/**
+ * `GET /v1/webhooks` is not paged (spec 4), and disabled endpoints are kept: the newest this many are listed, far
+ * more than 10 active ones and their history.
+ */
+export const webhookEndpointsListMax = 1_000
 
 export const invalidUrlMessage = "invalid url"
 export const mustUseHttpsMessage = "webhook url must use https"

@@ -14,7 +14,13 @@ import { uuidV7 } from "../domain/Ids.ts"
 import { wakeEndpoints } from "../entities/WebhookEndpointEntity.ts"
 import { recordEventReturningId } from "../outbox/Outbox.ts"
 import { testEventMessage } from "./DeliverySettings.ts"
-import { activeLimitMessage, checkDescription, checkEvents, checkWebhookUrl } from "./EndpointRules.ts"
+import {
+  activeLimitMessage,
+  checkDescription,
+  checkEvents,
+  checkWebhookUrl,
+  webhookEndpointsListMax
+} from "./EndpointRules.ts"
 import type { EventType } from "./EventTypes.ts"
 
 export type WebhookEndpointStatus = "ACTIVE" | "DISABLED"
@@ -72,7 +78,7 @@ const endpointNotFound = () => new NotFound({ message: "webhook endpoint not fou
 
 export class WebhookEndpoints extends Context.Service<WebhookEndpoints, {
   readonly create: (tenantId: string, input: CreateEndpointInput) => Effect.Effect<WebhookEndpoint, BadRequest | LimitExceeded>
-  /** Newest first, disabled ones included; bounded by the schema (at most a few per tenant in practice). */
+  /** Newest first, disabled ones included; at most `webhookEndpointsListMax`. */
   readonly list: (tenantId: string) => Effect.Effect<ReadonlyArray<WebhookEndpoint>>
   readonly update: (
     tenantId: string,
@@ -139,7 +145,8 @@ export class WebhookEndpoints extends Context.Service<WebhookEndpoints, {
       const list = Effect.fn("WebhookEndpoints.list")(function*(tenantId: string) {
         const rows = yield* sql<Row>`
           SELECT ${columns} FROM webhook_endpoints WHERE tenant_id = ${tenantId}
-          ORDER BY created_at DESC, id DESC`.pipe(Effect.orDie)
+          ORDER BY created_at DESC, id DESC
+          LIMIT ${webhookEndpointsListMax}`.pipe(Effect.orDie)
         return rows.map(fromRow)
       })
 

@@ -8,7 +8,7 @@ import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { PublicAddress } from "../../src/App.ts"
 import { assertError } from "../support/Signing.ts"
-import { makeTestAppLayer, provisionTenant, rawRequest, type TestTenant } from "../support/TestApp.ts"
+import { makeTestAppLayer, provisionTenant, rawRequest, tenantClient, type TestTenant } from "../support/TestApp.ts"
 import { eventually, makeReceiver, realSleep, verifyDelivery } from "./fixtures/Receiver.ts"
 
 const AppLayer = makeTestAppLayer()
@@ -289,6 +289,32 @@ layer(AppLayer, { excludeTestServices: true })("webhooks over HTTP (spec 4.5)", 
         // Signed like every other route.
         const unsigned = yield* rawRequest({ baseUrl: tenant.baseUrl, method: "GET", target: "/v1/webhooks/public_key" })
         assertError(unsigned, 401, "UNAUTHORIZED", "authentication required")
+      }))
+  })
+
+  describe("typed client", () => {
+    it.effect("the API definitions serve a typed client: 201, 202, 204, 200 and a typed NotFound", () =>
+      Effect.gen(function*() {
+        const tenant = yield* provisionTenant()
+        const client = yield* tenantClient(tenant)
+        const endpoint = yield* client.webhooks.create({ payload: { url: "https://example.com/typed", events: ["VAULT_GAS_LOW"] } })
+        assert.deepStrictEqual(endpoint.events, ["VAULT_GAS_LOW"])
+        const { eventId } = yield* client.webhooks.test({ params: { id: endpoint.id } })
+        const resent = yield* client.webhooks.resend({ params: { eventId } })
+        assert.strictEqual(resent.eventId, eventId)
+        // 0 or 1: the dispatcher may not have fanned the event out yet.
+        assert.isAtMost(resent.requeued, 1)
+        yield* client.webhooks.disable({ params: { id: endpoint.id } })
+        const [listed] = yield* client.webhooks.list()
+        assert.strictEqual(listed!.status, "DISABLED")
+        const missing = yield* Effect.flip(
+          client.webhooks.update({ params: { id: "01a20190-0000-7000-8000-000000000000" }, payload: { active: true } })
+        )
+        assert.strictEqual(missing._tag, "NotFound")
+        const { items } = yield* client.webhooks.deliveries({ query: { endpointId: endpoint.id, limit: 10 } })
+        assert.isArray(items)
+        const key = yield* client.webhooks.publicKey()
+        assert.strictEqual(key.keyId, "v1")
       }))
   })
 
