@@ -354,6 +354,27 @@ layer(AppLayer, { excludeTestServices: true })("webhooks over HTTP (spec 4.5)", 
         )
         assertError(yield* unsigned("GET", "/v1/webhooks"), 401, "UNAUTHORIZED")
       }))
+
+    it.effect("unsupported methods: 405 with Allow; event_types is not taken for an endpoint id", () =>
+      Effect.gen(function*() {
+        const baseUrl = yield* PublicAddress
+        const id = "01a20190-0000-7000-8000-000000000000"
+        const cases: ReadonlyArray<readonly [string, string, string]> = [
+          ["GET", `/v1/webhooks/${id}`, "PATCH, DELETE"],
+          ["PUT", `/v1/webhooks/${id}`, "PATCH, DELETE"],
+          ["GET", `/v1/webhooks/${id}/test`, "POST"],
+          ["DELETE", "/v1/webhooks", "GET, POST"],
+          ["POST", "/v1/webhooks/deliveries", "GET"],
+          ["POST", "/v1/webhooks/public_key", "GET"],
+          ["GET", `/v1/webhooks/events/${id}/resend`, "POST"],
+          ["POST", "/v1/webhooks/event_types", "GET"]
+        ]
+        for (const [method, target, allow] of cases) {
+          const response = yield* rawRequest({ baseUrl, method, target, ...(method === "GET" ? {} : { body: "{}" }) })
+          assertError(response, 405, "BAD_REQUEST")
+          assert.strictEqual(response.headers.get("allow"), allow, `${method} ${target}`)
+        }
+      }))
   })
 
   describe("delivery", () => {
