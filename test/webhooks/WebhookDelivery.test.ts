@@ -14,6 +14,8 @@ import { WebhookDeliveries } from "../../src/webhooks/WebhookDeliveries.ts"
 import { WebhookDelivery } from "../../src/webhooks/WebhookDelivery.ts"
 import { Signer } from "../../src/signer/Signer.ts"
 import { SqlClient } from "effect/sql"
+import { recordEvent } from "../../src/outbox/Outbox.ts"
+import { WebhookEndpoints } from "../../src/webhooks/WebhookEndpoints.ts"
 import { baseLayer, deliveryRows, deliveryWhen, runnerLayer, setup } from "./fixtures/DeliveryFixtures.ts"
 import { makeReceiver, realSleep, verifyDelivery } from "./fixtures/Receiver.ts"
 
@@ -209,6 +211,29 @@ describe("webhook delivery under TestClock", () => {
       assert.strictEqual(again.events, 3)
       assert.deepStrictEqual(again.endpoints, [])
       assert.strictEqual((yield* deliveryRows(endpointId)).length, 3)
+    }).pipe(Effect.provide(runnerLayer), Effect.provide(baseLayer())))
+
+  it.effect("events created while an endpoint was disabled are not back-filled, even when fanned out after re-enabling", () =>
+    Effect.gen(function*() {
+      const { tenantId, endpointId } = yield* setup("http://127.0.0.1:9/unused", 0)
+      const endpoints = yield* WebhookEndpoints
+      const event = (subjectId: string) =>
+        recordEvent({ tenantId, type: "WALLET_CREATED", subjectId, dedupeKey: "created", data: { walletId: subjectId } })
+      yield* endpoints.update(tenantId, endpointId, { active: false })
+      yield* TestClock.adjust("1 second")
+      yield* event("while-disabled")
+      yield* TestClock.adjust("1 second")
+      yield* endpoints.update(tenantId, endpointId, { active: true })
+      yield* TestClock.adjust("1 second")
+      yield* event("after-enabling")
+      // Neither was dispatched yet: the dispatcher lagged behind the re-enabling.
+      const batch = yield* fanOutBatch
+      assert.isAtLeast(batch.events, 2)
+      const sql = yield* SqlClient.SqlClient
+      const delivered = yield* sql<{ subject_id: string }>`
+        SELECT e.subject_id FROM webhook_deliveries d JOIN outbox_events e ON e.id = d.event_id
+        WHERE d.endpoint_id = ${endpointId}`
+      assert.deepStrictEqual(delivered.map((row) => row.subject_id), ["after-enabling"])
     }).pipe(Effect.provide(runnerLayer), Effect.provide(baseLayer())))
 
   it.effect("without a signer (preproduction) nothing is sent and the attempt is not counted; it waits", () =>
