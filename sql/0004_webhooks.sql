@@ -71,12 +71,14 @@ CREATE TABLE webhook_deliveries (
   CONSTRAINT webhook_deliveries_event_fkey FOREIGN KEY (event_id, tenant_id) REFERENCES outbox_events (id, tenant_id),
   CONSTRAINT webhook_deliveries_endpoint_fkey FOREIGN KEY (endpoint_id, tenant_id)
     REFERENCES webhook_endpoints (id, tenant_id),
-  CHECK ((status = 'PENDING') = (next_at IS NOT NULL)),
+  CONSTRAINT webhook_deliveries_due_when_pending CHECK ((status = 'PENDING') = (next_at IS NOT NULL)),
   -- DEAD only after the sixth failed attempt (spec 3, "Webhook delivery statuses").
-  CHECK (status <> 'DEAD' OR attempt = 6),
-  CHECK (status <> 'DELIVERED' OR (attempt >= 1 AND response_status BETWEEN 200 AND 299)),
-  CHECK ((attempt = 0 AND last_attempt_at IS NULL AND duration_ms IS NULL)
-    OR (attempt > 0 AND last_attempt_at IS NOT NULL AND duration_ms IS NOT NULL))
+  CONSTRAINT webhook_deliveries_dead_after_six CHECK (status <> 'DEAD' OR attempt = 6),
+  CONSTRAINT webhook_deliveries_delivered_2xx
+    CHECK (status <> 'DELIVERED' OR (attempt >= 1 AND response_status BETWEEN 200 AND 299)),
+  CONSTRAINT webhook_deliveries_attempt_recorded
+    CHECK ((attempt = 0 AND last_attempt_at IS NULL AND duration_ms IS NULL)
+      OR (attempt > 0 AND last_attempt_at IS NOT NULL AND duration_ms IS NOT NULL))
 );
 CREATE INDEX webhook_deliveries_tenant_idx ON webhook_deliveries (tenant_id, id DESC);
 CREATE INDEX webhook_deliveries_tenant_status_idx ON webhook_deliveries (tenant_id, status, id DESC);
