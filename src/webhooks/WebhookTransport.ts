@@ -9,7 +9,7 @@ import * as http from "node:http"
 import * as https from "node:https"
 import { AppConfig } from "../Config.ts"
 import { guardedLookup, literalRefusal } from "./AddressPolicy.ts"
-import { lastErrorLengthMax, responseBodyBytesMax } from "./DeliverySettings.ts"
+import { deliveryTimeoutMillis, lastErrorLengthMax, responseBodyBytesMax } from "./DeliverySettings.ts"
 
 export type AttemptOutcome =
   /** A response arrived; `status` is what the receiver answered. */
@@ -62,6 +62,9 @@ export const makeTransport = (options: { readonly refusePrivateAddresses: boolea
         resume(Effect.succeed({ _tag: "Response", status: response.statusCode ?? 0 }))
       })
       outgoing.on("error", (error) => resume(Effect.succeed({ _tag: "NoResponse", reason: describe(error) })))
+      // Only frees the socket of a receiver that answered and then stalls its body. The 10 s that decide success are
+      // the caller's, on Effect's Clock (which aborts the request); twice that here, so it never decides an attempt.
+      outgoing.setTimeout(2 * deliveryTimeoutMillis, () => outgoing.destroy())
       outgoing.end(request.body)
     })
 })
