@@ -44,13 +44,17 @@ export const webhookEndpointEntityLayer = (options: { readonly maxIdleTime?: Dur
         )
       )
 
+      /**
+       * Until an absolute due time: the clock is read right before the sleep starts, in the same fiber, so time that
+       * passed during the round (or while the race was being set up) shortens the wait instead of delaying it.
+       */
+      const sleepUntil = (dueMillis: number) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sleep(Math.max(0, dueMillis - now)))
+
       const run = Effect.gen(function*() {
         for (;;) {
           const nextDueMillis = yield* round
-          const now = yield* Clock.currentTimeMillis
-          // The wait is until an absolute due time, so a clock that moved during the round shortens it.
-          const wait = nextDueMillis === undefined ? Effect.never : Effect.sleep(Math.max(0, nextDueMillis - now))
-          yield* Effect.raceFirst(wait, Queue.take(wakes))
+          yield* Effect.raceFirst(nextDueMillis === undefined ? Effect.never : sleepUntil(nextDueMillis), Queue.take(wakes))
         }
       })
       // Scoped to the entity's handlers: it ends when the entity is passivated, restarted or moved.
