@@ -53,11 +53,11 @@ import { WebhooksLayer } from "./webhooks/WebhooksLayer.ts"
 
 /** Domain services over storage, signer and entropy. */
 export const DomainLayer = Layer.mergeAll(
+  WebhooksLayer,
   Wallets.layer,
   Idempotency.layer,
   ProvisioningSupervisor,
-  ClusterRetention,
-  WebhooksLayer
+  ClusterRetention
 ).pipe(
   Layer.provideMerge(WalletEntityLive),
   Layer.provideMerge(ClusterLayer),
@@ -82,8 +82,11 @@ export const PublicRoutes = Layer.mergeAll(
   DisabledPaths,
   errorBoundary(Api)
 ).pipe(
-  Layer.provide(Layer.mergeAll(ReferenceHandlers, UsersHandlers, WalletsHandlers, WebhookInfoHandlers, WebhooksHandlers)),
+  Layer.provide(Layer.mergeAll(ReferenceHandlers, UsersHandlers, WalletsHandlers, WebhookInfoHandlers)),
   Layer.provide(Layer.mergeAll(SignatureAuthLive, SchemaErrorsLive))
+).pipe(
+  // The webhooks group, behind the same middleware as the groups above.
+  Layer.provide(WebhooksHandlers.pipe(Layer.provide(Layer.mergeAll(SignatureAuthLive, SchemaErrorsLive))))
 )
 
 export const OpsRoutes = Layer.mergeAll(
