@@ -50,6 +50,7 @@ import { Signer } from "./signer/Signer.ts"
 import { Tenants } from "./tenants/Tenants.ts"
 import { Users } from "./users/Users.ts"
 import { WebhooksLayer } from "./webhooks/WebhooksLayer.ts"
+import { EventDataRenderer } from "./webhooks/EventData.ts"
 
 /** Domain services over storage, signer and entropy. */
 export const DomainLayer = Layer.mergeAll(
@@ -61,6 +62,8 @@ export const DomainLayer = Layer.mergeAll(
 ).pipe(
   Layer.provideMerge(WalletEntityLive),
   Layer.provideMerge(ClusterLayer),
+  // What webhook deliveries carry as `data` (docs/webhooks.md, "The TRANSACTION_* seam").
+  Layer.provideMerge(EventDataRenderer.layer),
   Layer.provideMerge(Layer.mergeAll(
     Users.layer,
     ApiKeyRegistry.layer,
