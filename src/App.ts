@@ -27,6 +27,7 @@ import { TransactionsHandlers } from "./http/TransactionsHandlers.ts"
 import { UsersHandlers } from "./http/UsersHandlers.ts"
 import { WalletsHandlers } from "./http/WalletsHandlers.ts"
 import { WebhookInfoHandlers } from "./http/WebhookInfoHandlers.ts"
+import { WebhooksHandlers } from "./http/WebhooksHandlers.ts"
 import { ClusterLayer, ClusterRetention } from "./entities/Cluster.ts"
 import { WalletEntityLive } from "./entities/WalletEntity.ts"
 import { chainClientsLayer, SimulatedChain } from "./chains/simulated/SimulatedChain.ts"
@@ -55,9 +56,12 @@ import { OpsToken } from "./ops/OpsToken.ts"
 import { Signer } from "./signer/Signer.ts"
 import { Tenants } from "./tenants/Tenants.ts"
 import { Users } from "./users/Users.ts"
+import { WebhooksLayer } from "./webhooks/WebhooksLayer.ts"
+import { EventDataRenderer } from "./webhooks/EventData.ts"
 
 /** Domain services over storage, signer and entropy. */
 export const DomainLayer = Layer.mergeAll(
+  WebhooksLayer,
   Wallets.layer,
   Idempotency.layer,
   ProvisioningSupervisor,
@@ -69,6 +73,8 @@ export const DomainLayer = Layer.mergeAll(
   Layer.provideMerge(SimulatedChain.layer),
   Layer.provideMerge(WalletEntityLive),
   Layer.provideMerge(ClusterLayer),
+  // What webhook deliveries carry as `data` (docs/webhooks.md, "The TRANSACTION_* seam").
+  Layer.provideMerge(EventDataRenderer.layer),
   Layer.provideMerge(Layer.mergeAll(
     Users.layer,
     ApiKeyRegistry.layer,
@@ -95,6 +101,9 @@ export const PublicRoutes = Layer.mergeAll(
     Layer.mergeAll(ReferenceHandlers, UsersHandlers, WalletsHandlers, TransactionsHandlers, WebhookInfoHandlers)
   ),
   Layer.provide(Layer.mergeAll(SignatureAuthLive, SchemaErrorsLive))
+).pipe(
+  // The webhooks group, behind the same middleware as the groups above.
+  Layer.provide(WebhooksHandlers.pipe(Layer.provide(Layer.mergeAll(SignatureAuthLive, SchemaErrorsLive))))
 )
 
 export const OpsRoutes = Layer.mergeAll(

@@ -6,6 +6,7 @@ import { TransactionsApi } from "./TransactionsApi.ts"
 import { UsersApi } from "./UsersApi.ts"
 import { WalletsApi } from "./WalletsApi.ts"
 import { WebhookInfoApi } from "./WebhookInfoApi.ts"
+import { WebhooksApi } from "./WebhooksApi.ts"
 
 /**
  * Schemas decode with unknown fields dropped, and the spec says unknown request fields are ignored and clients must
@@ -55,6 +56,7 @@ export class Api extends HttpApi.make("coffer")
   .add(WalletsApi.middleware(SignatureAuth))
   .add(TransactionsApi.middleware(SignatureAuth))
   .add(WebhookInfoApi)
+  .add(WebhooksApi.middleware(SignatureAuth))
   .middleware(SchemaErrors)
   .annotateMerge(OpenApi.annotations({
     title: "Coffer tenant open interface",

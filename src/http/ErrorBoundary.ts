@@ -3,7 +3,7 @@
  * error envelope for everything HttpApi does not answer itself (unknown route 404, wrong method 405, body too large
  * 413, timeouts 408, crashes 500 without internals). Spec sections 1 ("Common conventions"), 7 and 8.
  */
-import { ByteSize, Cause, Context, Duration, Effect, type Types } from "effect"
+import { ByteSize, Cause, Context, Duration, Effect, Result, Schema, type Types } from "effect"
 import { FindMyWay, HttpIncomingMessage, HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApi, HttpApiError, type HttpApiGroup } from "effect/http-api"
 import {
@@ -34,17 +34,37 @@ class RequestTimedOut {
 
 const methods = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const
 
-/** Methods that some route of `api` accepts on this path: non-empty means 405 rather than 404. */
+/**
+ * Methods that some route of `api` accepts on this path: non-empty means 405 rather than 404. Routes whose path
+ * parameters parse come first: `/v1/webhooks/event_types` allows GET alone although it has the shape of
+ * `PATCH /v1/webhooks/{id}` (whose id is a UUID). When no route's parameters parse, every route of that shape counts
+ * (`PUT /v1/wallets/x` is still 405, Allow: GET).
+ */
 export const makeAllowedMethods = <Id extends string, Groups extends HttpApiGroup.Constraint>(
   api: HttpApi.HttpApi<Id, Groups>
 ) => {
-  const knownRoutes = FindMyWay.make<true>({ maxParamLength: 1024 })
+  type Accepts = (params: Record<string, string | undefined>) => boolean
+  const knownRoutes = FindMyWay.make<Accepts>({ maxParamLength: 1024 })
   HttpApi.reflect(api, {
     onGroup: () => {},
-    onEndpoint: ({ endpoint }) => knownRoutes.on(endpoint.method as "GET", endpoint.path as `/${string}`, true)
+    onEndpoint: ({ endpoint }) => {
+      // Path schemas of these APIs need no services to decode.
+      const decode = endpoint.params === undefined
+        ? undefined
+        : Schema.decodeUnknownResult(endpoint.params as Schema.Codec<unknown, unknown>)
+      const accepts: Accepts = (params) => decode === undefined || Result.isSuccess(decode(params))
+      knownRoutes.on(endpoint.method as "GET", endpoint.path as `/${string}`, accepts)
+    }
   })
-  return (url: string): ReadonlyArray<string> =>
-    methods.filter((method) => knownRoutes.find(method, url.split("?")[0] ?? url) !== undefined)
+  return (url: string): ReadonlyArray<string> => {
+    const path = url.split("?")[0] ?? url
+    const shaped = methods.flatMap((method) => {
+      const found = knownRoutes.find(method, path)
+      return found === undefined ? [] : [{ method, fits: found.handler(found.params) }]
+    })
+    const fitting = shaped.filter((route) => route.fits)
+    return (fitting.length > 0 ? fitting : shaped).map((route) => route.method)
+  }
 }
 
 export const jsonEnvelope = (

@@ -32,3 +32,23 @@ export const recordEvent = (event: OutboxEvent): Effect.Effect<boolean, never, S
       RETURNING id`.pipe(Effect.orDie)
     return rows.length > 0
   })
+
+/**
+ * `recordEvent` for a caller that answers with the event's id (`POST /v1/webhooks/{id}/test`); undefined when the
+ * dedupe key was used before. Call inside the transaction of the change.
+ */
+export const recordEventReturningId = (
+  event: OutboxEvent
+): Effect.Effect<string | undefined, never, SqlClient.SqlClient | Entropy> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const id = yield* uuidV7
+    const now = new Date(yield* Clock.currentTimeMillis)
+    const rows = yield* sql<{ id: string }>`
+      INSERT INTO outbox_events (id, tenant_id, event_type, subject_id, dedupe_key, data, created_at)
+      VALUES (${id}, ${event.tenantId}, ${event.type}, ${event.subjectId}, ${event.dedupeKey},
+        ${JSON.stringify(event.data)}::jsonb, ${now})
+      ON CONFLICT ON CONSTRAINT outbox_events_dedupe_key DO NOTHING
+      RETURNING id`.pipe(Effect.orDie)
+    return rows[0]?.id
+  })

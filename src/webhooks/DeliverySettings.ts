@@ -1,0 +1,52 @@
+/**
+ * Bounds and timings of webhook delivery. The spec fixes the delivery timeout and the retry schedule
+ * (EventTypes.ts); the rest are this service's choices (docs/webhooks.md). The timings are a Context.Reference so a
+ * test can shorten them without touching the code that uses them.
+ */
+import { Context } from "effect"
+import { retryScheduleSeconds } from "./EventTypes.ts"
+
+/** Spec 6, rule 1: success is a 2xx within 10 seconds. */
+export const deliveryTimeoutMillis = 10_000
+/** Spec 6, rule 2: the first attempt plus one per retry delay; after the last failure the delivery is DEAD. */
+export const deliveryAttemptsMax = retryScheduleSeconds.length + 1
+/** Due deliveries an endpoint takes per round, and how many of them are in flight at once. */
+export const deliveryBatchMax = 20
+export const deliveryConcurrencyPerEndpoint = 4
+/** Events fanned out per statement. */
+export const fanOutBatchMax = 500
+/** Endpoints the sweeper wakes per round. */
+export const sweepEndpointsMax = 1_000
+/** A receiver's answer is read up to this much, then the connection is dropped. */
+export const responseBodyBytesMax = 64 * 1024
+/** Stored `lastError` text (the column allows 1000). */
+export const lastErrorLengthMax = 500
+/** The fixed text of WEBHOOK_TEST events (spec 6, event types). */
+export const testEventMessage = "This is a test event from Coffer."
+
+export interface WebhookTimingsShape {
+  /**
+   * While an attempt is in flight its delivery is leased until now + this; a process that dies mid-attempt loses the
+   * lease and the delivery is due again (at least once). Longer than the delivery timeout, so a live attempt is
+   * never taken twice.
+   */
+  readonly claimLeaseMillis: number
+  /** How often the sweeper looks for due deliveries of endpoints whose entity is not running (restart, passivation). */
+  readonly sweepIntervalMillis: number
+  /** How often the dispatcher polls the outbox besides the commit notifications. */
+  readonly dispatchPollIntervalMillis: number
+  /** A delivery whose signature could not be made (signer disabled) waits this long; not counted as an attempt. */
+  readonly signerRetryMillis: number
+  /** After an unexpected failure of a delivery round, the endpoint's fiber tries again after this. */
+  readonly roundFailureRetryMillis: number
+}
+
+export const WebhookTimings = Context.Reference<WebhookTimingsShape>("coffer/WebhookTimings", {
+  defaultValue: () => ({
+    claimLeaseMillis: 60_000,
+    sweepIntervalMillis: 5_000,
+    dispatchPollIntervalMillis: 5_000,
+    signerRetryMillis: 60_000,
+    roundFailureRetryMillis: 5_000
+  })
+})

@@ -1,0 +1,117 @@
+/**
+ * Reading and re-queueing delivery records (spec 4.5, `GET /v1/webhooks/deliveries` and
+ * `POST /v1/webhooks/events/{eventId}/resend`; section 3 "Webhook delivery statuses").
+ */
+import { Clock, Context, Effect, Layer } from "effect"
+import type { Sharding } from "effect/cluster"
+import { SqlClient } from "effect/sql"
+import { NotFound } from "../domain/ApiError.ts"
+import { wakeEndpoints } from "../entities/WebhookEndpointEntity.ts"
+
+export type DeliveryStatus = "PENDING" | "DELIVERED" | "DEAD"
+
+export interface DeliveryRecord {
+  readonly id: number
+  readonly eventId: string
+  readonly eventType: string
+  readonly endpointId: string
+  readonly url: string
+  readonly status: DeliveryStatus
+  readonly attempt: number
+  readonly responseStatus: number | null
+  readonly lastError: string | null
+  readonly durationMs: number | null
+  readonly lastAttemptAt: Date | null
+  readonly nextAt: Date | null
+}
+
+interface Row {
+  readonly id: string
+  readonly event_id: string
+  readonly event_type: string
+  readonly endpoint_id: string
+  readonly url: string
+  readonly status: DeliveryStatus
+  readonly attempt: number
+  readonly response_status: number | null
+  readonly last_error: string | null
+  readonly duration_ms: number | null
+  readonly last_attempt_at: Date | null
+  readonly next_at: Date | null
+}
+
+const fromRow = (row: Row): DeliveryRecord => ({
+  // Identity values stay far below 2^53 (one per event and endpoint).
+  id: Number(row.id),
+  eventId: row.event_id,
+  eventType: row.event_type,
+  endpointId: row.endpoint_id,
+  url: row.url,
+  status: row.status,
+  attempt: row.attempt,
+  responseStatus: row.response_status,
+  lastError: row.last_error,
+  durationMs: row.duration_ms,
+  lastAttemptAt: row.last_attempt_at,
+  nextAt: row.next_at
+})
+
+export interface DeliveryFilter {
+  readonly endpointId?: string | undefined
+  readonly status?: DeliveryStatus | undefined
+  readonly limit: number
+  /** Only records with a smaller id: the `id` of the last record of the previous page. */
+  readonly before?: number | undefined
+}
+
+export class WebhookDeliveries extends Context.Service<WebhookDeliveries, {
+  /** Newest first (by id); another tenant's endpoint id simply matches nothing. */
+  readonly list: (tenantId: string, filter: DeliveryFilter) => Effect.Effect<ReadonlyArray<DeliveryRecord>>
+  /**
+   * Every delivery of the event, whatever its status, back to PENDING and due now with its counters reset; answers
+   * how many. The endpoints are woken at once; a DISABLED endpoint's delivery waits for re-enabling.
+   */
+  readonly resend: (tenantId: string, eventId: string) => Effect.Effect<number, NotFound>
+}>()("coffer/WebhookDeliveries") {
+  static readonly layer: Layer.Layer<WebhookDeliveries, never, SqlClient.SqlClient | Sharding.Sharding> = Layer.effect(
+    WebhookDeliveries,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const context = yield* Effect.context<Sharding.Sharding>()
+
+      const list = Effect.fn("WebhookDeliveries.list")(function*(tenantId: string, filter: DeliveryFilter) {
+        const rows = yield* sql<Row>`
+          SELECT d.id::text AS id, d.event_id, e.event_type, d.endpoint_id, coalesce(d.url, w.url) AS url, d.status,
+            d.attempt, d.response_status, d.last_error, d.duration_ms, d.last_attempt_at, d.next_at
+          FROM webhook_deliveries d
+            JOIN outbox_events e ON e.id = d.event_id
+            JOIN webhook_endpoints w ON w.id = d.endpoint_id
+          WHERE d.tenant_id = ${tenantId}
+            ${filter.endpointId === undefined ? sql`` : sql`AND d.endpoint_id = ${filter.endpointId}`}
+            ${filter.status === undefined ? sql`` : sql`AND d.status = ${filter.status}`}
+            ${filter.before === undefined ? sql`` : sql`AND d.id < ${String(filter.before)}::bigint`}
+          ORDER BY d.id DESC
+          LIMIT ${filter.limit}`.pipe(Effect.orDie)
+        return rows.map(fromRow)
+      })
+
+      const resend = Effect.fn("WebhookDeliveries.resend")(function*(tenantId: string, eventId: string) {
+        const now = new Date(yield* Clock.currentTimeMillis)
+        const result = yield* sql.withTransaction(Effect.gen(function*() {
+          const [event] = yield* sql`SELECT id FROM outbox_events WHERE id = ${eventId} AND tenant_id = ${tenantId}`
+          if (event === undefined) return undefined
+          return yield* sql<{ endpoint_id: string }>`
+            UPDATE webhook_deliveries SET status = 'PENDING', attempt = 0, response_status = NULL, last_error = NULL,
+              duration_ms = NULL, last_attempt_at = NULL, next_at = ${now}, updated_at = ${now}
+            WHERE event_id = ${eventId} AND tenant_id = ${tenantId}
+            RETURNING endpoint_id`
+        })).pipe(Effect.orDie)
+        if (result === undefined) return yield* new NotFound({ message: "event not found" })
+        yield* wakeEndpoints(new Set(result.map((row) => row.endpoint_id))).pipe(Effect.provideContext(context))
+        return result.length
+      })
+
+      return WebhookDeliveries.of({ list, resend })
+    })
+  )
+}

@@ -1,0 +1,184 @@
+/**
+ * Delivering an endpoint's due deliveries (spec section 6), one round at a time; the endpoint's entity calls this
+ * from its fiber. PostgreSQL holds the whole state, and every step is a conditional UPDATE, so two instances of one
+ * endpoint (a restart, a shard move) at worst send a delivery twice, never record it wrongly:
+ *
+ * 1. claim: a PENDING delivery that is due gets a lease (`next_at` = now + lease), only if nobody changed it since
+ *    it was read (same `attempt`); a process that dies mid-attempt leaves the lease to expire and the delivery is
+ *    due again: at least once;
+ * 2. send: the body `{eventId, type, tenantId, createdAt, data}` with `data` rendered now (EventData.ts), signed over
+ *    `<timestamp>.<body>` with a fresh timestamp, POSTed with a 10 s limit on Effect's Clock;
+ * 3. record: DELIVERED on a 2xx; otherwise the next due time from the retry schedule, or DEAD after the sixth
+ *    attempt, again only if the delivery is still the one claimed.
+ */
+import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
+import { SqlClient } from "effect/sql"
+import { toRfc3339 } from "../domain/Time.ts"
+import { Signer } from "../signer/Signer.ts"
+import {
+  deliveryAttemptsMax,
+  deliveryBatchMax,
+  deliveryConcurrencyPerEndpoint,
+  deliveryTimeoutMillis,
+  lastErrorLengthMax,
+  WebhookTimings
+} from "./DeliverySettings.ts"
+import { EventDataRenderer } from "./EventData.ts"
+import { retryScheduleSeconds, webhookHeaders, webhookKeyId } from "./EventTypes.ts"
+import { type AttemptOutcome, WebhookTransport } from "./WebhookTransport.ts"
+
+interface EndpointRow {
+  readonly id: string
+  readonly url: string
+  readonly status: string
+}
+
+interface DueRow {
+  readonly id: string
+  readonly attempt: number
+  readonly event_id: string
+  readonly tenant_id: string
+  readonly event_type: string
+  readonly subject_id: string
+  readonly data: unknown
+  readonly event_created_at: Date
+}
+
+/** What an attempt's outcome means for the record (spec 3, "Webhook delivery statuses"). */
+export interface AttemptResult {
+  readonly delivered: boolean
+  readonly responseStatus: number | null
+  readonly lastError: string | null
+}
+
+const truncate = (text: string) => text.length > lastErrorLengthMax ? text.slice(0, lastErrorLengthMax) : text
+
+export const classifyOutcome = (outcome: Option.Option<AttemptOutcome>): AttemptResult => {
+  if (Option.isNone(outcome)) {
+    return { delivered: false, responseStatus: null, lastError: `no response within ${deliveryTimeoutMillis / 1000} s` }
+  }
+  const value = outcome.value
+  if (value._tag === "NoResponse") return { delivered: false, responseStatus: null, lastError: truncate(value.reason) }
+  // Node's parser takes any three digits; the record keeps real HTTP statuses only.
+  if (value.status < 100 || value.status > 599) {
+    return { delivered: false, responseStatus: null, lastError: `invalid HTTP status ${value.status}` }
+  }
+  if (value.status >= 200 && value.status <= 299) return { delivered: true, responseStatus: value.status, lastError: null }
+  return { delivered: false, responseStatus: value.status, lastError: `HTTP ${value.status}` }
+}
+
+/**
+ * After attempt number `attempt` (1-based) failed at `failedAtMillis`: when the next one is due, or undefined when
+ * that was the last (DEAD).
+ */
+export const nextAttemptAt = (attempt: number, failedAtMillis: number): number | undefined =>
+  attempt >= deliveryAttemptsMax ? undefined : failedAtMillis + retryScheduleSeconds[attempt - 1]! * 1000
+
+export class WebhookDelivery extends Context.Service<WebhookDelivery, {
+  /**
+   * One round for an endpoint: sends up to `deliveryBatchMax` due deliveries if the endpoint is ACTIVE, and answers
+   * when its next delivery is due (epoch millis; possibly already), or undefined when there is nothing to wait for
+   * (no pending delivery, or the endpoint is DISABLED or gone: re-enabling wakes it).
+   */
+  readonly deliverDue: (endpointId: string) => Effect.Effect<number | undefined>
+}>()("coffer/WebhookDelivery") {
+  static readonly layer = Layer.effect(
+    WebhookDelivery,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const signer = yield* Signer
+      const transport = yield* WebhookTransport
+      const renderer = yield* EventDataRenderer
+
+      const attemptOne = Effect.fn("WebhookDelivery.attempt")(function*(endpoint: EndpointRow, due: DueRow) {
+        const timings = yield* WebhookTimings
+        const claimedAt = yield* Clock.currentTimeMillis
+        const claimed = yield* sql`
+          UPDATE webhook_deliveries SET next_at = ${new Date(claimedAt + timings.claimLeaseMillis)},
+            updated_at = ${new Date(claimedAt)}
+          WHERE id = ${due.id}::bigint AND status = 'PENDING' AND attempt = ${due.attempt}
+            AND next_at <= ${new Date(claimedAt)}
+          RETURNING id`
+        if (claimed.length === 0) return
+
+        const data = yield* renderer.render({
+          id: due.event_id,
+          tenantId: due.tenant_id,
+          type: due.event_type,
+          subjectId: due.subject_id,
+          data: due.data,
+          createdAt: due.event_created_at
+        })
+        const body = Buffer.from(JSON.stringify({
+          eventId: due.event_id,
+          type: due.event_type,
+          tenantId: due.tenant_id,
+          createdAt: toRfc3339(due.event_created_at),
+          data
+        }))
+        const startedAt = yield* Clock.currentTimeMillis
+        const timestamp = String(Math.floor(startedAt / 1000))
+        const signed = yield* signer.signWebhook(Buffer.concat([Buffer.from(`${timestamp}.`), body])).pipe(
+          Effect.map(Option.some),
+          Effect.catchTag("SignerUnavailable", (error) =>
+            // Our outage, not the receiver's: the delivery waits and the attempt is not counted.
+            sql`
+              UPDATE webhook_deliveries SET next_at = ${new Date(startedAt + timings.signerRetryMillis)},
+                last_error = ${truncate(`not sent: ${error.message}`)}, updated_at = ${new Date(startedAt)}
+              WHERE id = ${due.id}::bigint AND status = 'PENDING' AND attempt = ${due.attempt}`.pipe(
+              Effect.as(Option.none<string>())
+            ))
+        )
+        if (Option.isNone(signed)) return
+
+        const outcome = yield* transport.post({
+          url: endpoint.url,
+          headers: {
+            "content-type": "application/json",
+            "user-agent": "Coffer-Webhooks/1",
+            [webhookHeaders.eventId]: due.event_id,
+            [webhookHeaders.eventType]: due.event_type,
+            [webhookHeaders.timestamp]: timestamp,
+            [webhookHeaders.signature]: `keyId=${webhookKeyId},sig=${signed.value}`
+          },
+          body
+        }).pipe(Effect.timeoutOption(Duration.millis(deliveryTimeoutMillis)))
+        const endedAt = yield* Clock.currentTimeMillis
+        const result = classifyOutcome(outcome)
+        const attempt = due.attempt + 1
+        const nextAt = result.delivered ? undefined : nextAttemptAt(attempt, endedAt)
+        const status = result.delivered ? "DELIVERED" : nextAt === undefined ? "DEAD" : "PENDING"
+        yield* sql`
+          UPDATE webhook_deliveries SET status = ${status}, attempt = ${attempt}, url = ${endpoint.url},
+            response_status = ${result.responseStatus}, last_error = ${result.lastError},
+            duration_ms = ${Math.max(0, endedAt - startedAt)}, last_attempt_at = ${new Date(startedAt)},
+            next_at = ${nextAt === undefined ? null : new Date(nextAt)}, updated_at = ${new Date(endedAt)}
+          WHERE id = ${due.id}::bigint AND status = 'PENDING' AND attempt = ${due.attempt}`
+      }, (effect) => Effect.orDie(effect))
+
+      const deliverDue = Effect.fn("WebhookDelivery.deliverDue")(function*(endpointId: string) {
+        const [endpoint] = yield* sql<EndpointRow>`
+          SELECT id, url, status FROM webhook_endpoints WHERE id = ${endpointId}`
+        if (endpoint === undefined || endpoint.status !== "ACTIVE") return undefined
+        const now = yield* Clock.currentTimeMillis
+        const due = yield* sql<DueRow>`
+          SELECT d.id::text AS id, d.attempt, e.id AS event_id, e.tenant_id, e.event_type, e.subject_id, e.data,
+            e.created_at AS event_created_at
+          FROM webhook_deliveries d JOIN outbox_events e ON e.id = d.event_id
+          WHERE d.endpoint_id = ${endpointId} AND d.status = 'PENDING' AND d.next_at <= ${new Date(now)}
+          ORDER BY d.next_at, d.id
+          LIMIT ${deliveryBatchMax}`
+        yield* Effect.forEach(due, (row) => attemptOne(endpoint, row), {
+          concurrency: deliveryConcurrencyPerEndpoint,
+          discard: true
+        })
+        const [next] = yield* sql<{ next_at: Date | null }>`
+          SELECT min(next_at) AS next_at FROM webhook_deliveries
+          WHERE endpoint_id = ${endpointId} AND status = 'PENDING'`
+        return next?.next_at == null ? undefined : next.next_at.getTime()
+      }, (effect) => Effect.orDie(effect))
+
+      return WebhookDelivery.of({ deliverDue })
+    })
+  )
+}

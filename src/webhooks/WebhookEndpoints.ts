@@ -1,0 +1,218 @@
+/**
+ * Webhook endpoints of a tenant (spec 4.5, section 3 "Webhook endpoint statuses"): register, list, change, disable,
+ * and send a test event. The input rules are EndpointRules.ts; the limit of 10 ACTIVE endpoints is enforced by
+ * PostgreSQL (the `webhook_endpoints_active_max` trigger, race-free), and its refusal becomes LIMIT_EXCEEDED here.
+ * Every query is scoped by tenant, so another tenant's endpoint is simply not found (404).
+ */
+import { Clock, Context, Effect, Layer } from "effect"
+import type { Sharding } from "effect/cluster"
+import { SqlClient, type SqlError } from "effect/sql"
+import { AppConfig } from "../Config.ts"
+import { BadRequest, LimitExceeded, NotFound } from "../domain/ApiError.ts"
+import { Entropy } from "../domain/Entropy.ts"
+import { uuidV7 } from "../domain/Ids.ts"
+import { wakeEndpoints } from "../entities/WebhookEndpointEntity.ts"
+import { recordEventReturningId } from "../outbox/Outbox.ts"
+import { testEventMessage } from "./DeliverySettings.ts"
+import {
+  activeLimitMessage,
+  checkDescription,
+  checkEvents,
+  checkWebhookUrl,
+  webhookEndpointsListMax
+} from "./EndpointRules.ts"
+import type { EventType } from "./EventTypes.ts"
+
+export type WebhookEndpointStatus = "ACTIVE" | "DISABLED"
+
+export interface WebhookEndpoint {
+  readonly id: string
+  readonly tenantId: string
+  readonly url: string
+  readonly events: ReadonlyArray<EventType>
+  readonly description: string | null
+  readonly status: WebhookEndpointStatus
+  readonly createdAt: Date
+}
+
+interface Row {
+  readonly id: string
+  readonly tenant_id: string
+  readonly url: string
+  readonly events: ReadonlyArray<EventType>
+  readonly description: string | null
+  readonly status: WebhookEndpointStatus
+  readonly created_at: Date
+}
+
+const fromRow = (row: Row): WebhookEndpoint => ({
+  id: row.id,
+  tenantId: row.tenant_id,
+  url: row.url,
+  events: row.events,
+  description: row.description,
+  status: row.status,
+  createdAt: row.created_at
+})
+
+export interface CreateEndpointInput {
+  readonly url: string
+  readonly events?: ReadonlyArray<string> | null | undefined
+  readonly description?: string | null | undefined
+}
+
+export interface UpdateEndpointInput {
+  readonly url?: string | undefined
+  /** null leaves the subscription as it is, like an absent field. */
+  readonly events?: ReadonlyArray<string> | null | undefined
+  /** null or "" clears it. */
+  readonly description?: string | null | undefined
+  readonly active?: boolean | undefined
+}
+
+const isActiveLimit = (error: SqlError.SqlError): boolean =>
+  error.reason._tag === "ConstraintError" &&
+  (error.reason.cause as { readonly constraint?: unknown } | undefined)?.constraint === "webhook_endpoints_active_max"
+
+const endpointNotFound = () => new NotFound({ message: "webhook endpoint not found" })
+
+export class WebhookEndpoints extends Context.Service<WebhookEndpoints, {
+  readonly create: (tenantId: string, input: CreateEndpointInput) => Effect.Effect<WebhookEndpoint, BadRequest | LimitExceeded>
+  /** Newest first, disabled ones included; at most `webhookEndpointsListMax`. */
+  readonly list: (tenantId: string) => Effect.Effect<ReadonlyArray<WebhookEndpoint>>
+  readonly update: (
+    tenantId: string,
+    endpointId: string,
+    input: UpdateEndpointInput
+  ) => Effect.Effect<WebhookEndpoint, BadRequest | LimitExceeded | NotFound>
+  /** DELETE: the endpoint becomes DISABLED, the record is kept; disabling a disabled one is not an error. */
+  readonly disable: (tenantId: string, endpointId: string) => Effect.Effect<void, NotFound>
+  /** Records a WEBHOOK_TEST event for this endpoint only; answers its id. */
+  readonly sendTest: (tenantId: string, endpointId: string) => Effect.Effect<string, NotFound>
+}>()("coffer/WebhookEndpoints") {
+  static readonly layer: Layer.Layer<
+    WebhookEndpoints,
+    never,
+    SqlClient.SqlClient | Entropy | AppConfig | Sharding.Sharding
+  > = Layer.effect(
+    WebhookEndpoints,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const entropy = yield* Entropy
+      const config = yield* AppConfig
+      const context = yield* Effect.context<Sharding.Sharding>()
+      const columns = sql`id, tenant_id, url, events, description, status, created_at`
+      // A text[] parameter passed as JSON, so no array literal is ever built by hand.
+      const textArray = (values: ReadonlyArray<string>) =>
+        sql`(SELECT coalesce(array_agg(value), '{}') FROM jsonb_array_elements_text(${JSON.stringify(values)}::jsonb))`
+      const wake = (endpointId: string) => wakeEndpoints([endpointId]).pipe(Effect.provideContext(context))
+
+      const checkUrl = (text: string) => {
+        const checked = checkWebhookUrl(text, config.serviceEnv)
+        return "error" in checked
+          ? Effect.fail(new BadRequest({ message: checked.error }))
+          : Effect.succeed(checked.url)
+      }
+      const checkSubscription = (values: ReadonlyArray<string>) => {
+        const checked = checkEvents(values)
+        return "error" in checked
+          ? Effect.fail(new BadRequest({ message: checked.error }))
+          : Effect.succeed(checked.events)
+      }
+      const checkText = (value: string | null) => {
+        const checked = checkDescription(value)
+        return "error" in checked
+          ? Effect.fail(new BadRequest({ message: checked.error }))
+          : Effect.succeed(checked.description)
+      }
+      const limitExceeded = (error: SqlError.SqlError) =>
+        isActiveLimit(error) ? Effect.fail(new LimitExceeded({ message: activeLimitMessage })) : Effect.die(error)
+
+      const create = Effect.fn("WebhookEndpoints.create")(function*(tenantId: string, input: CreateEndpointInput) {
+        const url = yield* checkUrl(input.url)
+        const events = yield* checkSubscription(input.events ?? [])
+        const description = yield* checkText(input.description ?? null)
+        const id = yield* Effect.provideService(uuidV7, Entropy, entropy)
+        const now = new Date(yield* Clock.currentTimeMillis)
+        const rows = yield* sql<Row>`
+          INSERT INTO webhook_endpoints (id, tenant_id, url, events, description, status, active_since, created_at,
+            updated_at)
+          VALUES (${id}, ${tenantId}, ${url}, ${textArray(events)}, ${description}, 'ACTIVE', ${now}, ${now}, ${now})
+          RETURNING ${columns}`.pipe(Effect.catchTag("SqlError", limitExceeded))
+        return fromRow(rows[0]!)
+      })
+
+      const list = Effect.fn("WebhookEndpoints.list")(function*(tenantId: string) {
+        const rows = yield* sql<Row>`
+          SELECT ${columns} FROM webhook_endpoints WHERE tenant_id = ${tenantId}
+          ORDER BY created_at DESC, id DESC
+          LIMIT ${webhookEndpointsListMax}`.pipe(Effect.orDie)
+        return rows.map(fromRow)
+      })
+
+      const update = Effect.fn("WebhookEndpoints.update")(function*(
+        tenantId: string,
+        endpointId: string,
+        input: UpdateEndpointInput
+      ) {
+        const url = input.url === undefined ? undefined : yield* checkUrl(input.url)
+        const events = input.events == null ? undefined : yield* checkSubscription(input.events)
+        const description = input.description === undefined ? undefined : yield* checkText(input.description)
+        const now = new Date(yield* Clock.currentTimeMillis)
+        const result = yield* sql.withTransaction(Effect.gen(function*() {
+          const [current] = yield* sql<Row>`
+            SELECT ${columns} FROM webhook_endpoints WHERE id = ${endpointId} AND tenant_id = ${tenantId} FOR UPDATE`
+          if (current === undefined) return undefined
+          const status: WebhookEndpointStatus = input.active === undefined
+            ? current.status
+            : input.active ? "ACTIVE" : "DISABLED"
+          const activated = current.status === "DISABLED" && status === "ACTIVE"
+          const [row] = yield* sql<Row>`
+            UPDATE webhook_endpoints SET
+              url = ${url ?? current.url},
+              events = ${textArray(events ?? current.events)},
+              description = ${description === undefined ? current.description : description},
+              status = ${status},
+              active_since = ${activated ? sql`${now}` : sql`active_since`},
+              updated_at = ${now}
+            WHERE id = ${endpointId}
+            RETURNING ${columns}`
+          return { endpoint: fromRow(row!), activated }
+        })).pipe(Effect.catchTag("SqlError", limitExceeded))
+        if (result === undefined) return yield* endpointNotFound()
+        // Deliveries that waited while it was disabled (a test event, a resend) go out now.
+        if (result.activated) yield* wake(endpointId)
+        return result.endpoint
+      })
+
+      const disable = Effect.fn("WebhookEndpoints.disable")(function*(tenantId: string, endpointId: string) {
+        const now = new Date(yield* Clock.currentTimeMillis)
+        const rows = yield* sql`
+          UPDATE webhook_endpoints SET status = 'DISABLED',
+            updated_at = CASE WHEN status = 'DISABLED' THEN updated_at ELSE ${now} END
+          WHERE id = ${endpointId} AND tenant_id = ${tenantId}
+          RETURNING id`.pipe(Effect.orDie)
+        if (rows.length === 0) return yield* new NotFound({ message: "webhook not found" })
+      })
+
+      const sendTest = Effect.fn("WebhookEndpoints.sendTest")(function*(tenantId: string, endpointId: string) {
+        const [endpoint] = yield* sql<{ id: string }>`
+          SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND tenant_id = ${tenantId}`.pipe(Effect.orDie)
+        if (endpoint === undefined) return yield* endpointNotFound()
+        const dedupeKey = yield* Effect.provideService(uuidV7, Entropy, entropy)
+        // The dispatcher routes it to this endpoint only (Dispatcher.ts), woken by the commit notification.
+        const eventId = yield* recordEventReturningId({
+          tenantId,
+          type: "WEBHOOK_TEST",
+          subjectId: endpointId,
+          dedupeKey,
+          data: { message: testEventMessage, endpointId }
+        }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(Entropy, entropy))
+        if (eventId === undefined) return yield* Effect.die(new Error(`test event key ${dedupeKey} was used before`))
+        return eventId
+      })
+
+      return WebhookEndpoints.of({ create, list, update, disable, sendTest })
+    })
+  )
+}

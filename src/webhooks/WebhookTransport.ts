@@ -1,0 +1,83 @@
+/**
+ * One delivery attempt on the wire: a POST with the given headers and body, answered by the response status or by
+ * why there was none. It never fails: every outcome is data for the delivery record. The 10 s limit is the caller's
+ * (on Effect's Clock); interrupting the effect aborts the request. Every attempt opens its own connection (no agent),
+ * so each one resolves the name again and is checked again.
+ */
+import { Context, Effect, Layer } from "effect"
+import * as http from "node:http"
+import * as https from "node:https"
+import { AppConfig } from "../Config.ts"
+import { guardedLookup, literalRefusal } from "./AddressPolicy.ts"
+import { deliveryTimeoutMillis, lastErrorLengthMax, responseBodyBytesMax } from "./DeliverySettings.ts"
+
+export type AttemptOutcome =
+  /** A response arrived; `status` is what the receiver answered. */
+  | { readonly _tag: "Response"; readonly status: number }
+  /** No response: connection failure, refused address, TLS failure. */
+  | { readonly _tag: "NoResponse"; readonly reason: string }
+
+export interface WebhookRequest {
+  readonly url: string
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: Uint8Array
+}
+
+const describe = (error: unknown): string => {
+  const text = error instanceof Error ? error.message || error.name : String(error)
+  return text.length > lastErrorLengthMax ? text.slice(0, lastErrorLengthMax) : text
+}
+
+/**
+ * `refusePrivateAddresses` (production, spec 6 rule 4): connect only to public unicast addresses, and say why not
+ * otherwise.
+ */
+export const makeTransport = (options: { readonly refusePrivateAddresses: boolean }) => ({
+  post: (request: WebhookRequest): Effect.Effect<AttemptOutcome> =>
+    Effect.callback<AttemptOutcome>((resume, signal) => {
+      let target: URL
+      try {
+        target = new URL(request.url)
+      } catch {
+        return resume(Effect.succeed({ _tag: "NoResponse", reason: "invalid url" }))
+      }
+      if (options.refusePrivateAddresses) {
+        const reason = literalRefusal(target)
+        if (reason !== undefined) return resume(Effect.succeed({ _tag: "NoResponse", reason: `refused: ${reason}` }))
+      }
+      const client = target.protocol === "https:" ? https : http
+      const outgoing = client.request(target, {
+        method: "POST",
+        headers: { ...request.headers, "content-length": String(request.body.byteLength) },
+        agent: false,
+        signal,
+        ...(options.refusePrivateAddresses ? { lookup: guardedLookup as never } : {})
+      }, (response) => {
+        let received = 0
+        response.on("data", (chunk: Buffer) => {
+          received += chunk.byteLength
+          if (received > responseBodyBytesMax) response.destroy()
+        })
+        response.on("error", () => undefined)
+        resume(Effect.succeed({ _tag: "Response", status: response.statusCode ?? 0 }))
+      })
+      outgoing.on("error", (error) => resume(Effect.succeed({ _tag: "NoResponse", reason: describe(error) })))
+      // Only frees the socket of a receiver that answered and then stalls its body. The 10 s that decide success are
+      // the caller's, on Effect's Clock (which aborts the request); twice that here, so it never decides an attempt.
+      outgoing.setTimeout(2 * deliveryTimeoutMillis, () => outgoing.destroy())
+      outgoing.end(request.body)
+    })
+})
+
+export class WebhookTransport extends Context.Service<WebhookTransport, ReturnType<typeof makeTransport>>()(
+  "coffer/WebhookTransport"
+) {
+  /** Private addresses are refused in production only: development and tests deliver to 127.0.0.1. */
+  static readonly layer = Layer.effect(
+    WebhookTransport,
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      return WebhookTransport.of(makeTransport({ refusePrivateAddresses: config.serviceEnv === "production" }))
+    })
+  )
+}

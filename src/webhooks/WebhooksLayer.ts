@@ -1,0 +1,18 @@
+/**
+ * Webhooks as one layer for App.ts: the endpoint and delivery services the handlers use, the endpoint entities, and
+ * the dispatcher/sweeper loop. It requires an `EventDataRenderer` (EventData.ts), which App.ts provides: that line is
+ * the seam where `TRANSACTION_*` events get the latest transaction object.
+ */
+import { Layer } from "effect"
+import { WebhookEndpointEntityLive } from "../entities/WebhookEndpointEntity.ts"
+import { WebhookDispatcher } from "./Dispatcher.ts"
+import { WebhookDeliveries } from "./WebhookDeliveries.ts"
+import { WebhookDelivery } from "./WebhookDelivery.ts"
+import { WebhookEndpoints } from "./WebhookEndpoints.ts"
+import { WebhookTransport } from "./WebhookTransport.ts"
+
+export const WebhooksLayer = Layer.mergeAll(WebhookEndpoints.layer, WebhookDeliveries.layer, WebhookDispatcher).pipe(
+  Layer.provideMerge(WebhookEndpointEntityLive),
+  Layer.provideMerge(WebhookDelivery.layer),
+  Layer.provideMerge(WebhookTransport.layer)
+)
