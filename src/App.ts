@@ -34,6 +34,7 @@ import { chainClientsLayer, SimulatedChain } from "./chains/simulated/SimulatedC
 import { DepositWatcher, DepositWatcherLoop } from "./deposits/DepositWatcher.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
 import { Ledger } from "./ledger/Ledger.ts"
+import { latestTransactionEventData } from "./transactions/TransactionEventData.ts"
 import { TransactionRepository } from "./transactions/TransactionRepository.ts"
 import { PlatformAddresses } from "./wallets/PlatformAddresses.ts"
 import { ProvisioningSupervisor } from "./wallets/ProvisioningSupervisor.ts"
@@ -57,7 +58,6 @@ import { Signer } from "./signer/Signer.ts"
 import { Tenants } from "./tenants/Tenants.ts"
 import { Users } from "./users/Users.ts"
 import { WebhooksLayer } from "./webhooks/WebhooksLayer.ts"
-import { EventDataRenderer } from "./webhooks/EventData.ts"
 
 /** Domain services over storage, signer and entropy. */
 export const DomainLayer = Layer.mergeAll(
@@ -73,8 +73,8 @@ export const DomainLayer = Layer.mergeAll(
   Layer.provideMerge(SimulatedChain.layer),
   Layer.provideMerge(WalletEntityLive),
   Layer.provideMerge(ClusterLayer),
-  // What webhook deliveries carry as `data` (docs/webhooks.md, "The TRANSACTION_* seam").
-  Layer.provideMerge(EventDataRenderer.layer),
+  // What webhook deliveries carry as `data`: TRANSACTION_* events the transaction as it is at delivery time.
+  Layer.provideMerge(latestTransactionEventData),
   Layer.provideMerge(Layer.mergeAll(
     Users.layer,
     ApiKeyRegistry.layer,
