@@ -36,6 +36,7 @@ import { Idempotency } from "./idempotency/Idempotency.ts"
 import { Ledger } from "./ledger/Ledger.ts"
 import { latestTransactionEventData } from "./transactions/TransactionEventData.ts"
 import { TransactionRepository } from "./transactions/TransactionRepository.ts"
+import { TransferQuotes } from "./transfers/TransferQuotes.ts"
 import { PlatformAddresses } from "./wallets/PlatformAddresses.ts"
 import { ProvisioningSupervisor } from "./wallets/ProvisioningSupervisor.ts"
 import { WalletProvisioner } from "./wallets/WalletProvisioner.ts"
@@ -63,6 +64,7 @@ import { WebhooksLayer } from "./webhooks/WebhooksLayer.ts"
 export const DomainLayer = Layer.mergeAll(
   WebhooksLayer,
   Wallets.layer,
+  TransferQuotes.layer,
   Idempotency.layer,
   ProvisioningSupervisor,
   ClusterRetention,

@@ -1,7 +1,20 @@
 /** Transactions, read side (spec 4.4: GET by id, by externalTxId, and the list; section 2 "Transaction object"). */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
-import { BadRequestWire, NotFoundWire } from "../domain/ApiError.ts"
+import {
+  AssetDisabledWire,
+  AssetMismatchWire,
+  AssetNotSupportedWire,
+  BadRequestWire,
+  BelowMinWithdrawalWire,
+  InternalDestinationNotAllowedWire,
+  InvalidAddressWire,
+  LimitExceededWire,
+  NetworkDisabledWire,
+  NotFoundWire,
+  SameWalletTransferWire
+} from "../domain/ApiError.ts"
+import { RawAmount } from "../domain/RawAmount.ts"
 import { Uuid } from "../domain/Ids.ts"
 import { TransactionKind, TransactionStatus } from "../transactions/Transaction.ts"
 import { PageLimit } from "./Common.ts"
@@ -37,8 +50,47 @@ export const TransactionObject = Schema.Struct({
 }).annotate({ identifier: "TransactionObject" })
 export type TransactionObject = typeof TransactionObject.Type
 
+export const EstimateFeeBody = Schema.Struct({
+  assetId: Schema.String,
+  sourceWalletId: Uuid,
+  amountRaw: RawAmount,
+  destination: Schema.String
+})
+
+export const FeeEstimate = Schema.Struct({
+  assetId: Schema.String,
+  amountRaw: Schema.String,
+  feeRaw: Schema.String,
+  totalRaw: Schema.String,
+  destination: Schema.String,
+  isInternal: Schema.Boolean,
+  settlement: Schema.Literals(["ON_CHAIN", "OFF_CHAIN"]),
+  networkFeePaidBy: Schema.Literal("PLATFORM"),
+  validUntil: Schema.String
+}).annotate({ identifier: "FeeEstimate" })
+
 export class TransactionsApi extends HttpApiGroup.make("transactions")
   .add(
+    HttpApiEndpoint.post("estimateFee", "/v1/transactions/estimate_fee", {
+      payload: EstimateFeeBody,
+      success: FeeEstimate,
+      error: [
+        BadRequestWire,
+        NotFoundWire,
+        AssetNotSupportedWire,
+        AssetMismatchWire,
+        AssetDisabledWire,
+        NetworkDisabledWire,
+        InvalidAddressWire,
+        InternalDestinationNotAllowedWire,
+        SameWalletTransferWire,
+        BelowMinWithdrawalWire,
+        LimitExceededWire
+      ]
+    }).annotate(
+      OpenApi.Description,
+      "Fee and settlement by the rules of a withdrawal or transfer; freezes nothing, creates nothing."
+    ),
     HttpApiEndpoint.get("list", "/v1/transactions", {
       query: {
         walletId: Schema.optional(Uuid),

@@ -5,7 +5,8 @@ import { Api } from "../api/Api.ts"
 import { pageLimitDefault } from "../api/Common.ts"
 import { Catalog } from "../catalog/Catalog.ts"
 import { BadRequest, NotFound } from "../domain/ApiError.ts"
-import { parseRfc3339 } from "../domain/Time.ts"
+import { parseRfc3339, toRfc3339 } from "../domain/Time.ts"
+import { TransferQuotes } from "../transfers/TransferQuotes.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 import { currentTenant } from "./CurrentTenant.ts"
@@ -24,9 +25,31 @@ export const TransactionsHandlers = HttpApiBuilder.group(Api, "transactions", (h
   Effect.gen(function*() {
     const repository = yield* TransactionRepository
     const catalog = yield* Catalog
+    const quotes = yield* TransferQuotes
     const found = (transaction: Transaction | undefined) =>
       transaction === undefined ? Effect.fail(notFound) : Effect.succeed(transactionObject(catalog, transaction))
     return handlers
+      .handle("estimateFee", ({ payload }) =>
+        Effect.gen(function*() {
+          const tenant = yield* currentTenant
+          const quote = yield* quotes.quote(tenant, {
+            assetId: payload.assetId,
+            sourceWalletId: payload.sourceWalletId,
+            amount: payload.amountRaw,
+            destination: payload.destination
+          })
+          return {
+            assetId: quote.asset.assetId,
+            amountRaw: quote.amount.toString(),
+            feeRaw: quote.fee.toString(),
+            totalRaw: (quote.amount + quote.fee).toString(),
+            destination: quote.destination,
+            isInternal: quote.recipient !== undefined,
+            settlement: quote.settlement,
+            networkFeePaidBy: "PLATFORM" as const,
+            validUntil: toRfc3339(quote.validUntil)
+          }
+        }))
       .handle("list", ({ query }) =>
         Effect.gen(function*() {
           const tenant = yield* currentTenant

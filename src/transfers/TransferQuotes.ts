@@ -1,0 +1,188 @@
+/**
+ * What sending funds out of a wallet would cost, and whether it is allowed (spec 4.4 `estimate_fee`, section 2 "Fee
+ * computation rules", section 8 limits, decisions.md "Single limit", "Daily limit", "Which transfers limits apply
+ * to"). The same rules decide the settlement and the fee of `POST /v1/transactions` (a later stage), which re-runs
+ * them at submission: a quote freezes nothing and creates nothing.
+ *
+ * Order of checks: amount, payer wallet, asset, asset and wallet family, network of the tenant, destination address,
+ * platform address, then per settlement: the same wallet (off-chain) or the asset's withdrawal switches and minimum
+ * (on-chain), then the single and daily limits.
+ */
+import { Clock, Context, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { Catalog, type CatalogAsset } from "../catalog/Catalog.ts"
+import { effectiveWithdrawFee } from "../catalog/Fees.ts"
+import { tenantNetwork } from "../catalog/TenantCatalog.ts"
+import { isSolanaWalletAddress, validateAddress } from "../chains/AddressValidation.ts"
+import {
+  AssetDisabled,
+  AssetMismatch,
+  AssetNotSupported,
+  BadRequest,
+  BelowMinWithdrawal,
+  InternalDestinationNotAllowed,
+  InvalidAddress,
+  LimitExceeded,
+  NetworkDisabled,
+  NotFound,
+  SameWalletTransfer
+} from "../domain/ApiError.ts"
+import type { Tenant } from "../tenants/Tenants.ts"
+import type { TenantSettings } from "../tenants/TenantSettings.ts"
+import { type Wallet, WalletRepository } from "../wallets/WalletRepository.ts"
+import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
+
+/** How long a quote is good for (section 8: "about 2 minutes"). */
+export const quoteValidityMillis = 120_000
+
+/** Until the chain watchers record on-chain costs, the dynamic fee floor is zero (spec fee rule 3). */
+const dynamicWithdrawFloor = 0n
+
+export interface QuoteRequest {
+  readonly assetId: string
+  readonly sourceWalletId: string
+  readonly amount: bigint
+  readonly destination: string
+}
+
+export interface Quote {
+  readonly asset: CatalogAsset
+  readonly source: Wallet
+  readonly amount: bigint
+  readonly fee: bigint
+  /** The normalized destination address. */
+  readonly destination: string
+  /** The tenant's wallet that owns `destination` on the asset's network, when there is one (off-chain). */
+  readonly recipient: Wallet | undefined
+  readonly settlement: "ON_CHAIN" | "OFF_CHAIN"
+  readonly validUntil: Date
+}
+
+export type QuoteError =
+  | BadRequest
+  | NotFound
+  | AssetNotSupported
+  | AssetMismatch
+  | NetworkDisabled
+  | InvalidAddress
+  | InternalDestinationNotAllowed
+  | SameWalletTransfer
+  | AssetDisabled
+  | BelowMinWithdrawal
+  | LimitExceeded
+
+/** The tenant's limits for an asset: its own when it set any (explicit null = unlimited), else the platform's. */
+export const limitsFor = (asset: CatalogAsset, settings: TenantSettings) => {
+  const own = settings.limits?.[asset.assetId]
+  return own === undefined ? { single: asset.singleLimitCap, daily: asset.dailyLimitCap } : own
+}
+
+const startOfUtcDay = (millis: number) => {
+  const date = new Date(millis)
+  return new Date(Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), date.getUTCDate()))
+}
+
+export class TransferQuotes extends Context.Service<TransferQuotes, {
+  readonly quote: (tenant: Tenant, request: QuoteRequest) => Effect.Effect<Quote, QuoteError>
+}>()("coffer/TransferQuotes") {
+  static readonly layer = Layer.effect(
+    TransferQuotes,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const catalog = yield* Catalog
+      const wallets = yield* WalletRepository
+      const platformAddresses = yield* PlatformAddresses
+
+      /**
+       * decisions.md "Daily limit": per user and asset, on-chain withdrawals and cross-user internal transfers
+       * created in the current UTC day that did not end FAILED, REJECTED or CANCELLED.
+       */
+      const spentToday = (tenantId: string, userId: string, assetId: string, now: number) =>
+        Effect.map(
+          sql<{ total: string }>`
+            SELECT coalesce(sum(amount), 0)::text AS total FROM transactions
+            WHERE tenant_id = ${tenantId} AND source_user_id = ${userId} AND asset_id = ${assetId}
+              AND created_at >= ${startOfUtcDay(now)}
+              AND status NOT IN ('FAILED', 'REJECTED', 'CANCELLED')
+              AND (kind = 'WITHDRAWAL'
+                OR (kind = 'INTERNAL_TRANSFER' AND destination_user_id IS DISTINCT FROM source_user_id))`,
+          ([row]) => BigInt(row!.total)
+        ).pipe(Effect.orDie)
+
+      const quote = Effect.fn("TransferQuotes.quote")(function*(tenant: Tenant, request: QuoteRequest) {
+        if (request.amount <= 0n) return yield* new BadRequest({ message: "amount must be positive" })
+        const source = yield* wallets.find(tenant.id, request.sourceWalletId)
+        if (source === undefined) return yield* new NotFound({ message: "wallet not found" })
+        const asset = catalog.asset(request.assetId)
+        if (asset === undefined) return yield* new AssetNotSupported({ message: `unknown assetId ${request.assetId}` })
+        const assetNetwork = catalog.network(asset.networkKey)!
+        if (assetNetwork.chainFamily !== source.chainFamily) {
+          return yield* new AssetMismatch({ message: "asset is not in the chain family of the wallet" })
+        }
+        const network = tenantNetwork(catalog, tenant, asset.networkKey)
+        if (network === undefined) return yield* new NetworkDisabled({ message: `network ${asset.networkKey} is not enabled` })
+
+        const checked = validateAddress({
+          family: network.chainFamily,
+          btcNetwork: network.btcNetwork ?? undefined,
+          address: request.destination
+        })
+        // Funds sent to an off-curve SOL address (a program-derived account) can never be moved again.
+        if (!checked.isValid || (network.chainFamily === "SOL" && !isSolanaWalletAddress(checked.normalized))) {
+          return yield* new InvalidAddress({ message: "invalid address" })
+        }
+        const destination = checked.normalized
+        if (yield* platformAddresses.isPlatformAddress(network.networkKey, destination)) {
+          return yield* new InternalDestinationNotAllowed({ message: "destination is a platform operating address" })
+        }
+
+        const recipient = yield* wallets.findByAddress(tenant.id, network.networkKey, destination)
+        let fee: bigint
+        let limited: boolean
+        if (recipient !== undefined) {
+          if (recipient.id === source.id) {
+            return yield* new SameWalletTransfer({ message: "recipient is the payer wallet" })
+          }
+          // Fee rule 4: the tenant's internal transfer fee across users; between one user's wallets, free.
+          const crossUser = recipient.userId !== source.userId
+          fee = crossUser ? tenant.settings.internalTransferFees?.[asset.assetId] ?? 0n : 0n
+          limited = crossUser
+        } else {
+          if (asset.status !== "ENABLED" || !asset.withdrawEnabled || !network.withdrawEnabled) {
+            return yield* new AssetDisabled({ message: `withdrawals of ${asset.assetId} are disabled` })
+          }
+          if (request.amount < asset.minWithdraw) {
+            return yield* new BelowMinWithdrawal({ message: `amount is below the minimum withdrawal ${asset.minWithdraw}` })
+          }
+          fee = effectiveWithdrawFee(asset, tenant.settings, dynamicWithdrawFloor)
+          limited = true
+        }
+
+        const now = yield* Clock.currentTimeMillis
+        if (limited) {
+          const limits = limitsFor(asset, tenant.settings)
+          // decisions.md: the single limit is compared with the amount; the fee does not count.
+          if (limits.single !== null && request.amount > limits.single) {
+            return yield* new LimitExceeded({ message: "single limit exceeded" })
+          }
+          if (limits.daily !== null) {
+            const spent = yield* spentToday(tenant.id, source.userId, asset.assetId, now)
+            if (spent + request.amount > limits.daily) return yield* new LimitExceeded({ message: "daily limit exceeded" })
+          }
+        }
+        return {
+          asset,
+          source,
+          amount: request.amount,
+          fee,
+          destination,
+          recipient,
+          settlement: recipient === undefined ? "ON_CHAIN" as const : "OFF_CHAIN" as const,
+          validUntil: new Date(now + quoteValidityMillis)
+        }
+      })
+
+      return TransferQuotes.of({ quote })
+    })
+  )
+}
