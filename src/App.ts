@@ -37,6 +37,8 @@ import { Ledger } from "./ledger/Ledger.ts"
 import { latestTransactionEventData } from "./transactions/TransactionEventData.ts"
 import { TransactionRepository } from "./transactions/TransactionRepository.ts"
 import { TransferQuotes } from "./transfers/TransferQuotes.ts"
+import { Transfers } from "./transfers/Transfers.ts"
+import { TwoFactor } from "./users/TwoFactor.ts"
 import { PlatformAddresses } from "./wallets/PlatformAddresses.ts"
 import { ProvisioningSupervisor } from "./wallets/ProvisioningSupervisor.ts"
 import { WalletProvisioner } from "./wallets/WalletProvisioner.ts"
@@ -64,13 +66,13 @@ import { WebhooksLayer } from "./webhooks/WebhooksLayer.ts"
 export const DomainLayer = Layer.mergeAll(
   WebhooksLayer,
   Wallets.layer,
-  TransferQuotes.layer,
+  Transfers.layer,
   Idempotency.layer,
   ProvisioningSupervisor,
   ClusterRetention,
   DepositWatcherLoop
 ).pipe(
-  Layer.provideMerge(Layer.mergeAll(DepositWatcher.layer, ManualDepositCredit.layer)),
+  Layer.provideMerge(Layer.mergeAll(DepositWatcher.layer, ManualDepositCredit.layer, TransferQuotes.layer, TwoFactor.layer)),
   Layer.provideMerge(chainClientsLayer),
   Layer.provideMerge(SimulatedChain.layer),
   Layer.provideMerge(WalletEntityLive),

@@ -1,18 +1,32 @@
 /** Transactions, read side (spec 4.4: GET by id, by externalTxId, and the list; section 2 "Transaction object"). */
 import { Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import {
   AssetDisabledWire,
   AssetMismatchWire,
   AssetNotSupportedWire,
   BadRequestWire,
   BelowMinWithdrawalWire,
+  BlockedByPolicyWire,
+  CooldownActiveWire,
+  ForbiddenWire,
+  IdempotencyConflictWire,
+  InsufficientBalanceWire,
   InternalDestinationNotAllowedWire,
   InvalidAddressWire,
+  InvalidStateWire,
   LimitExceededWire,
   NetworkDisabledWire,
   NotFoundWire,
-  SameWalletTransferWire
+  ProviderUnavailableWire,
+  RateLimitedWire,
+  RecipientNoWalletWire,
+  RecipientNotFoundWire,
+  SameUserUseWalletTransferWire,
+  SameWalletTransferWire,
+  TwoFactorInvalidWire,
+  TwoFactorRequiredWire,
+  WalletNotActiveWire
 } from "../domain/ApiError.ts"
 import { RawAmount } from "../domain/RawAmount.ts"
 import { Uuid } from "../domain/Ids.ts"
@@ -69,8 +83,80 @@ export const FeeEstimate = Schema.Struct({
   validUntil: Schema.String
 }).annotate({ identifier: "FeeEstimate" })
 
+/** Field types only: the rules (`source.type`, destination forms, lengths) have their own 422 messages. */
+export const SubmitTransactionBody = Schema.Struct({
+  assetId: Schema.String,
+  source: Schema.Struct({ type: Schema.String, id: Schema.String }),
+  destination: Schema.Struct({
+    type: Schema.String,
+    id: Schema.optional(Schema.String),
+    uid: Schema.optional(Schema.String),
+    customerRefId: Schema.optional(Schema.String),
+    oneTimeAddress: Schema.optional(Schema.Struct({ address: Schema.String }))
+  }),
+  amountRaw: RawAmount,
+  externalTxId: Schema.optional(Schema.String),
+  note: Schema.optional(Schema.NullOr(Schema.String))
+})
+
+/** Spec section 2, "Internal transfer receipt". */
+export const InternalTransferReceipt = Schema.Struct({
+  settlement: Schema.Literal("OFF_CHAIN"),
+  transferId: Schema.String,
+  transactionId: Schema.String,
+  status: Schema.Literals(["COMPLETED", "PENDING_AUTHORIZATION"]),
+  fromWalletId: Schema.String,
+  toWalletId: Schema.String,
+  assetId: Schema.String,
+  amount: Schema.String,
+  fee: Schema.String
+}).annotate({ identifier: "InternalTransferReceipt" })
+
 export class TransactionsApi extends HttpApiGroup.make("transactions")
   .add(
+    HttpApiEndpoint.post("submit", "/v1/transactions", {
+      headers: {
+        "idempotency-key": Schema.optional(Schema.String),
+        "x-user-2fa-code": Schema.optional(Schema.String)
+      },
+      payload: SubmitTransactionBody,
+      success: InternalTransferReceipt.pipe(HttpApiSchema.status(202)),
+      error: [
+        BadRequestWire,
+        ForbiddenWire,
+        TwoFactorRequiredWire,
+        TwoFactorInvalidWire,
+        CooldownActiveWire,
+        BlockedByPolicyWire,
+        NotFoundWire,
+        RecipientNotFoundWire,
+        IdempotencyConflictWire,
+        InsufficientBalanceWire,
+        InvalidAddressWire,
+        InternalDestinationNotAllowedWire,
+        SameWalletTransferWire,
+        SameUserUseWalletTransferWire,
+        RecipientNoWalletWire,
+        AssetNotSupportedWire,
+        AssetMismatchWire,
+        AssetDisabledWire,
+        NetworkDisabledWire,
+        WalletNotActiveWire,
+        BelowMinWithdrawalWire,
+        LimitExceededWire,
+        RateLimitedWire,
+        ProviderUnavailableWire
+      ]
+    }).annotate(
+      OpenApi.Description,
+      "Internal transfers (recipients inside the tenant) settle off-chain. On-chain withdrawals are not built yet: " +
+        "an external recipient answers 503 PROVIDER_UNAVAILABLE and nothing is created."
+    ),
+    HttpApiEndpoint.post("cancel", "/v1/transactions/:id/cancel", {
+      params: { id: Uuid },
+      success: TransactionObject,
+      error: [NotFoundWire, InvalidStateWire]
+    }),
     HttpApiEndpoint.post("estimateFee", "/v1/transactions/estimate_fee", {
       payload: EstimateFeeBody,
       success: FeeEstimate,

@@ -1,10 +1,16 @@
 /** Handlers of the transactions group, read side (spec 4.4). */
 import { Effect } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
+import { CurrentApiKey } from "../api/SignatureAuth.ts"
+import type { SubmitTransactionBody } from "../api/TransactionsApi.ts"
+import { sha256Hex } from "../client/RequestSigner.ts"
+import { checkIdempotencyKey, Idempotency } from "../idempotency/Idempotency.ts"
+import { Transfers } from "../transfers/Transfers.ts"
 import { Api } from "../api/Api.ts"
 import { pageLimitDefault } from "../api/Common.ts"
 import { Catalog } from "../catalog/Catalog.ts"
-import { BadRequest, NotFound } from "../domain/ApiError.ts"
+import { BadRequest, InvalidState, NotFound } from "../domain/ApiError.ts"
 import { parseRfc3339, toRfc3339 } from "../domain/Time.ts"
 import { TransferQuotes } from "../transfers/TransferQuotes.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
@@ -13,6 +19,8 @@ import { currentTenant } from "./CurrentTenant.ts"
 import { transactionObject } from "./TransactionViews.ts"
 
 const notFound = new NotFound({ message: "transaction not found" })
+/** The idempotency scope's endpoint name of submissions (section 7). */
+const submitEndpoint = "POST /v1/transactions"
 const badTime = new BadRequest({ message: "createdFrom/createdTo must be RFC 3339" })
 
 /** An optional RFC 3339 query value; the spec gives the message for both bounds. */
@@ -26,9 +34,76 @@ export const TransactionsHandlers = HttpApiBuilder.group(Api, "transactions", (h
     const repository = yield* TransactionRepository
     const catalog = yield* Catalog
     const quotes = yield* TransferQuotes
+    const transfers = yield* Transfers
+    const idempotency = yield* Idempotency
     const found = (transaction: Transaction | undefined) =>
       transaction === undefined ? Effect.fail(notFound) : Effect.succeed(transactionObject(catalog, transaction))
+    /** The destination forms of spec 4.4, checked in the request's shape before anything else runs. */
+    const destinationOf = (destination: typeof SubmitTransactionBody.Type["destination"]) => {
+      switch (destination.type) {
+        case "WALLET":
+          return destination.id === undefined
+            ? Effect.fail(new BadRequest({ message: "destination.id is required for WALLET" }))
+            : Effect.succeed({ type: "WALLET" as const, id: destination.id })
+        case "END_USER":
+          return (destination.uid === undefined) === (destination.customerRefId === undefined)
+            ? Effect.fail(new BadRequest({ message: "END_USER needs exactly one of uid / customerRefId" }))
+            : Effect.succeed({ type: "END_USER" as const, uid: destination.uid, customerRefId: destination.customerRefId })
+        case "ONE_TIME_ADDRESS":
+          return destination.oneTimeAddress === undefined
+            ? Effect.fail(new BadRequest({ message: "destination.oneTimeAddress.address is required for ONE_TIME_ADDRESS" }))
+            : Effect.succeed({ type: "ONE_TIME_ADDRESS" as const, address: destination.oneTimeAddress.address })
+        default:
+          return Effect.fail(new BadRequest({ message: "destination.type must be WALLET, END_USER or ONE_TIME_ADDRESS" }))
+      }
+    }
+
     return handlers
+      .handle("submit", ({ headers, payload }) =>
+        Effect.gen(function*() {
+          if (payload.source.type !== "WALLET") return yield* new BadRequest({ message: "source.type must be WALLET" })
+          const externalTxId = payload.externalTxId
+          if (externalTxId !== undefined && (externalTxId.length < 1 || externalTxId.length > 128)) {
+            return yield* new BadRequest({ message: "externalTxId must be 1-128 chars" })
+          }
+          // Spec 4.4: the Idempotency-Key header is needed only without an externalTxId, and ignored with one.
+          const key = externalTxId ?? (yield* checkIdempotencyKey(headers["idempotency-key"]))
+          const destination = yield* destinationOf(payload.destination)
+          if (payload.amountRaw <= 0n) return yield* new BadRequest({ message: "amount must be positive" })
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const apiKey = yield* CurrentApiKey
+          const tenant = yield* currentTenant
+          const body = new Uint8Array(yield* Effect.orDie(request.arrayBuffer))
+          const response = yield* idempotency.run(
+            { tenantId: tenant.id, keyId: apiKey.keyId, endpoint: submitEndpoint, key, tenantWide: externalTxId !== undefined },
+            sha256Hex(body),
+            Effect.map(
+              transfers.submit(tenant, {
+                assetId: payload.assetId,
+                sourceWalletId: payload.source.id,
+                destination,
+                amount: payload.amountRaw,
+                externalTxId,
+                note: payload.note ?? undefined,
+                twoFactorCode: headers["x-user-2fa-code"]
+              }),
+              (receipt) => ({ status: 202, body: JSON.stringify(receipt) })
+            )
+          )
+          // The stored bytes, so a replay is byte-identical to the first answer (section 7, rule 3).
+          return HttpServerResponse.text(response.body, { status: response.status, contentType: "application/json" })
+        }), { uninterruptible: true })
+      .handle("cancel", ({ params }) =>
+        Effect.gen(function*() {
+          const tenant = yield* currentTenant
+          const transaction = yield* repository.find(tenant.id, params.id)
+          if (transaction === undefined) return yield* notFound
+          if (transaction.kind !== "WITHDRAWAL") {
+            return yield* new InvalidState({ message: "only withdrawals can be cancelled" })
+          }
+          // On-chain withdrawals are not built yet, so none exists to cancel (docs/transfers.md).
+          return yield* Effect.die(new Error(`withdrawal ${transaction.id} exists without the withdrawal pipeline`))
+        }))
       .handle("estimateFee", ({ payload }) =>
         Effect.gen(function*() {
           const tenant = yield* currentTenant

@@ -183,10 +183,20 @@ export class OpsDevnetApi extends HttpApiGroup.make("devnet")
   .annotateMerge(OpenApi.annotations({ title: "Developer chain (simulated networks only)" }))
 {}
 
-/** Approvals and manual handling (operator-interface.md); approvals arrive with withdrawals and transfers. */
+/** Approvals and manual handling (operator-interface.md); approvals of pending internal transfers (withdrawals next). */
 export class OpsManualApi extends HttpApiGroup.make("manual")
   .add(
     HttpApiEndpoint.post("creditDeposit", "/ops/tenants/:tenantId/deposits/:id/credit", {
+      params: { tenantId: Uuid, id: Uuid },
+      success: TransactionObject,
+      error: [NotFoundWire, InvalidStateWire]
+    }),
+    HttpApiEndpoint.post("approve", "/ops/tenants/:tenantId/transactions/:id/approve", {
+      params: { tenantId: Uuid, id: Uuid },
+      success: TransactionObject,
+      error: [NotFoundWire, InvalidStateWire]
+    }),
+    HttpApiEndpoint.post("reject", "/ops/tenants/:tenantId/transactions/:id/reject", {
       params: { tenantId: Uuid, id: Uuid },
       success: TransactionObject,
       error: [NotFoundWire, InvalidStateWire]

@@ -1,0 +1,315 @@
+/**
+ * `POST /v1/transactions` (spec 4.4) for recipients inside the tenant: internal transfers, settled in the ledger
+ * (decisions.md "Internal transfer"). Created COMPLETED in one database transaction (payer debited amount + fee,
+ * recipient credited the amount, the fee to the tenant), or PENDING_AUTHORIZATION with amount + fee frozen when the
+ * tenant's `transferApprovalAbove` is exceeded; the operator then approves (COMPLETED) or rejects (REJECTED /
+ * REJECTED_BY_OPERATOR, unfrozen). Recipients outside the tenant settle on chain: that pipeline is not built yet,
+ * and such a request answers 503 PROVIDER_UNAVAILABLE (retryable) without creating anything.
+ *
+ * Order of checks after the request's shape: payer wallet (404), payer user frozen or closed (403), cooldown and
+ * two-step verification, payer wallet ACTIVE, recipient (404 / RECIPIENT_NOT_FOUND / SAME_USER_USE_WALLET_TRANSFER /
+ * RECIPIENT_NO_WALLET / ASSET_MISMATCH / WALLET_NOT_ACTIVE), then the quote's checks (asset, family, network,
+ * address, platform address, same wallet, limits; TransferQuotes.ts), the tenant's blocked addresses, the balance.
+ */
+import { Clock, Context, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { Catalog } from "../catalog/Catalog.ts"
+import {
+  AssetMismatch,
+  BlockedByPolicy,
+  Forbidden,
+  InsufficientBalance,
+  InvalidState,
+  NotFound,
+  ProviderUnavailable,
+  RecipientNoWallet,
+  RecipientNotFound,
+  SameUserUseWalletTransfer,
+  WalletNotActive
+} from "../domain/ApiError.ts"
+import { Entropy } from "../domain/Entropy.ts"
+import { uuidPattern, uuidV7 } from "../domain/Ids.ts"
+import { Ledger, type Posting } from "../ledger/Ledger.ts"
+import type { Tenant } from "../tenants/Tenants.ts"
+import type { Transaction } from "../transactions/Transaction.ts"
+import { recordStatusUpdated, recordTransactionCreated } from "../transactions/TransactionEvents.ts"
+import { TransactionRepository } from "../transactions/TransactionRepository.ts"
+import { TwoFactor, type TwoFactorError } from "../users/TwoFactor.ts"
+import { type Wallet, WalletRepository } from "../wallets/WalletRepository.ts"
+import { type QuoteError, TransferQuotes } from "./TransferQuotes.ts"
+
+export type Destination =
+  | { readonly type: "WALLET"; readonly id: string }
+  | { readonly type: "END_USER"; readonly uid?: string | undefined; readonly customerRefId?: string | undefined }
+  | { readonly type: "ONE_TIME_ADDRESS"; readonly address: string }
+
+export interface TransferRequest {
+  readonly assetId: string
+  readonly sourceWalletId: string
+  readonly destination: Destination
+  readonly amount: bigint
+  readonly externalTxId: string | undefined
+  readonly note: string | undefined
+  readonly twoFactorCode: string | undefined
+}
+
+/** Spec section 2, "Internal transfer receipt". */
+export interface InternalTransferReceipt {
+  readonly settlement: "OFF_CHAIN"
+  readonly transferId: string
+  readonly transactionId: string
+  readonly status: "COMPLETED" | "PENDING_AUTHORIZATION"
+  readonly fromWalletId: string
+  readonly toWalletId: string
+  readonly assetId: string
+  readonly amount: string
+  readonly fee: string
+}
+
+export type SubmitError =
+  | QuoteError
+  | TwoFactorError
+  | NotFound
+  | Forbidden
+  | WalletNotActive
+  | RecipientNotFound
+  | RecipientNoWallet
+  | SameUserUseWalletTransfer
+  | AssetMismatch
+  | BlockedByPolicy
+  | InsufficientBalance
+  | ProviderUnavailable
+
+/** Wallets that can take an internal transfer: HIDDEN ones still receive from their owner's wallets (spec 2). */
+const canReceive = (wallet: Wallet) => wallet.status === "ACTIVE" || wallet.status === "HIDDEN"
+
+export class Transfers extends Context.Service<Transfers, {
+  readonly submit: (tenant: Tenant, request: TransferRequest) => Effect.Effect<InternalTransferReceipt, SubmitError>
+  /** The operator's decision on a PENDING_AUTHORIZATION transfer. */
+  readonly decide: (
+    tenantId: string,
+    transactionId: string,
+    decision: "APPROVE" | "REJECT"
+  ) => Effect.Effect<Transaction, NotFound | InvalidState>
+}>()("coffer/Transfers") {
+  static readonly layer = Layer.effect(
+    Transfers,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const wallets = yield* WalletRepository
+      const quotes = yield* TransferQuotes
+      const twoFactor = yield* TwoFactor
+      const ledger = yield* Ledger
+      const transactions = yield* TransactionRepository
+      const catalog = yield* Catalog
+      const entropy = yield* Entropy
+
+      const provide = <A, E>(
+        effect: Effect.Effect<A, E, SqlClient.SqlClient | Entropy | TransactionRepository | Catalog>
+      ) =>
+        effect.pipe(
+          Effect.provideService(SqlClient.SqlClient, sql),
+          Effect.provideService(Entropy, entropy),
+          Effect.provideService(TransactionRepository, transactions),
+          Effect.provideService(Catalog, catalog)
+        )
+
+      const userStatus = (userId: string) =>
+        Effect.map(
+          sql<{ status: string }>`SELECT status FROM users WHERE id = ${userId}`,
+          ([row]) => row?.status
+        ).pipe(Effect.orDie)
+
+      /** The recipient wallet a WALLET or END_USER destination names (ONE_TIME_ADDRESS goes through the quote). */
+      const recipientWallet = (tenant: Tenant, payer: Wallet, destination: Destination) =>
+        Effect.gen(function*() {
+          if (destination.type === "WALLET") {
+            // An id that is not a UUID names no wallet.
+            const wallet = uuidPattern.test(destination.id) ? yield* wallets.find(tenant.id, destination.id) : undefined
+            if (wallet === undefined) return yield* new NotFound({ message: "recipient wallet not found" })
+            return wallet
+          }
+          if (destination.type !== "END_USER") return undefined
+          const [user] = yield* sql<{ id: string; status: string }>`
+            SELECT id, status FROM users WHERE tenant_id = ${tenant.id} AND ${
+            destination.uid !== undefined ? sql`uid = ${destination.uid}` : sql`customer_ref_id = ${destination.customerRefId ?? ""}`
+          }`.pipe(Effect.orDie)
+          if (user === undefined || user.status !== "ACTIVE") {
+            return yield* new RecipientNotFound({ message: "recipient not found" })
+          }
+          if (user.id === payer.userId) {
+            return yield* new SameUserUseWalletTransfer({ message: "to move funds between your own wallets use a WALLET destination" })
+          }
+          const [defaultWallet] = yield* sql<{ id: string }>`
+            SELECT id FROM wallets WHERE user_id = ${user.id} AND chain_family = ${payer.chainFamily} AND is_default`
+            .pipe(Effect.orDie)
+          if (defaultWallet === undefined) {
+            return yield* new RecipientNoWallet({ message: `recipient has no default ${payer.chainFamily} wallet` })
+          }
+          return (yield* wallets.find(tenant.id, defaultWallet.id))!
+        })
+
+      /** The recipient's address on the asset's network: what the quote routes and the blocked list matches. */
+      const addressOn = (wallet: Wallet, networkKey: string) =>
+        Effect.map(wallets.addresses(wallet.id), (rows) => rows.find((row) => row.networkKey === networkKey)?.address)
+
+      const submit = Effect.fn("Transfers.submit")(function*(tenant: Tenant, request: TransferRequest) {
+        const payer = uuidPattern.test(request.sourceWalletId)
+          ? yield* wallets.find(tenant.id, request.sourceWalletId)
+          : undefined
+        if (payer === undefined) return yield* new NotFound({ message: "wallet not found" })
+        if ((yield* userStatus(payer.userId)) !== "ACTIVE") {
+          return yield* new Forbidden({ message: "the paying user is frozen" })
+        }
+        yield* twoFactor.verify(payer.userId, tenant.settings.apiRequireUser2fa === true, request.twoFactorCode)
+        if (payer.status !== "ACTIVE") return yield* new WalletNotActive({ message: "the paying wallet is not active" })
+
+        const named = yield* recipientWallet(tenant, payer, request.destination)
+        let destinationAddress: string
+        if (named === undefined) {
+          destinationAddress = (request.destination as { address: string }).address
+        } else {
+          if (named.chainFamily !== payer.chainFamily) {
+            return yield* new AssetMismatch({ message: "payer and recipient wallets are of different chain families" })
+          }
+          const asset = catalog.asset(request.assetId)
+          // An unknown asset, one of another family, or the payer's own wallet is the quote's to refuse with its code.
+          const usable = asset !== undefined && catalog.network(asset.networkKey)?.chainFamily === payer.chainFamily
+          const address = usable ? yield* addressOn(named, asset.networkKey) : undefined
+          if (named.id !== payer.id && (!canReceive(named) || (usable && address === undefined))) {
+            return yield* new WalletNotActive({ message: "the recipient wallet cannot receive" })
+          }
+          destinationAddress = address ?? named.address ?? ""
+        }
+
+        const quote = yield* quotes.quote(tenant, {
+          assetId: request.assetId,
+          sourceWalletId: payer.id,
+          amount: request.amount,
+          destination: destinationAddress
+        })
+        const recipient = quote.recipient
+        if (recipient === undefined) {
+          return yield* new ProviderUnavailable({ message: "on-chain withdrawals are not available yet" })
+        }
+        if (!canReceive(recipient)) return yield* new WalletNotActive({ message: "the recipient wallet cannot receive" })
+        if ((tenant.settings.blockedAddresses ?? []).includes(quote.destination)) {
+          return yield* new BlockedByPolicy({ message: "the recipient address is blocked by the tenant's policy" })
+        }
+
+        const asset = quote.asset
+        const amount = quote.amount
+        const fee = quote.fee
+        const threshold = tenant.settings.transferApprovalAbove?.[asset.assetId]
+        const pending = threshold !== undefined && amount > threshold
+        const payerAccount = { kind: "WALLET" as const, walletId: payer.id }
+        const postings: ReadonlyArray<Posting> = pending
+          ? [
+            { account: payerAccount, assetId: asset.assetId, bucket: "AVAILABLE", amount: -(amount + fee) },
+            { account: payerAccount, assetId: asset.assetId, bucket: "FROZEN", amount: amount + fee }
+          ]
+          : [
+            { account: payerAccount, assetId: asset.assetId, bucket: "AVAILABLE", amount: -(amount + fee) },
+            { account: { kind: "WALLET", walletId: recipient.id }, assetId: asset.assetId, bucket: "AVAILABLE", amount },
+            ...(fee > 0n ? [{ account: { kind: "FEES" }, assetId: asset.assetId, bucket: "AVAILABLE", amount: fee } as const] : [])
+          ]
+        const id = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
+        const now = new Date(yield* Clock.currentTimeMillis)
+        const status = pending ? "PENDING_AUTHORIZATION" as const : "COMPLETED" as const
+        yield* sql.withTransaction(Effect.gen(function*() {
+          yield* sql`INSERT INTO transactions ${
+            sql.insert({
+              id,
+              tenant_id: tenant.id,
+              kind: "INTERNAL_TRANSFER",
+              settlement: "OFF_CHAIN",
+              status,
+              asset_id: asset.assetId,
+              network_key: asset.networkKey,
+              amount: amount.toString(),
+              fee: fee.toString(),
+              source_wallet_id: payer.id,
+              source_address: payer.address,
+              source_user_id: payer.userId,
+              destination_wallet_id: recipient.id,
+              destination_address: quote.destination,
+              destination_user_id: recipient.userId,
+              external_tx_id: request.externalTxId ?? null,
+              note: request.note ?? null,
+              created_at: now,
+              updated_at: now
+            })
+          }`
+          yield* ledger.post({
+            tenantId: tenant.id,
+            kind: pending ? "TRANSFER_FREEZE" : "TRANSFER",
+            referenceId: id,
+            postings
+          })
+          yield* provide(recordTransactionCreated(tenant.id, id))
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
+        return {
+          settlement: "OFF_CHAIN" as const,
+          transferId: id,
+          transactionId: id,
+          status,
+          fromWalletId: payer.id,
+          toWalletId: recipient.id,
+          assetId: asset.assetId,
+          amount: amount.toString(),
+          fee: fee.toString()
+        }
+      })
+
+      const decide = Effect.fn("Transfers.decide")(function*(
+        tenantId: string,
+        transactionId: string,
+        decision: "APPROVE" | "REJECT"
+      ) {
+        yield* sql.withTransaction(Effect.gen(function*() {
+          const [row] = yield* sql<{
+            kind: string
+            status: string
+            asset_id: string
+            amount: string
+            fee: string
+            source_wallet_id: string
+            destination_wallet_id: string
+          }>`
+            SELECT kind, status, asset_id, amount::text AS amount, fee::text AS fee, source_wallet_id, destination_wallet_id
+            FROM transactions WHERE tenant_id = ${tenantId} AND id = ${transactionId} FOR UPDATE`
+          if (row === undefined) return yield* new NotFound({ message: "transaction not found" })
+          if (row.kind !== "INTERNAL_TRANSFER" || row.status !== "PENDING_AUTHORIZATION") {
+            return yield* new InvalidState({ message: "transaction is not waiting for approval" })
+          }
+          const amount = BigInt(row.amount)
+          const fee = BigInt(row.fee)
+          const payer = { kind: "WALLET" as const, walletId: row.source_wallet_id }
+          const frozenRelease: Posting = { account: payer, assetId: row.asset_id, bucket: "FROZEN", amount: -(amount + fee) }
+          const postings: ReadonlyArray<Posting> = decision === "APPROVE"
+            ? [
+              frozenRelease,
+              { account: { kind: "WALLET", walletId: row.destination_wallet_id }, assetId: row.asset_id, bucket: "AVAILABLE", amount },
+              ...(fee > 0n ? [{ account: { kind: "FEES" }, assetId: row.asset_id, bucket: "AVAILABLE", amount: fee } as const] : [])
+            ]
+            : [frozenRelease, { account: payer, assetId: row.asset_id, bucket: "AVAILABLE", amount: amount + fee }]
+          yield* ledger.post({
+            tenantId,
+            kind: decision === "APPROVE" ? "TRANSFER_SETTLE" : "TRANSFER_RELEASE",
+            referenceId: transactionId,
+            postings
+          }).pipe(Effect.orDie)
+          const [status, subStatus] = decision === "APPROVE"
+            ? ["COMPLETED", null] as const
+            : ["REJECTED", "REJECTED_BY_OPERATOR"] as const
+          yield* sql`UPDATE transactions SET status = ${status}, sub_status = ${subStatus},
+            updated_at = ${new Date(yield* Clock.currentTimeMillis)} WHERE id = ${transactionId}`
+          yield* provide(recordStatusUpdated(tenantId, transactionId, status, subStatus))
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
+        return (yield* transactions.find(tenantId, transactionId))!
+      })
+
+      return Transfers.of({ submit, decide })
+    })
+  )
+}

@@ -1,0 +1,360 @@
+/**
+ * Internal transfers through POST /v1/transactions (spec 4.4, decisions.md "Internal transfer"): settled in the
+ * ledger in one transaction, replayed without a second debit, held for approval above the tenant's threshold, with
+ * the destination forms, two-step verification, policy, limits and balance checks. On-chain recipients are not
+ * built yet and must create nothing.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
+import { Secret, TOTP } from "otpauth"
+import { uuidV7 } from "../../src/domain/Ids.ts"
+import { Ledger } from "../../src/ledger/Ledger.ts"
+import {
+  addApiKey,
+  makeTestAppLayer,
+  opsClient,
+  provisionTenant,
+  rawRequest,
+  type RawResponse,
+  type TestTenant
+} from "../support/TestApp.ts"
+
+const call = (tenant: TestTenant, method: string, target: string, body?: unknown, headers: Record<string, string> = {}) =>
+  rawRequest({
+    baseUrl: tenant.baseUrl,
+    method,
+    target,
+    tenant,
+    headers,
+    ...(body === undefined ? {} : { body: JSON.stringify(body) })
+  })
+
+const walletOf = (tenant: TestTenant, customerRefId: string, networkKey = "ETH_SEPOLIA") =>
+  Effect.gen(function*() {
+    const response = yield* call(tenant, "POST", `/v1/users/${customerRefId}/deposit_address`, { networkKey })
+    assert.strictEqual(response.json.status, "READY", response.text)
+    return { walletId: response.json.walletId as string, address: response.json.address as string, uid: response.json.uid as string }
+  })
+
+/** Funds a wallet as a credited deposit would (CHAIN to WALLET), through the ledger's one door. */
+const fund = (tenant: TestTenant, walletId: string, assetId: string, amount: bigint) =>
+  Effect.gen(function*() {
+    const ledger = yield* Ledger
+    yield* ledger.post({
+      tenantId: tenant.tenantId,
+      kind: "DEPOSIT_CREDIT",
+      referenceId: yield* uuidV7,
+      postings: [
+        { account: { kind: "CHAIN" }, assetId, bucket: "AVAILABLE", amount: -amount },
+        { account: { kind: "WALLET", walletId }, assetId, bucket: "AVAILABLE", amount }
+      ]
+    })
+  })
+
+const balance = (tenant: TestTenant, walletId: string, assetId = "ETH_SEPOLIA_ETH") =>
+  Effect.map(call(tenant, "GET", `/v1/wallets/${walletId}/assets`), (response) => {
+    const item = (response.json as Array<any>).find((entry) => entry.assetId === assetId)
+    return item === undefined ? { available: "0", frozen: "0" } : { available: item.available, frozen: item.frozen }
+  })
+
+const settings = (tenant: TestTenant, value: Record<string, unknown>) =>
+  Effect.gen(function*() {
+    const ops = yield* opsClient
+    yield* ops.tenants.update({ params: { tenantId: tenant.tenantId }, payload: { settings: value } })
+  }).pipe(Effect.orDie)
+
+const expectError = (response: RawResponse, status: number, code: string, message?: string) => {
+  assert.strictEqual(response.status, status, response.text)
+  assert.strictEqual(response.json.error.code, code, response.text)
+  if (message !== undefined) assert.strictEqual(response.json.error.message, message)
+}
+
+const submit = (tenant: TestTenant, body: Record<string, unknown>, headers: Record<string, string> = {}) =>
+  call(tenant, "POST", "/v1/transactions", body, headers)
+
+const eth = "ETH_SEPOLIA_ETH"
+
+layer(makeTestAppLayer(), { excludeTestServices: true })("internal transfers (spec 4.4)", (it) => {
+  describe("settlement", () => {
+    it.effect("to a wallet of another user: COMPLETED at once, payer debited amount + fee, recipient the amount, once", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const tenant = yield* provisionTenant()
+        yield* settings(tenant, { internalTransferFees: { [eth]: "7" } })
+        const alice = yield* walletOf(tenant, "alice")
+        const bob = yield* walletOf(tenant, "bob")
+        yield* fund(tenant, alice.walletId, eth, 1_000n)
+        const body = {
+          assetId: eth,
+          source: { type: "WALLET", id: alice.walletId },
+          destination: { type: "WALLET", id: bob.walletId },
+          amountRaw: "100",
+          externalTxId: "order-1",
+          note: "rent"
+        }
+        const response = yield* submit(tenant, body)
+        assert.strictEqual(response.status, 202, response.text)
+        assert.deepStrictEqual(response.json, {
+          settlement: "OFF_CHAIN",
+          transferId: response.json.transactionId,
+          transactionId: response.json.transactionId,
+          status: "COMPLETED",
+          fromWalletId: alice.walletId,
+          toWalletId: bob.walletId,
+          assetId: eth,
+          amount: "100",
+          fee: "7"
+        })
+        assert.deepStrictEqual(yield* balance(tenant, alice.walletId), { available: "893", frozen: "0" })
+        assert.deepStrictEqual(yield* balance(tenant, bob.walletId), { available: "100", frozen: "0" })
+
+        const transaction = (yield* call(tenant, "GET", `/v1/transactions/${response.json.transactionId}`)).json
+        assert.deepStrictEqual(
+          [transaction.kind, transaction.settlement, transaction.status, transaction.amountRaw, transaction.feeRaw],
+          ["INTERNAL_TRANSFER", "OFF_CHAIN", "COMPLETED", "100", "7"]
+        )
+        assert.isNull(transaction.txHash)
+        assert.deepStrictEqual([transaction.externalTxId, transaction.note], ["order-1", "rent"])
+        assert.deepStrictEqual(
+          [transaction.source.walletId, transaction.source.customerRefId, transaction.destination.walletId, transaction.destination.customerRefId],
+          [alice.walletId, "alice", bob.walletId, "bob"]
+        )
+        const events = yield* sql<{ event_type: string; data: any }>`
+          SELECT event_type, data FROM outbox_events WHERE subject_id = ${response.json.transactionId}`
+        assert.deepStrictEqual(events.map((event) => [event.event_type, event.data.status]), [["TRANSACTION_CREATED", "COMPLETED"]])
+
+        // Rule 3 and 8: the same body replays byte for byte without a second debit; a different body conflicts, as
+        // does the same externalTxId from another API key.
+        const replay = yield* submit(tenant, body)
+        assert.strictEqual(replay.status, 202)
+        assert.strictEqual(replay.text, response.text)
+        assert.deepStrictEqual(yield* balance(tenant, alice.walletId), { available: "893", frozen: "0" })
+        expectError(yield* submit(tenant, { ...body, amountRaw: "101" }), 409, "IDEMPOTENCY_CONFLICT")
+        const otherKey = yield* addApiKey(tenant)
+        expectError(yield* submit(otherKey, body), 409, "IDEMPOTENCY_CONFLICT")
+        const byExternal = yield* call(tenant, "GET", "/v1/transactions/external_tx_id/order-1")
+        assert.strictEqual(byExternal.json.id, response.json.transactionId)
+      }))
+
+    it.effect("END_USER by customerRefId or uid lands in the recipient's default wallet of the family; between one user's wallets it is free", () =>
+      Effect.gen(function*() {
+        const tenant = yield* provisionTenant()
+        yield* settings(tenant, { internalTransferFees: { TRON_NILE_TRX: "1000" } })
+        const carol = yield* walletOf(tenant, "carol", "TRON_NILE")
+        const dave = yield* walletOf(tenant, "dave", "TRON_NILE")
+        yield* fund(tenant, carol.walletId, "TRON_NILE_TRX", 1_000_000n)
+        const base = { assetId: "TRON_NILE_TRX", source: { type: "WALLET", id: carol.walletId }, amountRaw: "5000" }
+        const byRef = yield* submit(tenant, { ...base, destination: { type: "END_USER", customerRefId: "dave" } }, {
+          "idempotency-key": "by-ref"
+        })
+        assert.strictEqual(byRef.status, 202, byRef.text)
+        assert.deepStrictEqual([byRef.json.toWalletId, byRef.json.fee], [dave.walletId, "1000"])
+        const byUid = yield* submit(tenant, { ...base, destination: { type: "END_USER", uid: dave.uid } }, {
+          "idempotency-key": "by-uid"
+        })
+        assert.strictEqual(byUid.json.toWalletId, dave.walletId)
+        assert.deepStrictEqual(yield* balance(tenant, dave.walletId, "TRON_NILE_TRX"), { available: "10000", frozen: "0" })
+
+        // ONE_TIME_ADDRESS naming a deposit address of the tenant settles off-chain too.
+        const byAddress = yield* submit(tenant, { ...base, destination: { type: "ONE_TIME_ADDRESS", oneTimeAddress: { address: dave.address } } }, {
+          "idempotency-key": "by-address"
+        })
+        assert.deepStrictEqual([byAddress.status, byAddress.json.settlement, byAddress.json.toWalletId], [202, "OFF_CHAIN", dave.walletId])
+        assert.deepStrictEqual(yield* balance(tenant, carol.walletId, "TRON_NILE_TRX"), {
+          available: (1_000_000n - 3n * 6000n).toString(),
+          frozen: "0"
+        })
+      }))
+
+    it.effect("an external recipient (on-chain, not built yet): 503 PROVIDER_UNAVAILABLE, nothing created or debited", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const tenant = yield* provisionTenant()
+        const erin = yield* walletOf(tenant, "erin")
+        yield* fund(tenant, erin.walletId, eth, 10n ** 18n)
+        const response = yield* submit(tenant, {
+          assetId: eth,
+          source: { type: "WALLET", id: erin.walletId },
+          destination: { type: "ONE_TIME_ADDRESS", oneTimeAddress: { address: "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed" } },
+          amountRaw: (10n ** 16n).toString(),
+          externalTxId: "w-1"
+        })
+        expectError(response, 503, "PROVIDER_UNAVAILABLE")
+        assert.isTrue(response.json.error.retryable)
+        const [count] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM transactions WHERE tenant_id = ${tenant.tenantId}`
+        assert.strictEqual(count!.n, 0)
+        assert.deepStrictEqual(yield* balance(tenant, erin.walletId), { available: (10n ** 18n).toString(), frozen: "0" })
+      }))
+
+    it.effect("above transferApprovalAbove: PENDING_AUTHORIZATION with amount + fee frozen; the operator approves or rejects", () =>
+      Effect.gen(function*() {
+        const ops = yield* opsClient
+        const tenant = yield* provisionTenant()
+        yield* settings(tenant, { transferApprovalAbove: { [eth]: "500" }, internalTransferFees: { [eth]: "10" } })
+        const frank = yield* walletOf(tenant, "frank")
+        const gina = yield* walletOf(tenant, "gina")
+        yield* fund(tenant, frank.walletId, eth, 2_000n)
+        const send = (externalTxId: string, amountRaw: string) =>
+          submit(tenant, {
+            assetId: eth,
+            source: { type: "WALLET", id: frank.walletId },
+            destination: { type: "WALLET", id: gina.walletId },
+            amountRaw,
+            externalTxId
+          })
+        const small = yield* send("small", "500")
+        assert.strictEqual(small.json.status, "COMPLETED", "at the threshold no approval is needed")
+        const large = yield* send("large", "600")
+        assert.strictEqual(large.json.status, "PENDING_AUTHORIZATION")
+        assert.deepStrictEqual(yield* balance(tenant, frank.walletId), { available: "880", frozen: "610" })
+        assert.deepStrictEqual(yield* balance(tenant, gina.walletId), { available: "500", frozen: "0" })
+        const approved = yield* ops.manual.approve({ params: { tenantId: tenant.tenantId, id: large.json.transactionId } })
+          .pipe(Effect.orDie)
+        assert.deepStrictEqual([approved.status, approved.subStatus], ["COMPLETED", null])
+        assert.deepStrictEqual(yield* balance(tenant, frank.walletId), { available: "880", frozen: "0" })
+        assert.deepStrictEqual(yield* balance(tenant, gina.walletId), { available: "1100", frozen: "0" })
+        const twice = yield* Effect.flip(ops.manual.approve({ params: { tenantId: tenant.tenantId, id: large.json.transactionId } }))
+        assert.strictEqual(twice._tag, "InvalidState")
+
+        const another = yield* send("another", "700")
+        assert.strictEqual(another.json.status, "PENDING_AUTHORIZATION")
+        const rejected = yield* ops.manual.reject({ params: { tenantId: tenant.tenantId, id: another.json.transactionId } })
+          .pipe(Effect.orDie)
+        assert.deepStrictEqual([rejected.status, rejected.subStatus], ["REJECTED", "REJECTED_BY_OPERATOR"])
+        assert.deepStrictEqual(yield* balance(tenant, frank.walletId), { available: "880", frozen: "0" })
+        // An internal transfer can never be cancelled.
+        expectError(
+          yield* call(tenant, "POST", `/v1/transactions/${small.json.transactionId}/cancel`),
+          409,
+          "INVALID_STATE",
+          "only withdrawals can be cancelled"
+        )
+        expectError(yield* call(tenant, "POST", `/v1/transactions/${yield* uuidV7}/cancel`), 404, "NOT_FOUND")
+      }))
+
+    it.effect("20 concurrent transfers of 10 from a balance of 100: exactly 10 pass, never overdrawn", () =>
+      Effect.gen(function*() {
+        const tenant = yield* provisionTenant()
+        const hank = yield* walletOf(tenant, "hank")
+        const ivy = yield* walletOf(tenant, "ivy")
+        yield* fund(tenant, hank.walletId, eth, 100n)
+        const responses = yield* Effect.all(
+          Array.from({ length: 20 }, (_, index) =>
+            submit(tenant, {
+              assetId: eth,
+              source: { type: "WALLET", id: hank.walletId },
+              destination: { type: "WALLET", id: ivy.walletId },
+              amountRaw: "10",
+              externalTxId: `race-${index}`
+            })),
+          { concurrency: "unbounded" }
+        )
+        assert.strictEqual(responses.filter((response) => response.status === 202).length, 10)
+        assert.isTrue(responses.filter((response) => response.status !== 202).every((response) =>
+          response.status === 422 && response.json.error.code === "INSUFFICIENT_BALANCE"
+        ))
+        assert.deepStrictEqual(yield* balance(tenant, hank.walletId), { available: "0", frozen: "0" })
+        assert.deepStrictEqual(yield* balance(tenant, ivy.walletId), { available: "100", frozen: "0" })
+      }))
+  })
+
+  describe("refusals", () => {
+    it.effect("request shape, recipient, policy, limit and balance errors, each with its code and nothing moved", () =>
+      Effect.gen(function*() {
+        const tenant = yield* provisionTenant()
+        const jack = yield* walletOf(tenant, "jack")
+        const kate = yield* walletOf(tenant, "kate")
+        yield* walletOf(tenant, "lone", "TRON_NILE")
+        yield* fund(tenant, jack.walletId, eth, 1_000n)
+        const base = {
+          assetId: eth,
+          source: { type: "WALLET", id: jack.walletId },
+          destination: { type: "WALLET", id: kate.walletId },
+          amountRaw: "10"
+        }
+        const key = { "idempotency-key": "k" }
+        let n = 0
+        const fresh = () => ({ "idempotency-key": `k-${n++}` })
+        expectError(yield* submit(tenant, { ...base, source: { type: "ADDRESS", id: jack.walletId } }, key), 422, "BAD_REQUEST", "source.type must be WALLET")
+        expectError(yield* submit(tenant, { ...base, externalTxId: "" }), 422, "BAD_REQUEST", "externalTxId must be 1-128 chars")
+        expectError(yield* submit(tenant, base), 422, "BAD_REQUEST", "Idempotency-Key header is required")
+        expectError(
+          yield* submit(tenant, { ...base, destination: { type: "END_USER", uid: "1", customerRefId: "kate" } }, key),
+          422,
+          "BAD_REQUEST",
+          "END_USER needs exactly one of uid / customerRefId"
+        )
+        expectError(yield* submit(tenant, { ...base, amountRaw: "0" }, key), 422, "BAD_REQUEST", "amount must be positive")
+        expectError(yield* submit(tenant, { ...base, amountRaw: 10 }, key), 422, "BAD_REQUEST")
+        expectError(yield* submit(tenant, { ...base, source: { type: "WALLET", id: "nope" } }, fresh()), 404, "NOT_FOUND")
+        const other = yield* provisionTenant()
+        expectError(yield* submit(other, base, fresh()), 404, "NOT_FOUND")
+        expectError(yield* submit(tenant, { ...base, destination: { type: "WALLET", id: yield* uuidV7 } }, fresh()), 404, "NOT_FOUND")
+        expectError(yield* submit(tenant, { ...base, destination: { type: "END_USER", customerRefId: "nobody" } }, fresh()), 404, "RECIPIENT_NOT_FOUND")
+        expectError(yield* submit(tenant, { ...base, destination: { type: "END_USER", customerRefId: "jack" } }, fresh()), 422, "SAME_USER_USE_WALLET_TRANSFER")
+        expectError(yield* submit(tenant, { ...base, destination: { type: "END_USER", customerRefId: "lone" } }, fresh()), 422, "RECIPIENT_NO_WALLET")
+        expectError(yield* submit(tenant, { ...base, destination: { type: "WALLET", id: jack.walletId } }, fresh()), 422, "SAME_WALLET_TRANSFER")
+        expectError(yield* submit(tenant, { ...base, assetId: "TRON_NILE_TRX" }, fresh()), 422, "ASSET_MISMATCH")
+        expectError(yield* submit(tenant, { ...base, assetId: "NOPE" }, fresh()), 422, "ASSET_NOT_SUPPORTED")
+        expectError(yield* submit(tenant, { ...base, amountRaw: "1001" }, fresh()), 422, "INSUFFICIENT_BALANCE")
+        yield* settings(tenant, { blockedAddresses: [kate.address] })
+        expectError(yield* submit(tenant, base, fresh()), 403, "BLOCKED_BY_POLICY")
+        yield* settings(tenant, { blockedAddresses: [], limits: { [eth]: { single: "5", daily: null } } })
+        expectError(yield* submit(tenant, base, fresh()), 422, "LIMIT_EXCEEDED")
+        yield* settings(tenant, { limits: null })
+        const frozen = yield* call(tenant, "PATCH", "/v1/users/jack", { status: "FROZEN" })
+        assert.strictEqual(frozen.status, 200, frozen.text)
+        expectError(yield* submit(tenant, base, fresh()), 403, "FORBIDDEN")
+        yield* call(tenant, "PATCH", "/v1/users/jack", { status: "ACTIVE" })
+        yield* call(tenant, "PATCH", "/v1/users/kate", { status: "FROZEN" })
+        expectError(yield* submit(tenant, { ...base, destination: { type: "END_USER", customerRefId: "kate" } }, fresh()), 404, "RECIPIENT_NOT_FOUND")
+        assert.deepStrictEqual(yield* balance(tenant, jack.walletId), { available: "1000", frozen: "0" })
+      }))
+
+    it.effect("two-step verification: bind first, code required, each code once, cooldown, 10 checks per 15 minutes", () =>
+      Effect.gen(function*() {
+        const ops = yield* opsClient
+        const tenant = yield* provisionTenant()
+        const luke = yield* walletOf(tenant, "luke")
+        const mia = yield* walletOf(tenant, "mia")
+        yield* fund(tenant, luke.walletId, eth, 1_000n)
+        let n = 0
+        const send = (headers: Record<string, string> = {}) =>
+          submit(tenant, {
+            assetId: eth,
+            source: { type: "WALLET", id: luke.walletId },
+            destination: { type: "WALLET", id: mia.walletId },
+            amountRaw: "1",
+            externalTxId: `2fa-${n++}`
+          }, headers)
+
+        // A cooldown blocks whether or not 2FA is required.
+        yield* ops.users.update({
+          params: { tenantId: tenant.tenantId, customerRefId: "luke" },
+          payload: { cooldownUntil: new Date(Date.now() + 3_600_000).toISOString() }
+        }).pipe(Effect.orDie)
+        expectError(yield* send(), 403, "COOLDOWN_ACTIVE")
+        yield* ops.users.update({ params: { tenantId: tenant.tenantId, customerRefId: "luke" }, payload: { cooldownUntil: null } })
+          .pipe(Effect.orDie)
+
+        yield* settings(tenant, { apiRequireUser2fa: true })
+        expectError(yield* send(), 403, "TWO_FACTOR_REQUIRED", "bind TOTP before moving funds")
+        const { secret } = yield* ops.users.bindTotp({ params: { tenantId: tenant.tenantId, customerRefId: "luke" } })
+          .pipe(Effect.orDie)
+        expectError(yield* send(), 403, "TWO_FACTOR_REQUIRED", "TOTP code required")
+        const totp = new TOTP({ secret: Secret.fromBase32(secret) })
+        const code = totp.generate()
+        const wrong = code === "000000" ? "111111" : "000000"
+        expectError(yield* send({ "x-user-2fa-code": wrong }), 403, "TWO_FACTOR_INVALID")
+        const accepted = yield* send({ "x-user-2fa-code": code })
+        assert.strictEqual(accepted.status, 202, accepted.text)
+        expectError(yield* send({ "x-user-2fa-code": code }), 403, "TWO_FACTOR_INVALID", "TOTP code already used")
+        // Three checks so far (a missing code is not a check); seven more reach the limit of ten, and the eleventh
+        // is refused without being checked.
+        for (let index = 0; index < 7; index++) expectError(yield* send({ "x-user-2fa-code": wrong }), 403, "TWO_FACTOR_INVALID")
+        expectError(yield* send({ "x-user-2fa-code": wrong }), 429, "RATE_LIMITED")
+        assert.deepStrictEqual(yield* balance(tenant, luke.walletId), { available: "999", frozen: "0" })
+      }))
+  })
+})
