@@ -6,9 +6,9 @@
  */
 import { PublicKey } from "@solana/web3.js"
 import * as bitcoin from "bitcoinjs-lib"
-import { TronWeb } from "tronweb"
 import { isAddress as isEvmAddress, zeroAddress } from "viem"
 import { bitcoinNetworks, requireBtcNetwork } from "./BitcoinNetwork.ts"
+import { bytesToHex, tronAddressBytes, tronAddressFromHex } from "./TronAddress.ts"
 import type { BtcNetwork, ChainFamily } from "./ChainFamily.ts"
 
 export type AddressValidation =
@@ -48,13 +48,13 @@ const tronZeroHex = "41" + "00".repeat(20)
  * rejected, so an EVM address pasted into a TRON field is not silently reinterpreted.
  */
 const validateTron = (address: string): AddressValidation => {
-  const isHex = tronHexPattern.test(address)
-  // `TronWeb.isAddress` verifies the checksum of base58 input and round-trips hex input through base58check.
-  if (!isHex && !address.startsWith("T")) return invalid
-  if (!TronWeb.isAddress(address)) return invalid
-  // `fromHex`/`toHex` are conversions, not validators: only call them on an address `isAddress` accepted.
-  if (TronWeb.address.toHex(address).toLowerCase() === tronZeroHex) return invalid
-  return valid(isHex ? TronWeb.address.fromHex(address) : address)
+  if (tronHexPattern.test(address)) {
+    const hex = address.toLowerCase()
+    return hex === tronZeroHex ? invalid : valid(tronAddressFromHex(hex))
+  }
+  if (!address.startsWith("T")) return invalid
+  const bytes = tronAddressBytes(address)
+  return bytes === undefined || bytesToHex(bytes) === tronZeroHex ? invalid : valid(address)
 }
 
 /** The five standard output templates. A valid address of any other shape cannot be spent by us or checked by us. */

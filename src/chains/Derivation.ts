@@ -25,9 +25,9 @@ import { HDKey as Secp256k1HdKey } from "@scure/bip32"
 import { PublicKey } from "@solana/web3.js"
 import * as bitcoin from "bitcoinjs-lib"
 import { HDKey as Ed25519HdKey } from "micro-key-producer/slip10.js"
-import { TronWeb } from "tronweb"
 import { publicKeyToAddress } from "viem/accounts"
 import { bitcoinNetworks, requireBtcNetwork } from "./BitcoinNetwork.ts"
+import { tronAddressFromHex } from "./TronAddress.ts"
 import type { BtcNetwork, ChainFamily } from "./ChainFamily.ts"
 
 /** BIP-32 child indexes are 31-bit; the hardened flag takes the top bit. */
@@ -111,7 +111,7 @@ export const addressFromPublicKey = (target: KeyTarget, publicKey: Uint8Array): 
     case "EVM":
       return evmAddress(publicKey)
     case "TRON":
-      return TronWeb.address.fromHex(`41${evmAddress(publicKey).slice(2)}`)
+      return tronAddressFromHex(`41${evmAddress(publicKey).slice(2)}`)
     case "BTC": {
       const network = bitcoinNetworks[requireBtcNetwork(target.btcNetwork)]
       const address = bitcoin.payments.p2wpkh({ pubkey: publicKey, network }).address

@@ -1,18 +1,24 @@
 /**
  * TRX and TRC-20 transfers built and signed offline with tronweb. tronweb builds transactions locally (protobuf);
  * its only network call, fetching the reference block, is skipped because the block header is passed in, so the
- * TronWeb instance below points at an address it never contacts (chains.md section 4).
+ * TronWeb instance below points at an address it never contacts (chains.md section 4). It is imported on the first
+ * TRON signature: loading it costs about 250 ms, which every start would otherwise pay (chains/TronAddress.ts).
  */
 import { bytesToHex } from "@noble/hashes/utils.js"
-import { TronWeb, utils as tronUtils } from "tronweb"
+import type { TronWeb } from "tronweb"
 import { type KeySource, withKey } from "./KeySource.ts"
 import type { SignedTransaction, TronReferenceBlock, TronTransfer } from "./TransactionRequest.ts"
 
 /** What TRON nodes use when a client does not choose: a transaction stays valid for 60 s after its block. */
 const expirationAfterBlockMs = 60_000
 
+let library: Promise<typeof import("tronweb")> | undefined
+const tronweb = () => (library ??= import("tronweb"))
 let builder: TronWeb | undefined
-const offlineBuilder = (): TronWeb => (builder ??= new TronWeb({ fullHost: "http://127.0.0.1:1" }))
+const offlineBuilder = async (): Promise<TronWeb> => {
+  const { TronWeb } = await tronweb()
+  return (builder ??= new TronWeb({ fullHost: "http://127.0.0.1:1" }))
+}
 
 /** TAPoS fields as tronweb computes them from `wallet/getblock`. */
 const blockHeader = (block: TronReferenceBlock, expiration: number | undefined) => {
@@ -33,11 +39,12 @@ const sunAsNumber = (amount: bigint): number => {
 
 export const signTronTransfer = (keys: KeySource, request: TronTransfer): Promise<SignedTransaction> =>
   withKey(keys, request.key, { family: "TRON" }, async (derived) => {
+    const { TronWeb, utils: tronUtils } = await tronweb()
     const privateKey = bytesToHex(derived.privateKey)
     const from = derived.address
     if (TronWeb.address.fromPrivateKey(privateKey) !== from) throw new Error("TRON key and derived address disagree")
     const header = blockHeader(request.referenceBlock, request.expiration)
-    const tron = offlineBuilder()
+    const tron = await offlineBuilder()
     const unsigned = request.token === undefined
       ? await tron.transactionBuilder.sendTrx(request.to, sunAsNumber(request.amount), from, { blockHeader: header })
       : (await tron.transactionBuilder.triggerSmartContract(
