@@ -1,5 +1,5 @@
 /**
- * A local anvil node (npm `@foundry-rs/anvil`, chains.md 5.1) for one test file: started when the file is collected,
+ * A local anvil node (npm `@foundry-rs/anvil-linux-amd64`, chains.md 5.1) for one test file: started when the file is collected,
  * on a free loopback port, killed after the file. Blocks are mined only when a test asks (`--no-mining`), so tests
  * decide when a transfer lands, as on the simulated chain.
  *
