@@ -2,7 +2,7 @@
  * Typed configuration from the environment (operator-interface.md, "Running the service"). Secrets are Redacted so
  * they never print; limits are named with their unit last.
  */
-import { Config, Context, Effect, Layer, Option, type Redacted } from "effect"
+import { Config, Context, Data, Effect, Layer, Option, Redacted } from "effect"
 
 export const ServiceEnv = ["development", "preproduction", "production"] as const
 export type ServiceEnv = (typeof ServiceEnv)[number]
@@ -24,10 +24,42 @@ export interface AppConfigShape {
   readonly signerMnemonic: Option.Option<Redacted.Redacted<string>>
   /**
    * Whether every catalog network runs on the built-in simulated chain (operator-interface.md: the default on a
-   * developer machine and in tests). `SIMULATED_CHAINS`; default true in development only. Real chain clients are
-   * not built yet, so without it no network is watched.
+   * developer machine and in tests). `SIMULATED_CHAINS`; default true in development only. Only EVM networks have
+   * a real client (`chainRpcUrls`); without either, a network is not watched.
    */
   readonly simulatedChains: boolean
+  /**
+   * JSON-RPC node per network (`CHAIN_RPC_URLS`, a JSON object networkKey -> URL). Redacted: provider URLs often
+   * carry an API key. A network listed here is watched on that node instead of the simulated chain.
+   */
+  readonly chainRpcUrls: Readonly<Record<string, Redacted.Redacted<string>>>
+}
+
+/** A setting that is present but unusable; the message never repeats the value (it may be a secret). */
+export class ConfigInvalid extends Data.TaggedError("ConfigInvalid")<{ readonly message: string }> {}
+
+/** `CHAIN_RPC_URLS`: a JSON object of networkKey to an http(s) URL. */
+export const parseChainRpcUrls = (
+  text: string
+): Effect.Effect<Readonly<Record<string, Redacted.Redacted<string>>>, ConfigInvalid> => {
+  const invalid = (why: string) => Effect.fail(new ConfigInvalid({ message: `CHAIN_RPC_URLS: ${why}` }))
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    return invalid("not JSON (expected an object of networkKey to URL)")
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    return invalid("expected a JSON object of networkKey to URL")
+  }
+  const urls: Record<string, Redacted.Redacted<string>> = {}
+  for (const [networkKey, url] of Object.entries(parsed)) {
+    if (typeof url !== "string" || !/^https?:\/\/\S+$/.test(url)) {
+      return invalid(`the URL of ${networkKey} is not an http(s) URL`)
+    }
+    urls[networkKey] = Redacted.make(url)
+  }
+  return Effect.succeed(urls)
 }
 
 export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("coffer/AppConfig") {
@@ -45,12 +77,16 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("cof
         serviceEnv: Config.Literals(ServiceEnv, "SERVICE_ENV").pipe(Config.withDefault("development" as const)),
         trustedProxies: Config.String("TRUSTED_PROXIES").pipe(Config.withDefault("")),
         signerMnemonic: Config.Redacted("SIGNER_MNEMONIC").pipe(Config.option),
-        simulatedChains: Config.Boolean("SIMULATED_CHAINS").pipe(Config.option)
+        simulatedChains: Config.Boolean("SIMULATED_CHAINS").pipe(Config.option),
+        chainRpcUrls: Config.Redacted("CHAIN_RPC_URLS").pipe(Config.option)
       })
       return AppConfig.of({
         ...config,
         trustedProxies: config.trustedProxies.split(/[\s,]+/).filter((entry) => entry.length > 0),
-        simulatedChains: Option.getOrElse(config.simulatedChains, () => config.serviceEnv === "development")
+        simulatedChains: Option.getOrElse(config.simulatedChains, () => config.serviceEnv === "development"),
+        chainRpcUrls: Option.isSome(config.chainRpcUrls)
+          ? yield* parseChainRpcUrls(Redacted.value(config.chainRpcUrls.value))
+          : {}
       })
     })
   )
@@ -69,6 +105,7 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("cof
       trustedProxies: [],
       signerMnemonic: Option.none(),
       simulatedChains: true,
+      chainRpcUrls: {},
       ...overrides
     })
 }

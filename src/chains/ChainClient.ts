@@ -1,8 +1,8 @@
 /**
  * What the service needs from a chain, one client per network: follow the head, read blocks with the transfers in
  * them, and say whether a transaction is still known (to tell a dropped deposit from one waiting to be re-mined).
- * The built-in simulated chain implements it for development and tests (chains/simulated/); RPC clients per family
- * plug in here for real networks. Withdrawals will add broadcast and fee reads to this interface.
+ * The built-in simulated chain implements it for development and tests (chains/simulated/); EVM networks have a
+ * JSON-RPC client (chains/evm/); the other families' RPC clients plug in here when built. Withdrawals will add broadcast and fee reads to this interface.
  */
 import { Context, Data, type Effect } from "effect"
 
@@ -58,4 +58,6 @@ export interface ChainClient {
 export class ChainClients extends Context.Service<ChainClients, {
   readonly get: (networkKey: string) => ChainClient | undefined
   readonly networkKeys: ReadonlyArray<string>
+  /** Whether the network runs on the built-in simulated chain (only those answer /ops/devnet/...). */
+  readonly isSimulated: (networkKey: string) => boolean
 }>()("coffer/ChainClients") {}

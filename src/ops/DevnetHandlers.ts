@@ -23,7 +23,7 @@ export const OpsDevnetHandlers = HttpApiBuilder.group(OpsApi, "devnet", (handler
     /** A network served by the simulated chain; any other (unknown, or on a real client) is 404. */
     const simulatedNetwork = (networkKey: string) => {
       const network = catalog.network(networkKey)
-      return network !== undefined && clients.get(networkKey) !== undefined
+      return network !== undefined && clients.isSimulated(networkKey)
         ? Effect.succeed(network)
         : Effect.fail(new NotFound({ message: `no simulated network ${networkKey}` }))
     }

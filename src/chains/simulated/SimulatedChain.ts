@@ -13,8 +13,7 @@ import { SqlClient } from "effect/sql"
 import { Catalog } from "../../catalog/Catalog.ts"
 import { Entropy } from "../../domain/Entropy.ts"
 import { fromNumeric } from "../../domain/RawAmount.ts"
-import { AppConfig } from "../../Config.ts"
-import { type ChainBlock, type ChainClient, ChainClients, type ChainHead, type TransactionState } from "../ChainClient.ts"
+import { type ChainBlock, type ChainClient, type ChainHead, type TransactionState } from "../ChainClient.ts"
 import type { ChainFamily } from "../ChainFamily.ts"
 
 /** Blocks behind the head a network treats as final, as the real networks roughly do (TRON solidity, SOL roots). */
@@ -228,21 +227,3 @@ export class SimulatedChain extends Context.Service<SimulatedChain, {
     })
   )
 }
-
-/**
- * Chain clients per configuration: every enabled catalog network on the simulated chain when `simulatedChains`
- * is on, none otherwise (real RPC clients per family are a later stage).
- */
-export const chainClientsLayer = Layer.effect(
-  ChainClients,
-  Effect.gen(function*() {
-    const config = yield* AppConfig
-    const catalog = yield* Catalog
-    const chain = yield* SimulatedChain
-    const networkKeys = config.simulatedChains
-      ? catalog.networks.filter((network) => network.enabled).map((network) => network.networkKey)
-      : []
-    const clients = new Map(networkKeys.map((networkKey) => [networkKey, chain.client(networkKey)]))
-    return ChainClients.of({ get: (networkKey) => clients.get(networkKey), networkKeys })
-  })
-)

@@ -1,0 +1,83 @@
+/**
+ * Which client follows each network (docs/deposits.md, "Chain clients"): CHAIN_RPC_URLS picks the EVM RPC client,
+ * the simulated chain covers the rest only when SIMULATED_CHAINS is on, and a URL the service cannot use fails the
+ * start with a message that never repeats the URL.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Redacted } from "effect"
+import { Catalog, loadCatalogFile } from "../../src/catalog/Catalog.ts"
+import { ChainClients } from "../../src/chains/ChainClient.ts"
+import { chainClientsLayer } from "../../src/chains/ChainClientsLayer.ts"
+import { SimulatedChain } from "../../src/chains/simulated/SimulatedChain.ts"
+import { AppConfig, type AppConfigShape, parseChainRpcUrls } from "../../src/Config.ts"
+
+const secretUrl = "https://node.example/v3/secret-api-key"
+
+/** Building the layer opens no connection: clients are made, not called. The simulated chain is never used here. */
+const build = (overrides: Partial<AppConfigShape>) =>
+  Effect.gen(function*() {
+    const catalog = Catalog.make(yield* loadCatalogFile("preproduction"))
+    const simulated = SimulatedChain.of({
+      transfer: () => Effect.die("unused"),
+      mine: () => Effect.die("unused"),
+      reorg: () => Effect.die("unused"),
+      state: () => Effect.die("unused"),
+      client: (networkKey) => ({
+        networkKey,
+        startFromGenesis: true,
+        head: Effect.die("unused"),
+        block: () => Effect.die("unused"),
+        transactionState: () => Effect.die("unused")
+      })
+    })
+    return yield* Effect.service(ChainClients).pipe(
+      Effect.provide(chainClientsLayer.pipe(
+        Layer.provide(Layer.mergeAll(
+          AppConfig.layerTest(overrides),
+          Layer.succeed(Catalog)(catalog),
+          Layer.succeed(SimulatedChain)(simulated)
+        ))
+      ))
+    )
+  })
+
+describe("chain clients per configuration", () => {
+  it.effect("an EVM network with a URL is on the RPC client; the others on the simulated chain when it is on", () =>
+    Effect.gen(function*() {
+      const clients = yield* build({ chainRpcUrls: { ETH_SEPOLIA: Redacted.make(secretUrl) } })
+      assert.deepStrictEqual(clients.networkKeys, ["ETH_SEPOLIA", "BSC_TESTNET", "TRON_NILE", "BTC_TESTNET", "SOL_DEVNET"])
+      assert.isFalse(clients.isSimulated("ETH_SEPOLIA"))
+      assert.isFalse(clients.get("ETH_SEPOLIA")!.startFromGenesis)
+      assert.isTrue(clients.isSimulated("BSC_TESTNET"))
+    }))
+
+  it.effect("without the simulated chain only the configured network is watched", () =>
+    Effect.gen(function*() {
+      const clients = yield* build({ simulatedChains: false, chainRpcUrls: { BSC_TESTNET: Redacted.make(secretUrl) } })
+      assert.deepStrictEqual(clients.networkKeys, ["BSC_TESTNET"])
+      assert.isUndefined(clients.get("ETH_SEPOLIA"))
+    }))
+
+  it.effect("a URL for a non-EVM or unknown network fails the start, naming the network and not the URL", () =>
+    Effect.gen(function*() {
+      const tron = yield* Effect.flip(build({ chainRpcUrls: { TRON_NILE: Redacted.make(secretUrl) } }))
+      assert.strictEqual(tron._tag, "ConfigInvalid")
+      assert.include(tron.message, "TRON_NILE")
+      assert.include(tron.message, "only EVM networks")
+      assert.notInclude(tron.message, "secret-api-key")
+      const unknown = yield* Effect.flip(build({ chainRpcUrls: { ETH_MAINNET: Redacted.make(secretUrl) } }))
+      assert.include(unknown.message, "ETH_MAINNET")
+    }))
+
+  it.effect("CHAIN_RPC_URLS: a JSON object of http(s) URLs, kept Redacted; bad input never echoed", () =>
+    Effect.gen(function*() {
+      const urls = yield* parseChainRpcUrls(JSON.stringify({ ETH_SEPOLIA: secretUrl }))
+      assert.strictEqual(Redacted.value(urls.ETH_SEPOLIA!), secretUrl)
+      assert.notInclude(String(urls.ETH_SEPOLIA), "secret")
+      for (const text of [`{"ETH_SEPOLIA": "ftp://secret-api-key"}`, `secret-api-key`, `["secret-api-key"]`, `{"A": 1}`]) {
+        const error = yield* Effect.flip(parseChainRpcUrls(text))
+        assert.strictEqual(error._tag, "ConfigInvalid")
+        assert.notInclude(error.message, "secret-api-key")
+      }
+    }))
+})

