@@ -34,6 +34,7 @@ import { chainClientsLayer } from "./chains/ChainClientsLayer.ts"
 import { SimulatedChain } from "./chains/simulated/SimulatedChain.ts"
 import { DepositWatcher, DepositWatcherLoop } from "./deposits/DepositWatcher.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
+import { OutboxRetention } from "./outbox/OutboxRetention.ts"
 import { Ledger } from "./ledger/Ledger.ts"
 import { latestTransactionEventData } from "./transactions/TransactionEventData.ts"
 import { TransactionRepository } from "./transactions/TransactionRepository.ts"
@@ -71,6 +72,7 @@ export const DomainLayer = Layer.mergeAll(
   Idempotency.layer,
   ProvisioningSupervisor,
   ClusterRetention,
+  OutboxRetention,
   DepositWatcherLoop
 ).pipe(
   Layer.provideMerge(Layer.mergeAll(DepositWatcher.layer, ManualDepositCredit.layer, TransferQuotes.layer, TwoFactor.layer)),
