@@ -30,6 +30,10 @@ import { WebhookInfoHandlers } from "./http/WebhookInfoHandlers.ts"
 import { WebhooksHandlers } from "./http/WebhooksHandlers.ts"
 import { ClusterLayer, ClusterRetention } from "./entities/Cluster.ts"
 import { WalletEntityLive } from "./entities/WalletEntity.ts"
+import { WithdrawalEntityLive } from "./entities/WithdrawalEntity.ts"
+import { WithdrawalProcessor } from "./withdrawals/WithdrawalProcessor.ts"
+import { Withdrawals } from "./withdrawals/Withdrawals.ts"
+import { WithdrawalSupervisor } from "./withdrawals/WithdrawalSupervisor.ts"
 import { chainClientsLayer } from "./chains/ChainClientsLayer.ts"
 import { SimulatedChain } from "./chains/simulated/SimulatedChain.ts"
 import { DepositWatcher, DepositWatcherLoop } from "./deposits/DepositWatcher.ts"
@@ -73,8 +77,12 @@ export const DomainLayer = Layer.mergeAll(
   ProvisioningSupervisor,
   ClusterRetention,
   OutboxRetention,
-  DepositWatcherLoop
+  DepositWatcherLoop,
+  WithdrawalSupervisor
 ).pipe(
+  Layer.provideMerge(Withdrawals.layer),
+  Layer.provideMerge(WithdrawalEntityLive),
+  Layer.provideMerge(WithdrawalProcessor.layer),
   Layer.provideMerge(Layer.mergeAll(DepositWatcher.layer, ManualDepositCredit.layer, TransferQuotes.layer, TwoFactor.layer)),
   Layer.provideMerge(chainClientsLayer),
   Layer.provideMerge(SimulatedChain.layer),

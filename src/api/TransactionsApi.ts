@@ -112,6 +112,21 @@ export const InternalTransferReceipt = Schema.Struct({
   fee: Schema.String
 }).annotate({ identifier: "InternalTransferReceipt" })
 
+/** Spec section 2, "On-chain withdrawal receipt"; with status CANCELLED also the "Cancel response". */
+export const OnChainWithdrawalReceipt = Schema.Struct({
+  settlement: Schema.Literal("ON_CHAIN"),
+  withdrawalId: Schema.String,
+  transactionId: Schema.String,
+  status: Schema.String,
+  subStatus: Schema.NullOr(Schema.String),
+  state: Schema.String,
+  assetId: Schema.String,
+  amountRaw: Schema.String,
+  feeRaw: Schema.String,
+  reservedRaw: Schema.String,
+  destination: Schema.String
+}).annotate({ identifier: "OnChainWithdrawalReceipt" })
+
 export class TransactionsApi extends HttpApiGroup.make("transactions")
   .add(
     HttpApiEndpoint.post("submit", "/v1/transactions", {
@@ -120,7 +135,7 @@ export class TransactionsApi extends HttpApiGroup.make("transactions")
         "x-user-2fa-code": Schema.optional(Schema.String)
       },
       payload: SubmitTransactionBody,
-      success: InternalTransferReceipt.pipe(HttpApiSchema.status(202)),
+      success: Schema.Union([InternalTransferReceipt, OnChainWithdrawalReceipt]).pipe(HttpApiSchema.status(202)),
       error: [
         BadRequestWire,
         ForbiddenWire,
@@ -149,12 +164,12 @@ export class TransactionsApi extends HttpApiGroup.make("transactions")
       ]
     }).annotate(
       OpenApi.Description,
-      "Internal transfers (recipients inside the tenant) settle off-chain. On-chain withdrawals are not built yet: " +
-        "an external recipient answers 503 PROVIDER_UNAVAILABLE and nothing is created."
+      "Internal transfers (recipients inside the tenant) settle off-chain; an external recipient gets an on-chain " +
+        "withdrawal, created SUBMITTED with amount + fee frozen and followed through GET /v1/transactions/{id}."
     ),
     HttpApiEndpoint.post("cancel", "/v1/transactions/:id/cancel", {
       params: { id: Uuid },
-      success: TransactionObject,
+      success: OnChainWithdrawalReceipt,
       error: [NotFoundWire, InvalidStateWire]
     }),
     HttpApiEndpoint.post("estimateFee", "/v1/transactions/estimate_fee", {

@@ -2,7 +2,8 @@
  * What the service needs from a chain, one client per network: follow the head, read blocks with the transfers in
  * them, and say whether a transaction is still known (to tell a dropped deposit from one waiting to be re-mined).
  * The built-in simulated chain implements it for development and tests (chains/simulated/); EVM networks have a
- * JSON-RPC client (chains/evm/); the other families' RPC clients plug in here when built. Withdrawals will add broadcast and fee reads to this interface.
+ * JSON-RPC client (chains/evm/); the other families' RPC clients plug in here when built. A client that can send
+ * withdrawals also has `withdrawals` (chain parameters, hot-wallet cover, broadcast, inclusion).
  */
 import { Context, Data, type Effect } from "effect"
 
@@ -40,6 +41,73 @@ export interface ChainBlock {
 
 export type TransactionState = "INCLUDED" | "PENDING" | "UNKNOWN"
 
+/** The network refused a transaction for good (invalid, double spend, ...): retrying the same bytes cannot help. */
+export class BroadcastRejected extends Data.TaggedError("BroadcastRejected")<{
+  readonly networkKey: string
+  readonly message: string
+}> {}
+
+/** The transfer a withdrawal asks for, from the platform's hot wallet. */
+export interface WithdrawalTransfer {
+  readonly withdrawalId: string
+  /** The platform HOT address on the network (the sender, and the BTC change address). */
+  readonly from: string
+  readonly to: string
+  readonly assetId: string
+  readonly amount: bigint
+}
+
+/**
+ * What a signature needs from the chain, per family (signer/TransactionRequest.ts holds the rest), and the network
+ * fee the transaction will pay in the native coin.
+ */
+export type WithdrawalParameters =
+  | {
+    readonly family: "EVM"
+    readonly chainId: number
+    readonly nonce: number
+    readonly gas: bigint
+    readonly maxFeePerGas: bigint
+    readonly maxPriorityFeePerGas: bigint
+    readonly networkFee: bigint
+  }
+  | {
+    readonly family: "TRON"
+    readonly referenceBlock: { readonly number: bigint; readonly id: string; readonly timestamp: number }
+    readonly feeLimit: bigint
+    readonly networkFee: bigint
+  }
+  | {
+    readonly family: "BTC"
+    /** Outputs of the hot wallet to spend (value in satoshi); the change goes back to the hot wallet. */
+    readonly inputs: ReadonlyArray<{ readonly txid: string; readonly vout: number; readonly value: bigint }>
+    readonly networkFee: bigint
+  }
+  | { readonly family: "SOL"; readonly recentBlockhash: string; readonly networkFee: bigint }
+
+/** A signed withdrawal as broadcast: the bytes, their hash, and what they transfer (for the simulated chain). */
+export interface SignedWithdrawal extends WithdrawalTransfer {
+  readonly raw: string
+  readonly txHash: string
+  readonly networkFee: bigint
+}
+
+export interface WithdrawalChain {
+  /** Whether the hot wallet holds `amount` of the asset and the network fee in the native coin. */
+  readonly hotWalletCovers: (
+    transfer: WithdrawalTransfer,
+    networkFee: bigint
+  ) => Effect.Effect<boolean, ChainUnavailable>
+  /** The network fee a withdrawal of this asset would pay now (to check the hot wallet before signing). */
+  readonly networkFee: (assetId: string) => Effect.Effect<bigint, ChainUnavailable>
+  /** Chain parameters for one signature; asked once per withdrawal (the signed bytes are stored). */
+  readonly withdrawalParameters: (transfer: WithdrawalTransfer) => Effect.Effect<WithdrawalParameters, ChainUnavailable>
+  /** Sends signed bytes; sending the same bytes again is harmless (the network knows them by their hash). */
+  readonly broadcast: (signed: SignedWithdrawal) => Effect.Effect<void, ChainUnavailable | BroadcastRejected>
+  /** The height of the block that includes the transaction on the current chain, if any. */
+  readonly inclusionHeight: (txHash: string) => Effect.Effect<bigint | undefined, ChainUnavailable>
+}
+
 export interface ChainClient {
   readonly networkKey: string
   /**
@@ -52,6 +120,8 @@ export interface ChainClient {
   readonly block: (height: bigint) => Effect.Effect<ChainBlock | undefined, ChainUnavailable>
   /** Whether the chain still has the transaction: in a block, in the mempool, or not at all (dropped). */
   readonly transactionState: (txHash: string) => Effect.Effect<TransactionState, ChainUnavailable>
+  /** Withdrawals from the platform hot wallet; absent where the client cannot send yet (they wait QUEUED). */
+  readonly withdrawals?: WithdrawalChain | undefined
 }
 
 /** The client of each network the service follows; a network without one is not watched. */

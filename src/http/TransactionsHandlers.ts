@@ -1,4 +1,4 @@
-/** Handlers of the transactions group, read side (spec 4.4). */
+/** Handlers of the transactions group (spec 4.4). */
 import { Effect } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
@@ -7,10 +7,11 @@ import type { SubmitTransactionBody } from "../api/TransactionsApi.ts"
 import { sha256Hex } from "../client/RequestSigner.ts"
 import { checkIdempotencyKey, Idempotency } from "../idempotency/Idempotency.ts"
 import { Transfers } from "../transfers/Transfers.ts"
+import { Withdrawals } from "../withdrawals/Withdrawals.ts"
 import { Api } from "../api/Api.ts"
 import { pageLimitDefault } from "../api/Common.ts"
 import { Catalog } from "../catalog/Catalog.ts"
-import { BadRequest, InvalidState, NotFound } from "../domain/ApiError.ts"
+import { BadRequest, NotFound } from "../domain/ApiError.ts"
 import { parseRfc3339, toRfc3339 } from "../domain/Time.ts"
 import { TransferQuotes } from "../transfers/TransferQuotes.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
@@ -36,6 +37,7 @@ export const TransactionsHandlers = HttpApiBuilder.group(Api, "transactions", (h
     const quotes = yield* TransferQuotes
     const transfers = yield* Transfers
     const idempotency = yield* Idempotency
+    const withdrawals = yield* Withdrawals
     const found = (transaction: Transaction | undefined) =>
       transaction === undefined ? Effect.fail(notFound) : Effect.succeed(transactionObject(catalog, transaction))
     /** The destination forms of spec 4.4, checked in the request's shape before anything else runs. */
@@ -96,13 +98,7 @@ export const TransactionsHandlers = HttpApiBuilder.group(Api, "transactions", (h
       .handle("cancel", ({ params }) =>
         Effect.gen(function*() {
           const tenant = yield* currentTenant
-          const transaction = yield* repository.find(tenant.id, params.id)
-          if (transaction === undefined) return yield* notFound
-          if (transaction.kind !== "WITHDRAWAL") {
-            return yield* new InvalidState({ message: "only withdrawals can be cancelled" })
-          }
-          // On-chain withdrawals are not built yet, so none exists to cancel (docs/transfers.md).
-          return yield* Effect.die(new Error(`withdrawal ${transaction.id} exists without the withdrawal pipeline`))
+          return yield* withdrawals.cancel(tenant.id, params.id)
         }))
       .handle("estimateFee", ({ payload }) =>
         Effect.gen(function*() {

@@ -4,14 +4,29 @@
  * soon as the call returns (the background scan would get there within a second anyway).
  */
 import { Effect } from "effect"
+import { Sharding } from "effect/cluster"
+import { SqlClient } from "effect/sql"
 import { HttpApiBuilder } from "effect/http-api"
 import { Catalog } from "../catalog/Catalog.ts"
 import { validateAddress } from "../chains/AddressValidation.ts"
 import { ChainClients } from "../chains/ChainClient.ts"
-import { SimulatedChain } from "../chains/simulated/SimulatedChain.ts"
+import { SimulatedChain, type SimulatedChainState } from "../chains/simulated/SimulatedChain.ts"
 import { DepositWatcher } from "../deposits/DepositWatcher.ts"
 import { AssetNotSupported, BadRequest, InvalidAddress, NotFound } from "../domain/ApiError.ts"
+import { WithdrawalProcessor } from "../withdrawals/WithdrawalProcessor.ts"
+import { retryQueuedWithdrawals } from "../withdrawals/WithdrawalSupervisor.ts"
 import { OpsApi } from "./OpsApi.ts"
+
+const stateObject = (state: SimulatedChainState) => ({
+  networkKey: state.networkKey,
+  height: Number(state.height),
+  hash: state.hash,
+  finalizedHeight: Number(state.finalizedHeight),
+  pendingTransfers: state.pendingTransfers,
+  broadcastFails: state.broadcastFails,
+  networkFeeRaw: state.networkFee.toString(),
+  hotWalletBalance: Object.fromEntries(Object.entries(state.hotWalletBalance).map(([assetId, raw]) => [assetId, raw.toString()]))
+})
 
 export const OpsDevnetHandlers = HttpApiBuilder.group(OpsApi, "devnet", (handlers) =>
   Effect.gen(function*() {
@@ -19,6 +34,12 @@ export const OpsDevnetHandlers = HttpApiBuilder.group(OpsApi, "devnet", (handler
     const clients = yield* ChainClients
     const catalog = yield* Catalog
     const watcher = yield* DepositWatcher
+    const withdrawals = yield* WithdrawalProcessor
+    const sql = yield* SqlClient.SqlClient
+    const sharding = yield* Sharding.Sharding
+    /** After the chain changed: deposits scanned, withdrawals confirmed (or rebroadcast after a reorg). */
+    const follow = (networkKey: string) =>
+      Effect.andThen(watcher.scan(networkKey), withdrawals.confirm(networkKey))
 
     /** A network served by the simulated chain; any other (unknown, or on a real client) is 404. */
     const simulatedNetwork = (networkKey: string) => {
@@ -56,26 +77,42 @@ export const OpsDevnetHandlers = HttpApiBuilder.group(OpsApi, "devnet", (handler
         Effect.gen(function*() {
           const network = yield* simulatedNetwork(params.networkKey)
           const height = yield* chain.mine(network.networkKey, payload.count ?? 1)
-          yield* watcher.scan(network.networkKey)
+          yield* follow(network.networkKey)
           return { height: Number(height) }
         }))
       .handle("reorg", ({ params, payload }) =>
         Effect.gen(function*() {
           const network = yield* simulatedNetwork(params.networkKey)
           const height = yield* chain.reorg(network.networkKey, payload.depth)
-          yield* watcher.scan(network.networkKey)
+          yield* follow(network.networkKey)
           return { height: Number(height) }
+        }))
+      .handle("configure", ({ params, payload }) =>
+        Effect.gen(function*() {
+          const network = yield* simulatedNetwork(params.networkKey)
+          for (const assetId of Object.keys(payload.hotWalletBalance ?? {})) {
+            if (catalog.asset(assetId)?.networkKey !== network.networkKey) {
+              return yield* new AssetNotSupported({ message: `asset ${assetId} is not on ${network.networkKey}` })
+            }
+          }
+          const state = yield* chain.configure(network.networkKey, {
+            broadcastFails: payload.broadcastFails,
+            networkFee: payload.networkFeeRaw,
+            hotWalletBalance: payload.hotWalletBalance
+          })
+          // Withdrawals waiting for the hot wallet try again now rather than at the next sweep.
+          if (payload.hotWalletBalance !== undefined) {
+            yield* retryQueuedWithdrawals(network.networkKey).pipe(
+              Effect.provideService(SqlClient.SqlClient, sql),
+              Effect.provideService(Sharding.Sharding, sharding),
+              Effect.orDie
+            )
+          }
+          return stateObject(state)
         }))
       .handle("state", ({ params }) =>
         Effect.gen(function*() {
           const network = yield* simulatedNetwork(params.networkKey)
-          const state = yield* chain.state(network.networkKey)
-          return {
-            networkKey: state.networkKey,
-            height: Number(state.height),
-            hash: state.hash,
-            finalizedHeight: Number(state.finalizedHeight),
-            pendingTransfers: state.pendingTransfers
-          }
+          return stateObject(yield* chain.state(network.networkKey))
         }))
   }))

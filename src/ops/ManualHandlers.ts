@@ -6,7 +6,9 @@ import { ManualDepositCredit } from "../deposits/ManualDepositCredit.ts"
 import { NotFound } from "../domain/ApiError.ts"
 import { transactionObject } from "../http/TransactionViews.ts"
 import { Tenants } from "../tenants/Tenants.ts"
+import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 import { Transfers } from "../transfers/Transfers.ts"
+import { Withdrawals } from "../withdrawals/Withdrawals.ts"
 import { OpsApi } from "./OpsApi.ts"
 
 export const OpsManualHandlers = HttpApiBuilder.group(OpsApi, "manual", (handlers) =>
@@ -15,6 +17,18 @@ export const OpsManualHandlers = HttpApiBuilder.group(OpsApi, "manual", (handler
     const tenants = yield* Tenants
     const catalog = yield* Catalog
     const transfers = yield* Transfers
+    const withdrawals = yield* Withdrawals
+    const transactions = yield* TransactionRepository
+    /** A pending withdrawal goes on to QUEUED or is rejected; a pending internal transfer completes or is rejected. */
+    const decide = (tenantId: string, id: string, decision: "APPROVE" | "REJECT") =>
+      Effect.gen(function*() {
+        const tenant = yield* tenantOf(tenantId)
+        const transaction = yield* transactions.find(tenant.id, id)
+        const decided = transaction?.kind === "WITHDRAWAL"
+          ? yield* withdrawals.decide(tenant.id, id, decision)
+          : yield* transfers.decide(tenant.id, id, decision)
+        return transactionObject(catalog, decided)
+      })
     const tenantOf = (tenantId: string) =>
       Effect.flatMap(tenants.get(tenantId), (tenant) =>
         tenant === undefined ? Effect.fail(new NotFound({ message: "tenant not found" })) : Effect.succeed(tenant))
@@ -24,14 +38,6 @@ export const OpsManualHandlers = HttpApiBuilder.group(OpsApi, "manual", (handler
           const tenant = yield* tenantOf(params.tenantId)
           return transactionObject(catalog, yield* manualCredit.credit(tenant.id, params.id))
         }))
-      .handle("approve", ({ params }) =>
-        Effect.gen(function*() {
-          const tenant = yield* tenantOf(params.tenantId)
-          return transactionObject(catalog, yield* transfers.decide(tenant.id, params.id, "APPROVE"))
-        }))
-      .handle("reject", ({ params }) =>
-        Effect.gen(function*() {
-          const tenant = yield* tenantOf(params.tenantId)
-          return transactionObject(catalog, yield* transfers.decide(tenant.id, params.id, "REJECT"))
-        }))
+      .handle("approve", ({ params }) => decide(params.tenantId, params.id, "APPROVE"))
+      .handle("reject", ({ params }) => decide(params.tenantId, params.id, "REJECT"))
   }))

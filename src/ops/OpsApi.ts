@@ -145,7 +145,11 @@ export const DevnetState = Schema.Struct({
   height: Schema.Number,
   hash: Schema.String,
   finalizedHeight: Schema.Number,
-  pendingTransfers: Schema.Number
+  pendingTransfers: Schema.Number,
+  broadcastFails: Schema.Boolean,
+  networkFeeRaw: Schema.String,
+  /** The platform hot wallet's balance per asset of the network, raw. */
+  hotWalletBalance: Schema.Record(Schema.String, Schema.String)
 }).annotate({ identifier: "DevnetState" })
 
 /** The developer chain (operator-interface.md): only for networks served by the built-in simulated chain. */
@@ -174,6 +178,16 @@ export class OpsDevnetApi extends HttpApiGroup.make("devnet")
       success: Schema.Struct({ height: Schema.Number }),
       error: [NotFoundWire]
     }),
+    HttpApiEndpoint.patch("configure", "/ops/devnet/:networkKey", {
+      params: devnetParams,
+      payload: Schema.Struct({
+        broadcastFails: Schema.optional(Schema.Boolean),
+        networkFeeRaw: Schema.optional(RawAmount),
+        hotWalletBalance: Schema.optional(Schema.Record(Schema.String, RawAmount))
+      }),
+      success: DevnetState,
+      error: [NotFoundWire, AssetNotSupportedWire]
+    }),
     HttpApiEndpoint.get("state", "/ops/devnet/:networkKey", {
       params: devnetParams,
       success: DevnetState,
@@ -183,7 +197,7 @@ export class OpsDevnetApi extends HttpApiGroup.make("devnet")
   .annotateMerge(OpenApi.annotations({ title: "Developer chain (simulated networks only)" }))
 {}
 
-/** Approvals and manual handling (operator-interface.md); approvals of pending internal transfers (withdrawals next). */
+/** Approvals and manual handling (operator-interface.md): pending internal transfers and withdrawals. */
 export class OpsManualApi extends HttpApiGroup.make("manual")
   .add(
     HttpApiEndpoint.post("creditDeposit", "/ops/tenants/:tenantId/deposits/:id/credit", {

@@ -3,8 +3,9 @@
  * (decisions.md "Internal transfer"). Created COMPLETED in one database transaction (payer debited amount + fee,
  * recipient credited the amount, the fee to the tenant), or PENDING_AUTHORIZATION with amount + fee frozen when the
  * tenant's `transferApprovalAbove` is exceeded; the operator then approves (COMPLETED) or rejects (REJECTED /
- * REJECTED_BY_OPERATOR, unfrozen). Recipients outside the tenant settle on chain: that pipeline is not built yet,
- * and such a request answers 503 PROVIDER_UNAVAILABLE (retryable) without creating anything.
+ * REJECTED_BY_OPERATOR, unfrozen). Recipients outside the tenant settle on chain: an on-chain withdrawal is created
+ * SUBMITTED with amount + fee frozen (withdrawals/Withdrawals.ts) and carried on by its entity; a destination on the
+ * tenant's blocked list is not an HTTP error there but ends REJECTED / BLOCKED_BY_POLICY (spec section 3).
  *
  * Order of checks after the request's shape: payer wallet (404), payer user frozen or closed (403), cooldown and
  * two-step verification, payer wallet ACTIVE, recipient (404 / RECIPIENT_NOT_FOUND / SAME_USER_USE_WALLET_TRANSFER /
@@ -21,7 +22,6 @@ import {
   InsufficientBalance,
   InvalidState,
   NotFound,
-  ProviderUnavailable,
   RecipientNoWallet,
   RecipientNotFound,
   SameUserUseWalletTransfer,
@@ -36,6 +36,7 @@ import { recordStatusUpdated, recordTransactionCreated } from "../transactions/T
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 import { TwoFactor, type TwoFactorError } from "../users/TwoFactor.ts"
 import { type Wallet, WalletRepository } from "../wallets/WalletRepository.ts"
+import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
 import { type QuoteError, TransferQuotes } from "./TransferQuotes.ts"
 
 export type Destination =
@@ -78,13 +79,15 @@ export type SubmitError =
   | AssetMismatch
   | BlockedByPolicy
   | InsufficientBalance
-  | ProviderUnavailable
 
 /** Wallets that can take an internal transfer: HIDDEN ones still receive from their owner's wallets (spec 2). */
 const canReceive = (wallet: Wallet) => wallet.status === "ACTIVE" || wallet.status === "HIDDEN"
 
 export class Transfers extends Context.Service<Transfers, {
-  readonly submit: (tenant: Tenant, request: TransferRequest) => Effect.Effect<InternalTransferReceipt, SubmitError>
+  readonly submit: (
+    tenant: Tenant,
+    request: TransferRequest
+  ) => Effect.Effect<InternalTransferReceipt | OnChainReceipt, SubmitError>
   /** The operator's decision on a PENDING_AUTHORIZATION transfer. */
   readonly decide: (
     tenantId: string,
@@ -103,6 +106,7 @@ export class Transfers extends Context.Service<Transfers, {
       const transactions = yield* TransactionRepository
       const catalog = yield* Catalog
       const entropy = yield* Entropy
+      const withdrawals = yield* Withdrawals
 
       const provide = <A, E>(
         effect: Effect.Effect<A, E, SqlClient.SqlClient | Entropy | TransactionRepository | Catalog>
@@ -190,7 +194,16 @@ export class Transfers extends Context.Service<Transfers, {
         })
         const recipient = quote.recipient
         if (recipient === undefined) {
-          return yield* new ProviderUnavailable({ message: "on-chain withdrawals are not available yet" })
+          return yield* withdrawals.submit({
+            tenant,
+            payer,
+            asset: quote.asset,
+            amount: quote.amount,
+            fee: quote.fee,
+            destination: quote.destination,
+            externalTxId: request.externalTxId,
+            note: request.note
+          })
         }
         if (!canReceive(recipient)) return yield* new WalletNotActive({ message: "the recipient wallet cannot receive" })
         if ((tenant.settings.blockedAddresses ?? []).includes(quote.destination)) {

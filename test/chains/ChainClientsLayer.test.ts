@@ -22,6 +22,7 @@ const build = (overrides: Partial<AppConfigShape>) =>
       mine: () => Effect.die("unused"),
       reorg: () => Effect.die("unused"),
       state: () => Effect.die("unused"),
+      configure: () => Effect.die("unused"),
       client: (networkKey) => ({
         networkKey,
         startFromGenesis: true,

@@ -1,8 +1,8 @@
 /**
  * Internal transfers through POST /v1/transactions (spec 4.4, decisions.md "Internal transfer"): settled in the
  * ledger in one transaction, replayed without a second debit, held for approval above the tenant's threshold, with
- * the destination forms, two-step verification, policy, limits and balance checks. On-chain recipients are not
- * built yet and must create nothing.
+ * the destination forms, two-step verification, policy, limits and balance checks. On-chain recipients get a
+ * withdrawal (test/withdrawals/Withdrawals.test.ts).
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
@@ -167,9 +167,8 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("internal transfers (sp
         })
       }))
 
-    it.effect("an external recipient (on-chain, not built yet): 503 PROVIDER_UNAVAILABLE, nothing created or debited", () =>
+    it.effect("an external recipient settles on chain: 202 ON_CHAIN receipt, SUBMITTED, amount + fee frozen (test/withdrawals)", () =>
       Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
         const tenant = yield* provisionTenant()
         const erin = yield* walletOf(tenant, "erin")
         yield* fund(tenant, erin.walletId, eth, 10n ** 18n)
@@ -180,11 +179,10 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("internal transfers (sp
           amountRaw: (10n ** 16n).toString(),
           externalTxId: "w-1"
         })
-        expectError(response, 503, "PROVIDER_UNAVAILABLE")
-        assert.isTrue(response.json.error.retryable)
-        const [count] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM transactions WHERE tenant_id = ${tenant.tenantId}`
-        assert.strictEqual(count!.n, 0)
-        assert.deepStrictEqual(yield* balance(tenant, erin.walletId), { available: (10n ** 18n).toString(), frozen: "0" })
+        assert.strictEqual(response.status, 202, response.text)
+        assert.deepStrictEqual([response.json.settlement, response.json.status, response.json.feeRaw], ["ON_CHAIN", "SUBMITTED", (10n ** 15n).toString()])
+        const { frozen } = yield* balance(tenant, erin.walletId)
+        assert.strictEqual(frozen, (10n ** 16n + 10n ** 15n).toString())
       }))
 
     it.effect("above transferApprovalAbove: PENDING_AUTHORIZATION with amount + fee frozen; the operator approves or rejects", () =>

@@ -1,0 +1,343 @@
+/**
+ * Moves an on-chain withdrawal along its life cycle (decisions.md "Withdrawal life cycle"):
+ *
+ *   SUBMITTED → REJECTED/BLOCKED_BY_POLICY (destination in the tenant's blockedAddresses)
+ *   SUBMITTED → PENDING_AUTHORIZATION (amount above withdrawalApprovalAbove; the operator decides, Withdrawals.ts)
+ *   SUBMITTED → QUEUED → (hot wallet short: QUEUED/INSUFFICIENT_FUNDS_PLATFORM, retried by the supervisor)
+ *     → PENDING_SIGNATURE → signed bytes stored → broadcast → CONFIRMING (txHash) → COMPLETED (networkFeeRaw)
+ *   PENDING_SIGNATURE → FAILED/SIGNING_FAILED or FAILED/BROADCAST_FAILED
+ *
+ * The withdrawal's entity (entities/WithdrawalEntity.ts) runs `process`; the confirmation check (`confirm`) runs
+ * after each scan of the network. The handler may run twice, or on two processes at once (cluster notes), so the
+ * state is read from PostgreSQL at every step and every transition is an UPDATE conditional on the status it leaves,
+ * committed with its ledger entry and its TRANSACTION_STATUS_UPDATED event: a transition that lost a race changes
+ * nothing. Cancelling takes the same row, so a withdrawal is never both cancelled and signed: signing starts only
+ * once PENDING_SIGNATURE is committed, and cancel refuses PENDING_SIGNATURE.
+ *
+ * The signed bytes are stored (once: a trigger refuses any change) before the first broadcast; every later attempt
+ * broadcasts those bytes, so no withdrawal is ever signed twice with different parameters.
+ */
+import { Cause, Clock, Context, Effect, Exit, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { Catalog } from "../catalog/Catalog.ts"
+import { ChainClients, type SignedWithdrawal, type WithdrawalTransfer } from "../chains/ChainClient.ts"
+import { meetsConfirmationRule } from "../deposits/DepositWatcher.ts"
+import { Entropy } from "../domain/Entropy.ts"
+import { Ledger, type EntryKind, type Posting } from "../ledger/Ledger.ts"
+import { Signer } from "../signer/Signer.ts"
+import { Tenants } from "../tenants/Tenants.ts"
+import type { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
+import { recordStatusUpdated } from "../transactions/TransactionEvents.ts"
+import { TransactionRepository } from "../transactions/TransactionRepository.ts"
+import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
+import { withdrawalRequest } from "./WithdrawalRequests.ts"
+
+/** Transitions one `process` call makes at most (SUBMITTED to CONFIRMING is four); a bound, not a budget. */
+export const processStepsMax = 8
+/** Withdrawals one confirmation check looks at per network. */
+export const confirmationsPerCheckMax = 500
+
+export interface WithdrawalRow {
+  readonly id: string
+  readonly tenant_id: string
+  readonly status: TransactionStatus
+  readonly sub_status: SubStatus | null
+  readonly asset_id: string
+  readonly network_key: string
+  readonly amount: string
+  readonly fee: string
+  readonly source_wallet_id: string
+  readonly destination_address: string
+  readonly tx_hash: string | null
+  readonly signed_raw: string | null
+  readonly signed_tx_hash: string | null
+  readonly network_fee: string | null
+  readonly network_fee_asset_id: string | null
+}
+
+/** The funds frozen at submission: amount + fee, from available to frozen (docs/ledger.md WITHDRAWAL_FREEZE). */
+export const freezePostings = (row: Pick<WithdrawalRow, "source_wallet_id" | "asset_id" | "amount" | "fee">) => {
+  const total = BigInt(row.amount) + BigInt(row.fee)
+  const wallet = { kind: "WALLET" as const, walletId: row.source_wallet_id }
+  return [
+    { account: wallet, assetId: row.asset_id, bucket: "AVAILABLE", amount: -total },
+    { account: wallet, assetId: row.asset_id, bucket: "FROZEN", amount: total }
+  ] satisfies ReadonlyArray<Posting>
+}
+
+/** FAILED, REJECTED, CANCELLED: the freeze negated (WITHDRAWAL_RELEASE). */
+export const releasePostings = (row: WithdrawalRow): ReadonlyArray<Posting> =>
+  freezePostings(row).map((posting) => ({ ...posting, amount: -posting.amount }))
+
+/** COMPLETED: frozen consumed; the amount left custody (CHAIN), the fee is the tenant's (WITHDRAWAL_SETTLE). */
+const settlePostings = (row: WithdrawalRow): ReadonlyArray<Posting> => {
+  const amount = BigInt(row.amount)
+  const fee = BigInt(row.fee)
+  return [
+    { account: { kind: "WALLET", walletId: row.source_wallet_id }, assetId: row.asset_id, bucket: "FROZEN", amount: -(amount + fee) },
+    { account: { kind: "CHAIN" }, assetId: row.asset_id, bucket: "AVAILABLE", amount },
+    ...(fee > 0n ? [{ account: { kind: "FEES" }, assetId: row.asset_id, bucket: "AVAILABLE", amount: fee } as const] : [])
+  ]
+}
+
+/** The miner's fee the vault paid, in the native coin (NETWORK_FEE). */
+const networkFeePostings = (assetId: string, fee: bigint): ReadonlyArray<Posting> => [
+  { account: { kind: "NETWORK_FEES" }, assetId, bucket: "AVAILABLE", amount: -fee },
+  { account: { kind: "CHAIN" }, assetId, bucket: "AVAILABLE", amount: fee }
+]
+
+export interface Transition {
+  readonly from: TransactionStatus
+  /** Only when the withdrawal has no sub-status (so setting one twice emits one event). */
+  readonly fromWithoutSubStatus?: boolean
+  readonly to: TransactionStatus
+  readonly subStatus: SubStatus | null
+  readonly txHash?: string
+  readonly networkFee?: { readonly amount: bigint; readonly assetId: string; readonly blockHeight: bigint }
+  readonly entries?: ReadonlyArray<{ readonly kind: EntryKind; readonly postings: ReadonlyArray<Posting> }>
+}
+
+export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
+  /** Takes the withdrawal as far as it can go now; returns the status it stands in. */
+  readonly process: (withdrawalId: string) => Effect.Effect<TransactionStatus | "MISSING">
+  /** Completes the network's CONFIRMING withdrawals that meet its confirmation rule; returns how many. */
+  readonly confirm: (networkKey: string) => Effect.Effect<number>
+  /** Applies one conditional transition with its ledger entries and event; false when the status had moved on. */
+  readonly transition: (row: WithdrawalRow, transition: Transition) => Effect.Effect<boolean>
+  readonly load: (withdrawalId: string) => Effect.Effect<WithdrawalRow | undefined>
+}>()("coffer/WithdrawalProcessor") {
+  static readonly layer = Layer.effect(
+    WithdrawalProcessor,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const catalog = yield* Catalog
+      const clients = yield* ChainClients
+      const ledger = yield* Ledger
+      const signer = yield* Signer
+      const tenants = yield* Tenants
+      const platformAddresses = yield* PlatformAddresses
+      const transactions = yield* TransactionRepository
+      const entropy = yield* Entropy
+
+      const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
+
+      const load = (withdrawalId: string) =>
+        Effect.map(
+          sql<WithdrawalRow>`
+            SELECT t.id, t.tenant_id, t.status, t.sub_status, t.asset_id, t.network_key, t.amount::text AS amount,
+              t.fee::text AS fee, t.source_wallet_id, t.destination_address, t.tx_hash, w.signed_raw, w.signed_tx_hash,
+              w.network_fee::text AS network_fee, w.network_fee_asset_id
+            FROM transactions t JOIN withdrawals w ON w.transaction_id = t.id
+            WHERE t.id = ${withdrawalId} AND t.kind = 'WITHDRAWAL'`,
+          ([row]) => row
+        ).pipe(Effect.orDie)
+
+      const transition = Effect.fn("WithdrawalProcessor.transition")(function*(row: WithdrawalRow, step: Transition) {
+        return yield* sql.withTransaction(Effect.gen(function*() {
+          const at = yield* now
+          const updated = yield* sql`
+            UPDATE transactions SET status = ${step.to}, sub_status = ${step.subStatus}, updated_at = ${at}
+              ${step.txHash === undefined ? sql`` : sql`, tx_hash = ${step.txHash}`}
+              ${
+            step.networkFee === undefined ? sql`` : sql`, network_fee = ${step.networkFee.amount.toString()},
+                network_fee_asset_id = ${step.networkFee.assetId}, block_height = ${step.networkFee.blockHeight.toString()}`
+          }
+            WHERE id = ${row.id} AND kind = 'WITHDRAWAL' AND status = ${step.from}
+              ${step.fromWithoutSubStatus === true ? sql`AND sub_status IS NULL` : sql``}
+            RETURNING id`
+          if (updated.length === 0) return false
+          for (const entry of step.entries ?? []) {
+            yield* ledger.post({ tenantId: row.tenant_id, kind: entry.kind, referenceId: row.id, postings: entry.postings })
+              .pipe(Effect.orDie)
+          }
+          yield* recordStatusUpdated(row.tenant_id, row.id, step.to, step.subStatus).pipe(
+            Effect.provideService(TransactionRepository, transactions),
+            Effect.provideService(Catalog, catalog),
+            Effect.provideService(SqlClient.SqlClient, sql),
+            Effect.provideService(Entropy, entropy)
+          )
+          return true
+        })).pipe(Effect.orDie)
+      })
+
+      const release = (row: WithdrawalRow) => [{ kind: "WITHDRAWAL_RELEASE" as const, postings: releasePostings(row) }]
+
+      const hotAddress = (networkKey: string) =>
+        Effect.map(platformAddresses.list, (list) =>
+          list.find((entry) => entry.networkKey === networkKey && entry.role === "HOT")?.address)
+
+      const transferOf = (row: WithdrawalRow, from: string): WithdrawalTransfer => ({
+        withdrawalId: row.id,
+        from,
+        to: row.destination_address,
+        assetId: row.asset_id,
+        amount: BigInt(row.amount)
+      })
+
+      /** One step from the row's status; "STOP" when the withdrawal must wait (or is done). */
+      const step = (row: WithdrawalRow) =>
+        Effect.gen(function*() {
+          switch (row.status) {
+            case "SUBMITTED": {
+              const tenant = yield* tenants.get(row.tenant_id)
+              const settings = tenant?.settings ?? {}
+              if ((settings.blockedAddresses ?? []).includes(row.destination_address)) {
+                yield* transition(row, { from: "SUBMITTED", to: "REJECTED", subStatus: "BLOCKED_BY_POLICY", entries: release(row) })
+                return "NEXT" as const
+              }
+              const threshold = settings.withdrawalApprovalAbove?.[row.asset_id]
+              const pending = threshold !== undefined && BigInt(row.amount) > threshold
+              yield* transition(row, { from: "SUBMITTED", to: pending ? "PENDING_AUTHORIZATION" : "QUEUED", subStatus: null })
+              return "NEXT" as const
+            }
+            case "QUEUED": {
+              const chain = clients.get(row.network_key)?.withdrawals
+              const from = yield* hotAddress(row.network_key)
+              if (chain === undefined || from === undefined) {
+                yield* Effect.logWarning(`withdrawal ${row.id}: ${row.network_key} cannot send withdrawals; it waits QUEUED`)
+                return "STOP" as const
+              }
+              const transfer = transferOf(row, from)
+              const covered = yield* Effect.flatMap(chain.networkFee(row.asset_id), (fee) => chain.hotWalletCovers(transfer, fee))
+              if (!covered) {
+                yield* transition(row, {
+                  from: "QUEUED",
+                  fromWithoutSubStatus: true,
+                  to: "QUEUED",
+                  subStatus: "INSUFFICIENT_FUNDS_PLATFORM"
+                })
+                return "STOP" as const
+              }
+              yield* transition(row, { from: "QUEUED", to: "PENDING_SIGNATURE", subStatus: null })
+              return "NEXT" as const
+            }
+            case "PENDING_SIGNATURE":
+              return yield* signAndBroadcast(row)
+            default:
+              // PENDING_AUTHORIZATION waits for the operator, CONFIRMING for the chain; the rest are terminal.
+              return "STOP" as const
+          }
+        })
+
+      const signAndBroadcast = (row: WithdrawalRow) =>
+        Effect.gen(function*() {
+          const network = catalog.network(row.network_key)!
+          const asset = catalog.asset(row.asset_id)!
+          const chain = clients.get(row.network_key)?.withdrawals
+          const from = yield* hotAddress(row.network_key)
+          if (chain === undefined || from === undefined) return "STOP" as const
+          const transfer = transferOf(row, from)
+          let signed: SignedWithdrawal
+          if (row.signed_raw !== null) {
+            signed = { ...transfer, raw: row.signed_raw, txHash: row.signed_tx_hash!, networkFee: BigInt(row.network_fee!) }
+          } else {
+            const parameters = yield* chain.withdrawalParameters(transfer)
+            const request = withdrawalRequest(network, asset, transfer, parameters)
+            const exit = yield* Effect.exit(signer.signTransaction(request))
+            if (Exit.isFailure(exit)) {
+              if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.interrupt
+              yield* Effect.logError(`withdrawal ${row.id}: signing failed`, exit.cause)
+              yield* transition(row, { from: "PENDING_SIGNATURE", to: "FAILED", subStatus: "SIGNING_FAILED", entries: release(row) })
+              return "NEXT" as const
+            }
+            // Stored before any broadcast, and only if no other run stored its own first: the first signature wins
+            // and is the only one ever broadcast.
+            const stored = yield* sql`
+              UPDATE withdrawals w SET signed_raw = ${exit.value.raw}, signed_tx_hash = ${exit.value.txHash},
+                network_fee = ${parameters.networkFee.toString()}, network_fee_asset_id = ${network.nativeAssetId},
+                signed_at = ${yield* now}
+              FROM transactions t
+              WHERE w.transaction_id = ${row.id} AND t.id = w.transaction_id AND w.signed_raw IS NULL
+                AND t.status = 'PENDING_SIGNATURE'
+              RETURNING w.transaction_id`.pipe(Effect.orDie)
+            if (stored.length === 0) return "NEXT" as const
+            signed = { ...transfer, raw: exit.value.raw, txHash: exit.value.txHash, networkFee: parameters.networkFee }
+          }
+          const sent = yield* Effect.exit(chain.broadcast(signed))
+          yield* sql`UPDATE withdrawals SET broadcasts = broadcasts + 1 WHERE transaction_id = ${row.id}`.pipe(Effect.orDie)
+          if (Exit.isFailure(sent)) {
+            const failure = sent.cause.reasons.find(Cause.isFailReason)?.error
+            if (failure?._tag === "BroadcastRejected") {
+              // Rejected for good by the network: these bytes will never be mined, so the funds can return.
+              yield* transition(row, { from: "PENDING_SIGNATURE", to: "FAILED", subStatus: "BROADCAST_FAILED", entries: release(row) })
+              return "NEXT" as const
+            }
+            if (failure === undefined) return yield* Effect.orDie(Effect.failCause(sent.cause))
+            // Not reachable now: the supervisor rebroadcasts the same bytes later.
+            yield* Effect.logWarning(`withdrawal ${row.id}: broadcast not possible now (${failure.message}); will retry`)
+            return "STOP" as const
+          }
+          yield* transition(row, { from: "PENDING_SIGNATURE", to: "CONFIRMING", subStatus: null, txHash: signed.txHash })
+          return "NEXT" as const
+        })
+
+      const process = Effect.fn("WithdrawalProcessor.process")(function*(withdrawalId: string) {
+        for (let steps = 0; steps < processStepsMax; steps++) {
+          const row = yield* load(withdrawalId)
+          if (row === undefined) return "MISSING" as const
+          const outcome = yield* step(row).pipe(
+            Effect.catchTag("ChainUnavailable", (error) =>
+              Effect.as(Effect.logWarning(`withdrawal ${withdrawalId}: ${error.message}; will retry`), "STOP" as const))
+          )
+          if (outcome === "STOP") return row.status
+        }
+        return (yield* load(withdrawalId))?.status ?? "MISSING"
+      })
+
+      const complete = (row: WithdrawalRow, blockHeight: bigint) =>
+        transition(row, {
+          from: "CONFIRMING",
+          to: "COMPLETED",
+          subStatus: null,
+          networkFee: { amount: BigInt(row.network_fee!), assetId: row.network_fee_asset_id!, blockHeight },
+          entries: [
+            { kind: "WITHDRAWAL_SETTLE", postings: settlePostings(row) },
+            ...(BigInt(row.network_fee!) > 0n
+              ? [{ kind: "NETWORK_FEE" as const, postings: networkFeePostings(row.network_fee_asset_id!, BigInt(row.network_fee!)) }]
+              : [])
+          ]
+        })
+
+      const confirm = Effect.fn("WithdrawalProcessor.confirm")(function*(networkKey: string) {
+        const client = clients.get(networkKey)
+        const chain = client?.withdrawals
+        const network = catalog.network(networkKey)
+        if (client === undefined || chain === undefined || network === undefined) return 0
+        const waiting = yield* sql<{ id: string }>`
+          SELECT id FROM transactions
+          WHERE kind = 'WITHDRAWAL' AND status = 'CONFIRMING' AND network_key = ${networkKey}
+          ORDER BY id LIMIT ${confirmationsPerCheckMax}`.pipe(Effect.orDie)
+        if (waiting.length === 0) return 0
+        const head = yield* client.head
+        let completed = 0
+        for (const { id } of waiting) {
+          const row = yield* load(id)
+          if (row === undefined || row.status !== "CONFIRMING" || row.signed_raw === null) continue
+          const height = yield* chain.inclusionHeight(row.signed_tx_hash!)
+          if (height === undefined) {
+            // Not in a block: waiting in the mempool, or dropped with a reorganized block. It stays CONFIRMING; the
+            // network is given the same bytes again if it forgot them.
+            if ((yield* client.transactionState(row.signed_tx_hash!)) === "UNKNOWN") {
+              const from = (yield* hotAddress(networkKey))!
+              yield* chain.broadcast({
+                ...transferOf(row, from),
+                raw: row.signed_raw,
+                txHash: row.signed_tx_hash!,
+                networkFee: BigInt(row.network_fee!)
+              }).pipe(
+                Effect.andThen(sql`UPDATE withdrawals SET broadcasts = broadcasts + 1 WHERE transaction_id = ${row.id}`),
+                Effect.catchCause((cause) => Effect.logWarning(`withdrawal ${row.id}: rebroadcast failed`, cause))
+              )
+            }
+            continue
+          }
+          if (meetsConfirmationRule(network, head, height) && (yield* complete(row, height))) completed++
+        }
+        return completed
+      }, (effect) => effect.pipe(Effect.catchTag("ChainUnavailable", (error) =>
+        Effect.as(Effect.logWarning(`withdrawal confirmations: ${error.message}`), 0))))
+
+      return WithdrawalProcessor.of({ process, confirm, transition, load })
+    })
+  )
+}

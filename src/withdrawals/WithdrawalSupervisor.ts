@@ -1,0 +1,64 @@
+/**
+ * Background work of the withdrawal pipeline:
+ *
+ * - the sweep re-asks the entity of every withdrawal that has waited a while in a status it can leave by itself
+ *   (SUBMITTED, QUEUED, PENDING_SIGNATURE): its first request was lost with a process, its entity gave up on a
+ *   defect, the hot wallet was short (QUEUED/INSUFFICIENT_FUNDS_PLATFORM), or the network was unreachable. A
+ *   re-request carries a new attempt key per sweep window, so it is not answered from an earlier stored reply;
+ * - the confirmation check completes CONFIRMING withdrawals after each network's confirmation rule.
+ */
+import { Clock, Effect, Layer, Schedule } from "effect"
+import { SqlClient } from "effect/sql"
+import { ChainClients } from "../chains/ChainClient.ts"
+import { requestProcessing } from "../entities/WithdrawalEntity.ts"
+import { WithdrawalProcessor } from "./WithdrawalProcessor.ts"
+
+export const withdrawalSweepIntervalMillis = 10_000
+/** Withdrawals whose last change is younger than this are left to the request in flight. */
+export const withdrawalStuckAfterMillis = 10_000
+export const withdrawalSweepBatchMax = 500
+/** How often each network's CONFIRMING withdrawals are checked (as often as the deposit scan). */
+export const withdrawalConfirmIntervalMillis = 1_000
+
+const ask = (ids: ReadonlyArray<{ id: string }>, attempt: string) =>
+  Effect.forEach(ids, ({ id }) => requestProcessing(id, attempt), { discard: true })
+
+export const sweepStuckWithdrawals = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const now = yield* Clock.currentTimeMillis
+  const stuck = yield* sql<{ id: string }>`
+    SELECT id FROM transactions
+    WHERE kind = 'WITHDRAWAL' AND status IN ('SUBMITTED', 'QUEUED', 'PENDING_SIGNATURE')
+      AND updated_at < ${new Date(now - withdrawalStuckAfterMillis)}
+    ORDER BY updated_at LIMIT ${withdrawalSweepBatchMax}`
+  yield* ask(stuck, `supervisor:${Math.floor(now / withdrawalSweepIntervalMillis)}`)
+  return stuck.length
+})
+
+/** Re-asks the network's QUEUED withdrawals at once (the hot wallet was topped up: PATCH /ops/devnet). */
+export const retryQueuedWithdrawals = (networkKey: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const now = yield* Clock.currentTimeMillis
+    const queued = yield* sql<{ id: string }>`
+      SELECT id FROM transactions
+      WHERE kind = 'WITHDRAWAL' AND status = 'QUEUED' AND network_key = ${networkKey}
+      ORDER BY id LIMIT ${withdrawalSweepBatchMax}`
+    yield* ask(queued, `hot-wallet:${now}`)
+    return queued.length
+  })
+
+export const WithdrawalSupervisor = Layer.effectDiscard(Effect.gen(function*() {
+  const processor = yield* WithdrawalProcessor
+  const clients = yield* ChainClients
+  yield* sweepStuckWithdrawals.pipe(
+    Effect.catchCause((cause) => Effect.logWarning("withdrawal sweep failed", cause).pipe(Effect.as(0))),
+    Effect.repeat(Schedule.spaced(withdrawalSweepIntervalMillis)),
+    Effect.forkScoped
+  )
+  const confirmAll = Effect.forEach(clients.networkKeys, (networkKey) =>
+    processor.confirm(networkKey).pipe(
+      Effect.catchCause((cause) => Effect.logWarning(`withdrawal confirmation of ${networkKey} failed`, cause))
+    ), { discard: true })
+  yield* confirmAll.pipe(Effect.repeat(Schedule.spaced(withdrawalConfirmIntervalMillis)), Effect.forkScoped)
+}))

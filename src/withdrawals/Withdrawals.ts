@@ -1,0 +1,206 @@
+/**
+ * The tenant's and the operator's side of on-chain withdrawals: submission (SUBMITTED with amount + fee frozen and
+ * TRANSACTION_CREATED, in one database transaction), cancellation (spec 4.4) and the operator's decision on a
+ * PENDING_AUTHORIZATION withdrawal (operator-interface.md). Everything after submission is the withdrawal entity's
+ * (WithdrawalProcessor.ts). Cancel and decide lock the transaction row and use the processor's conditional
+ * transitions, so they serialize with the entity: whichever commits first wins, the other changes nothing.
+ */
+import { Clock, Context, Effect, Layer } from "effect"
+import { Sharding } from "effect/cluster"
+import { SqlClient } from "effect/sql"
+import type { CatalogAsset } from "../catalog/Catalog.ts"
+import { Catalog } from "../catalog/Catalog.ts"
+import { type InsufficientBalance, InvalidState, NotFound } from "../domain/ApiError.ts"
+import { Entropy } from "../domain/Entropy.ts"
+import { uuidV7 } from "../domain/Ids.ts"
+import { requestProcessing } from "../entities/WithdrawalEntity.ts"
+import { Ledger } from "../ledger/Ledger.ts"
+import type { Tenant } from "../tenants/Tenants.ts"
+import type { Transaction } from "../transactions/Transaction.ts"
+import { recordTransactionCreated } from "../transactions/TransactionEvents.ts"
+import { TransactionRepository } from "../transactions/TransactionRepository.ts"
+import type { Wallet } from "../wallets/WalletRepository.ts"
+import { freezePostings, releasePostings, WithdrawalProcessor } from "./WithdrawalProcessor.ts"
+
+/** Spec section 2, "On-chain withdrawal receipt" (and, with status CANCELLED, the cancel response). */
+export interface OnChainReceipt {
+  readonly settlement: "ON_CHAIN"
+  readonly withdrawalId: string
+  readonly transactionId: string
+  readonly status: string
+  readonly subStatus: string | null
+  /** Internal state, for troubleshooting only (spec): here the status it was answered in. */
+  readonly state: string
+  readonly assetId: string
+  readonly amountRaw: string
+  readonly feeRaw: string
+  readonly reservedRaw: string
+  readonly destination: string
+}
+
+export interface WithdrawalSubmission {
+  readonly tenant: Tenant
+  readonly payer: Wallet
+  readonly asset: CatalogAsset
+  readonly amount: bigint
+  readonly fee: bigint
+  /** Normalized. */
+  readonly destination: string
+  readonly externalTxId: string | undefined
+  readonly note: string | undefined
+}
+
+const receipt = (
+  row: { id: string; asset_id: string; amount: string; fee: string; destination_address: string },
+  status: string,
+  subStatus: string | null
+): OnChainReceipt => ({
+  settlement: "ON_CHAIN",
+  withdrawalId: row.id,
+  transactionId: row.id,
+  status,
+  subStatus,
+  state: status,
+  assetId: row.asset_id,
+  amountRaw: row.amount,
+  feeRaw: row.fee,
+  reservedRaw: (BigInt(row.amount) + BigInt(row.fee)).toString(),
+  destination: row.destination_address
+})
+
+/** The statuses a user may still cancel in (spec section 3: signing not yet started). */
+const cancellable = new Set(["SUBMITTED", "PENDING_AUTHORIZATION", "QUEUED"])
+
+export class Withdrawals extends Context.Service<Withdrawals, {
+  readonly submit: (submission: WithdrawalSubmission) => Effect.Effect<OnChainReceipt, InsufficientBalance>
+  readonly cancel: (tenantId: string, transactionId: string) => Effect.Effect<OnChainReceipt, NotFound | InvalidState>
+  readonly decide: (
+    tenantId: string,
+    transactionId: string,
+    decision: "APPROVE" | "REJECT"
+  ) => Effect.Effect<Transaction, NotFound | InvalidState>
+}>()("coffer/Withdrawals") {
+  static readonly layer: Layer.Layer<
+    Withdrawals,
+    never,
+    | SqlClient.SqlClient
+    | Ledger
+    | Catalog
+    | Entropy
+    | TransactionRepository
+    | WithdrawalProcessor
+    | Sharding.Sharding
+  > = Layer.effect(
+    Withdrawals,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const ledger = yield* Ledger
+      const catalog = yield* Catalog
+      const entropy = yield* Entropy
+      const transactions = yield* TransactionRepository
+      const processor = yield* WithdrawalProcessor
+      const sharding = yield* Sharding.Sharding
+      const ask = (withdrawalId: string, attempt: string) =>
+        requestProcessing(withdrawalId, attempt).pipe(Effect.provideService(Sharding.Sharding, sharding))
+
+      const submit = Effect.fn("Withdrawals.submit")(function*(submission: WithdrawalSubmission) {
+        const { tenant, payer, asset } = submission
+        const id = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
+        const now = new Date(yield* Clock.currentTimeMillis)
+        const row = {
+          id,
+          asset_id: asset.assetId,
+          amount: submission.amount.toString(),
+          fee: submission.fee.toString(),
+          source_wallet_id: payer.id,
+          destination_address: submission.destination
+        }
+        yield* sql.withTransaction(Effect.gen(function*() {
+          yield* sql`INSERT INTO transactions ${
+            sql.insert({
+              id,
+              tenant_id: tenant.id,
+              kind: "WITHDRAWAL",
+              settlement: "ON_CHAIN",
+              status: "SUBMITTED",
+              asset_id: asset.assetId,
+              network_key: asset.networkKey,
+              amount: row.amount,
+              fee: row.fee,
+              source_wallet_id: payer.id,
+              source_address: payer.address,
+              source_user_id: payer.userId,
+              destination_address: submission.destination,
+              external_tx_id: submission.externalTxId ?? null,
+              note: submission.note ?? null,
+              created_at: now,
+              updated_at: now
+            })
+          }`
+          yield* sql`INSERT INTO withdrawals (transaction_id) VALUES (${id})`
+          yield* ledger.post({ tenantId: tenant.id, kind: "WITHDRAWAL_FREEZE", referenceId: id, postings: freezePostings(row) })
+          yield* recordTransactionCreated(tenant.id, id).pipe(
+            Effect.provideService(TransactionRepository, transactions),
+            Effect.provideService(Catalog, catalog),
+            Effect.provideService(SqlClient.SqlClient, sql),
+            Effect.provideService(Entropy, entropy)
+          )
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
+        yield* ask(id, "submitted")
+        return receipt(row, "SUBMITTED", null)
+      })
+
+      /** The withdrawal's row, locked for this transaction, if it is this tenant's. */
+      const lockedWithdrawal = (tenantId: string, transactionId: string) =>
+        Effect.gen(function*() {
+          const [row] = yield* sql<{ kind: string; status: string }>`
+            SELECT kind, status FROM transactions WHERE tenant_id = ${tenantId} AND id = ${transactionId} FOR UPDATE`
+          if (row === undefined) return yield* new NotFound({ message: "transaction not found" })
+          return row
+        })
+
+      const cancel = Effect.fn("Withdrawals.cancel")(function*(tenantId: string, transactionId: string) {
+        return yield* sql.withTransaction(Effect.gen(function*() {
+          const locked = yield* lockedWithdrawal(tenantId, transactionId)
+          if (locked.kind !== "WITHDRAWAL") return yield* new InvalidState({ message: "only withdrawals can be cancelled" })
+          const row = (yield* processor.load(transactionId))!
+          const done = cancellable.has(row.status) && (yield* processor.transition(row, {
+            from: row.status,
+            to: "CANCELLED",
+            subStatus: "CANCELLED_BY_USER",
+            entries: [{ kind: "WITHDRAWAL_RELEASE", postings: releasePostings(row) }]
+          }))
+          if (!done) return yield* new InvalidState({ message: "withdrawal can no longer be cancelled" })
+          return receipt(row, "CANCELLED", "CANCELLED_BY_USER")
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
+      })
+
+      const decide = Effect.fn("Withdrawals.decide")(function*(
+        tenantId: string,
+        transactionId: string,
+        decision: "APPROVE" | "REJECT"
+      ) {
+        yield* sql.withTransaction(Effect.gen(function*() {
+          const locked = yield* lockedWithdrawal(tenantId, transactionId)
+          const row = locked.kind === "WITHDRAWAL" ? yield* processor.load(transactionId) : undefined
+          const done = row !== undefined && row.status === "PENDING_AUTHORIZATION" && (yield* processor.transition(
+            row,
+            decision === "APPROVE"
+              ? { from: "PENDING_AUTHORIZATION", to: "QUEUED", subStatus: null }
+              : {
+                from: "PENDING_AUTHORIZATION",
+                to: "REJECTED",
+                subStatus: "REJECTED_BY_OPERATOR",
+                entries: [{ kind: "WITHDRAWAL_RELEASE", postings: releasePostings(row) }]
+              }
+          ))
+          if (!done) return yield* new InvalidState({ message: "transaction is not waiting for approval" })
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
+        if (decision === "APPROVE") yield* ask(transactionId, "approved")
+        return (yield* transactions.find(tenantId, transactionId))!
+      })
+
+      return Withdrawals.of({ submit, cancel, decide })
+    })
+  )
+}

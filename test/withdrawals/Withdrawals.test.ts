@@ -1,0 +1,561 @@
+/**
+ * On-chain withdrawals end to end on the simulated chain (spec sections 2-4.4 and 6, decisions.md "Withdrawal life
+ * cycle", operator-interface.md approvals and developer chain): POST /v1/transactions to an external address, the
+ * withdrawal entity taking it through QUEUED, PENDING_SIGNATURE and CONFIRMING, blocks mined through /ops/devnet up
+ * to COMPLETED, with the frozen funds, the ledger, the events and the signed bytes checked on the way.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import { sha256 } from "@noble/hashes/sha2.js"
+import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
+import { base58 } from "@scure/base"
+import { Keypair, Transaction as SolTransaction } from "@solana/web3.js"
+import * as bitcoin from "bitcoinjs-lib"
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
+import { keccak256, parseTransaction, recoverTransactionAddress } from "viem"
+import { hotWalletBalanceDefault } from "../../src/chains/simulated/SimulatedChain.ts"
+import { uuidV7 } from "../../src/domain/Ids.ts"
+import { Ledger } from "../../src/ledger/Ledger.ts"
+import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
+import { makeTestAppLayer, opsClient, provisionTenant, rawRequest, type RawResponse, type TestTenant } from "../support/TestApp.ts"
+
+const call = (tenant: TestTenant, method: string, target: string, body?: unknown) =>
+  rawRequest({ baseUrl: tenant.baseUrl, method, target, tenant, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
+
+const walletOf = (tenant: TestTenant, customerRefId: string, networkKey: string) =>
+  Effect.gen(function*() {
+    const response = yield* call(tenant, "POST", `/v1/users/${customerRefId}/deposit_address`, { networkKey })
+    assert.strictEqual(response.json.status, "READY", response.text)
+    return { walletId: response.json.walletId as string, address: response.json.address as string }
+  })
+
+/** Funds a wallet as a credited deposit would (CHAIN to WALLET), through the ledger's one door. */
+const fund = (tenant: TestTenant, walletId: string, assetId: string, amount: bigint) =>
+  Effect.gen(function*() {
+    const ledger = yield* Ledger
+    yield* ledger.post({
+      tenantId: tenant.tenantId,
+      kind: "DEPOSIT_CREDIT",
+      referenceId: yield* uuidV7,
+      postings: [
+        { account: { kind: "CHAIN" }, assetId, bucket: "AVAILABLE", amount: -amount },
+        { account: { kind: "WALLET", walletId }, assetId, bucket: "AVAILABLE", amount }
+      ]
+    })
+  })
+
+const balance = (tenant: TestTenant, walletId: string, assetId: string) =>
+  Effect.map(call(tenant, "GET", `/v1/wallets/${walletId}/assets`), (response) => {
+    const item = (response.json as Array<any>).find((entry) => entry.assetId === assetId)
+    return item === undefined ? { available: "0", frozen: "0" } : { available: item.available, frozen: item.frozen }
+  })
+
+/** The tenant's own account of a kind (FEES, NETWORK_FEES) for an asset, available balance. */
+const tenantAccount = (tenant: TestTenant, kind: string, assetId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const [row] = yield* sql<{ available: string }>`
+      SELECT available::text AS available FROM ledger_accounts
+      WHERE tenant_id = ${tenant.tenantId} AND kind = ${kind} AND asset_id = ${assetId}`
+    return row?.available ?? "0"
+  })
+
+const settings = (tenant: TestTenant, value: Record<string, unknown>) =>
+  Effect.gen(function*() {
+    const ops = yield* opsClient
+    yield* ops.tenants.update({ params: { tenantId: tenant.tenantId }, payload: { settings: value } })
+  }).pipe(Effect.orDie)
+
+const expectError = (response: RawResponse, status: number, code: string, message?: string) => {
+  assert.strictEqual(response.status, status, response.text)
+  assert.strictEqual(response.json.error.code, code, response.text)
+  if (message !== undefined) assert.strictEqual(response.json.error.message, message)
+}
+
+const mine = (networkKey: string, count = 1) =>
+  Effect.gen(function*() {
+    const ops = yield* opsClient
+    return (yield* ops.devnet.mine({ params: { networkKey }, payload: { count } })).height
+  }).pipe(Effect.orDie)
+
+const devnet = (networkKey: string, payload?: { broadcastFails?: boolean; networkFeeRaw?: bigint; hotWalletBalance?: Record<string, bigint> }) =>
+  Effect.gen(function*() {
+    const ops = yield* opsClient
+    return payload === undefined
+      ? yield* ops.devnet.state({ params: { networkKey } })
+      : yield* ops.devnet.configure({ params: { networkKey }, payload })
+  }).pipe(Effect.orDie)
+
+const hotAddress = (networkKey: string) =>
+  Effect.gen(function*() {
+    const ops = yield* opsClient
+    const list = yield* ops.platform.addresses()
+    return list.find((entry) => entry.networkKey === networkKey && entry.role === "HOT")!.address
+  }).pipe(Effect.orDie)
+
+const getTransaction = (tenant: TestTenant, id: string) =>
+  Effect.map(call(tenant, "GET", `/v1/transactions/${id}`), (response) => {
+    assert.strictEqual(response.status, 200, response.text)
+    return response.json
+  })
+
+/** Polls until the withdrawal reaches `status` (and `subStatus` when given); the entity works in the background. */
+const waitFor = (tenant: TestTenant, id: string, status: string, subStatus?: string | null) =>
+  Effect.gen(function*() {
+    let last: any
+    for (let attempt = 0; attempt < 150; attempt++) {
+      last = yield* getTransaction(tenant, id)
+      if (last.status === status && (subStatus === undefined || last.subStatus === subStatus)) return last
+      yield* Effect.sleep("100 millis")
+    }
+    return assert.fail(`withdrawal ${id} stayed ${last.status}/${last.subStatus}, expected ${status}/${subStatus}`)
+  })
+
+const statusEvents = (tenant: TestTenant, id: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql<{ event_type: string; data: any }>`
+      SELECT event_type, data FROM outbox_events WHERE tenant_id = ${tenant.tenantId} AND subject_id = ${id}
+      ORDER BY created_at, id`
+    return rows.map((row) => `${row.event_type === "TRANSACTION_CREATED" ? "CREATED" : "UPDATED"}:${row.data.status}/${row.data.subStatus ?? ""}`)
+  })
+
+const signedOf = (id: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const [row] = yield* sql<{ signed_raw: string; signed_tx_hash: string; broadcasts: number }>`
+      SELECT signed_raw, signed_tx_hash, broadcasts FROM withdrawals WHERE transaction_id = ${id}`
+    return row!
+  })
+
+const entryCount = (id: string, kind: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const [row] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ledger_entries WHERE reference_id = ${id} AND kind = ${kind}`
+    return row!.n
+  })
+
+const withdraw = (tenant: TestTenant, walletId: string, assetId: string, to: string, amount: bigint, externalTxId: string) =>
+  call(tenant, "POST", "/v1/transactions", {
+    assetId,
+    source: { type: "WALLET", id: walletId },
+    destination: { type: "ONE_TIME_ADDRESS", oneTimeAddress: { address: to } },
+    amountRaw: amount.toString(),
+    externalTxId
+  })
+
+/** The protobuf Transaction's raw_data (field 1) of a TRON raw hex, read by hand; its sha256 is the txID. */
+const tronRawData = (raw: string) => {
+  const bytes = hexToBytes(raw)
+  let offset = 0
+  const varint = () => {
+    let value = 0
+    for (let shift = 0; ; shift += 7) {
+      const byte = bytes[offset++]!
+      value += (byte & 0x7f) * 2 ** shift
+      if ((byte & 0x80) === 0) return value
+    }
+  }
+  assert.strictEqual(varint(), (1 << 3) | 2)
+  const length = varint()
+  return bytes.slice(offset, offset + length)
+}
+
+/** The hash an explorer shows, recomputed from the raw bytes alone. */
+const hashOfRaw: Record<string, (raw: string) => string> = {
+  EVM: (raw) => keccak256(raw as `0x${string}`),
+  BTC: (raw) => bitcoin.Transaction.fromHex(raw).getId(),
+  SOL: (raw) => base58.encode(SolTransaction.from(Buffer.from(raw, "base64")).signature!),
+  TRON: (raw) => bytesToHex(sha256(tronRawData(raw)))
+}
+
+const families = [
+  {
+    family: "EVM",
+    networkKey: "ETH_SEPOLIA",
+    assetId: "ETH_SEPOLIA_ETH",
+    to: "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed",
+    amount: 10n ** 16n,
+    fee: 10n ** 15n,
+    // 12 confirmations: the including block is the first.
+    blocksToComplete: 12
+  },
+  {
+    family: "BTC",
+    networkKey: "BTC_TESTNET",
+    assetId: "BTC_TESTNET_BTC",
+    to: "tb1qw508d6qejxtdg4y5r3zarvary0c5xw7kxpjzsx",
+    amount: 100_000n,
+    fee: 20_000n,
+    blocksToComplete: 2
+  },
+  {
+    family: "SOL",
+    networkKey: "SOL_DEVNET",
+    assetId: "SOL_DEVNET_SOL",
+    to: Keypair.fromSeed(new Uint8Array(32).fill(7)).publicKey.toBase58(),
+    amount: 100_000_000n,
+    fee: 5_000_000n,
+    // Finalized: 32 blocks behind the head.
+    blocksToComplete: 33
+  },
+  {
+    family: "TRON",
+    networkKey: "TRON_NILE",
+    assetId: "TRON_NILE_TRX",
+    to: "TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7",
+    amount: 20_000_000n,
+    fee: 1_100_000n,
+    // Solidified: 19 blocks behind the head.
+    blocksToComplete: 20
+  }
+] as const
+
+const eth = "ETH_SEPOLIA_ETH"
+const ethTo = "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed"
+
+layer(makeTestAppLayer(), { excludeTestServices: true })("on-chain withdrawals", (it) => {
+  describe("happy path per family", () => {
+    for (const case_ of families) {
+      it.effect(`${case_.family}: SUBMITTED → QUEUED → PENDING_SIGNATURE → CONFIRMING → COMPLETED; frozen then consumed, fee to FEES, txHash of the signed bytes`, () =>
+        Effect.gen(function*() {
+          const tenant = yield* provisionTenant()
+          yield* settings(tenant, { withdrawFees: { [case_.assetId]: case_.fee.toString() } })
+          const payer = yield* walletOf(tenant, "alice", case_.networkKey)
+          const funded = case_.amount * 10n
+          yield* fund(tenant, payer.walletId, case_.assetId, funded)
+          const before = yield* devnet(case_.networkKey)
+          const networkFee = BigInt(before.networkFeeRaw)
+
+          const response = yield* withdraw(tenant, payer.walletId, case_.assetId, case_.to, case_.amount, `w-${case_.family}`)
+          assert.strictEqual(response.status, 202, response.text)
+          const id = response.json.transactionId
+          assert.deepStrictEqual(response.json, {
+            settlement: "ON_CHAIN",
+            withdrawalId: id,
+            transactionId: id,
+            status: "SUBMITTED",
+            subStatus: null,
+            state: "SUBMITTED",
+            assetId: case_.assetId,
+            amountRaw: case_.amount.toString(),
+            feeRaw: case_.fee.toString(),
+            reservedRaw: (case_.amount + case_.fee).toString(),
+            destination: case_.to
+          })
+          const frozen = { available: (funded - case_.amount - case_.fee).toString(), frozen: (case_.amount + case_.fee).toString() }
+          assert.deepStrictEqual(yield* balance(tenant, payer.walletId, case_.assetId), frozen)
+
+          // Idempotent replay: the same bytes, no second freeze.
+          const replay = yield* withdraw(tenant, payer.walletId, case_.assetId, case_.to, case_.amount, `w-${case_.family}`)
+          assert.strictEqual(replay.status, 202)
+          assert.strictEqual(replay.text, response.text)
+          assert.strictEqual(yield* entryCount(id, "WITHDRAWAL_FREEZE"), 1)
+
+          const confirming = yield* waitFor(tenant, id, "CONFIRMING")
+          const signed = yield* signedOf(id)
+          assert.strictEqual(confirming.txHash, signed.signed_tx_hash)
+          assert.strictEqual(hashOfRaw[case_.family]!(signed.signed_raw), confirming.txHash)
+          assert.strictEqual(confirming.kind, "WITHDRAWAL")
+          assert.deepStrictEqual(confirming.destination, { walletId: null, address: case_.to, customerRefId: null, uid: null })
+          assert.isNull(confirming.networkFeeRaw)
+          assert.deepStrictEqual(yield* balance(tenant, payer.walletId, case_.assetId), frozen, "frozen until a terminal state")
+          // The hot wallet paid the amount (and, the asset being native, the network fee).
+          const after = yield* devnet(case_.networkKey)
+          assert.strictEqual(after.hotWalletBalance[case_.assetId], (BigInt(before.hotWalletBalance[case_.assetId]!) - case_.amount - networkFee).toString())
+
+          // The transfer from the hot address lands in the next block.
+          const hot = yield* hotAddress(case_.networkKey)
+          const sql = yield* SqlClient.SqlClient
+          const [onChain] = yield* sql<{ from_address: string; to_address: string; amount: string }>`
+            SELECT from_address, to_address, amount::text AS amount FROM devnet_transfers
+            WHERE network_key = ${case_.networkKey} AND tx_hash = ${confirming.txHash}`
+          assert.deepStrictEqual(onChain, { from_address: hot, to_address: case_.to, amount: case_.amount.toString() })
+          if (case_.family === "EVM") {
+            const raw = signed.signed_raw as `0x02${string}`
+            assert.strictEqual((yield* Effect.promise(() => recoverTransactionAddress({ serializedTransaction: raw }))).toLowerCase(), hot)
+            const parsed = parseTransaction(raw)
+            assert.deepStrictEqual([parsed.to, parsed.value, parsed.chainId], [case_.to, case_.amount, 11_155_111])
+          }
+          if (case_.family === "BTC") {
+            const outputs = bitcoin.Transaction.fromHex(signed.signed_raw).outs.map((output) =>
+              [bitcoin.address.fromOutputScript(output.script, bitcoin.networks.testnet), BigInt(output.value)])
+            assert.deepStrictEqual(outputs[0], [case_.to, case_.amount])
+            assert.strictEqual(outputs[1]![0], hot, "change back to the hot wallet")
+          }
+
+          yield* mine(case_.networkKey, case_.blocksToComplete - 1)
+          assert.strictEqual((yield* getTransaction(tenant, id)).status, "CONFIRMING", "one block short of the rule")
+          yield* mine(case_.networkKey)
+          const completed = yield* getTransaction(tenant, id)
+          assert.deepStrictEqual([completed.status, completed.subStatus], ["COMPLETED", null])
+          assert.strictEqual(completed.networkFeeRaw, networkFee.toString())
+          assert.strictEqual(completed.networkFeeAssetId, case_.assetId)
+          assert.strictEqual(completed.txHash, confirming.txHash)
+          assert.deepStrictEqual(yield* balance(tenant, payer.walletId, case_.assetId), {
+            available: (funded - case_.amount - case_.fee).toString(),
+            frozen: "0"
+          })
+          assert.strictEqual(yield* tenantAccount(tenant, "FEES", case_.assetId), case_.fee.toString())
+          assert.strictEqual(yield* tenantAccount(tenant, "NETWORK_FEES", case_.assetId), (-networkFee).toString())
+          assert.deepStrictEqual(yield* statusEvents(tenant, id), [
+            "CREATED:SUBMITTED/",
+            "UPDATED:QUEUED/",
+            "UPDATED:PENDING_SIGNATURE/",
+            "UPDATED:CONFIRMING/",
+            "UPDATED:COMPLETED/"
+          ])
+          // More blocks change nothing: settled once.
+          yield* mine(case_.networkKey, 2)
+          assert.strictEqual(yield* entryCount(id, "WITHDRAWAL_SETTLE"), 1)
+          assert.strictEqual(yield* entryCount(id, "NETWORK_FEE"), 1)
+          assert.strictEqual((yield* signedOf(id)).broadcasts, 1)
+        }))
+    }
+  })
+
+  describe("cancel (spec 4.4, section 3)", () => {
+    it.effect("QUEUED (INSUFFICIENT_FUNDS_PLATFORM), PENDING_AUTHORIZATION and SUBMITTED cancel with funds returned; after signing, or twice, 409", () =>
+      Effect.gen(function*() {
+        const tenant = yield* provisionTenant()
+        yield* settings(tenant, { withdrawFees: { [eth]: "1000" }, withdrawalApprovalAbove: { [eth]: (5n * 10n ** 16n).toString() } })
+        const payer = yield* walletOf(tenant, "bob", "ETH_SEPOLIA")
+        yield* fund(tenant, payer.walletId, eth, 10n ** 18n)
+        const cancel = (id: string) => call(tenant, "POST", `/v1/transactions/${id}/cancel`)
+
+        // PENDING_AUTHORIZATION: above withdrawalApprovalAbove.
+        const pending = yield* withdraw(tenant, payer.walletId, eth, ethTo, 6n * 10n ** 16n, "c-pending")
+        yield* waitFor(tenant, pending.json.transactionId, "PENDING_AUTHORIZATION")
+        assert.deepStrictEqual(yield* balance(tenant, payer.walletId, eth), {
+          available: (10n ** 18n - 6n * 10n ** 16n - 1000n).toString(),
+          frozen: (6n * 10n ** 16n + 1000n).toString()
+        })
+        const cancelled = yield* cancel(pending.json.transactionId)
+        assert.strictEqual(cancelled.status, 200, cancelled.text)
+        assert.deepStrictEqual(cancelled.json, {
+          ...pending.json,
+          status: "CANCELLED",
+          subStatus: "CANCELLED_BY_USER",
+          state: "CANCELLED"
+        })
+        assert.deepStrictEqual(yield* balance(tenant, payer.walletId, eth), { available: (10n ** 18n).toString(), frozen: "0" })
+        expectError(yield* cancel(pending.json.transactionId), 409, "INVALID_STATE", "withdrawal can no longer be cancelled")
+        assert.deepStrictEqual(yield* statusEvents(tenant, pending.json.transactionId), [
+          "CREATED:SUBMITTED/",
+          "UPDATED:PENDING_AUTHORIZATION/",
+          "UPDATED:CANCELLED/CANCELLED_BY_USER"
+        ])
+        // The operator can no longer approve it.
+        const ops = yield* opsClient
+        const late = yield* Effect.flip(ops.manual.approve({ params: { tenantId: tenant.tenantId, id: pending.json.transactionId } }))
+        assert.strictEqual(late._tag, "InvalidState")
+
+        // QUEUED with INSUFFICIENT_FUNDS_PLATFORM: the hot wallet is empty on this network.
+        yield* devnet("ETH_SEPOLIA", { hotWalletBalance: { [eth]: 0n } })
+        const queued = yield* withdraw(tenant, payer.walletId, eth, ethTo, 10n ** 16n, "c-queued")
+        yield* waitFor(tenant, queued.json.transactionId, "QUEUED", "INSUFFICIENT_FUNDS_PLATFORM")
+        const queuedCancel = yield* cancel(queued.json.transactionId)
+        assert.strictEqual(queuedCancel.status, 200, queuedCancel.text)
+        assert.strictEqual(queuedCancel.json.status, "CANCELLED")
+
+        // SUBMITTED lasts only until the entity runs; the state is set by hand to cancel from it.
+        const submitted = yield* withdraw(tenant, payer.walletId, eth, ethTo, 10n ** 16n, "c-submitted")
+        yield* waitFor(tenant, submitted.json.transactionId, "QUEUED", "INSUFFICIENT_FUNDS_PLATFORM")
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`UPDATE transactions SET status = 'SUBMITTED', sub_status = NULL WHERE id = ${submitted.json.transactionId}`
+        assert.strictEqual((yield* cancel(submitted.json.transactionId)).status, 200)
+        assert.deepStrictEqual(yield* balance(tenant, payer.walletId, eth), { available: (10n ** 18n).toString(), frozen: "0" })
+        yield* devnet("ETH_SEPOLIA", { hotWalletBalance: { [eth]: hotWalletBalanceDefault } })
+
+        // Signed and broadcast: too late.
+        const sent = yield* withdraw(tenant, payer.walletId, eth, ethTo, 10n ** 16n, "c-sent")
+        yield* waitFor(tenant, sent.json.transactionId, "CONFIRMING")
+        expectError(yield* cancel(sent.json.transactionId), 409, "INVALID_STATE", "withdrawal can no longer be cancelled")
+        assert.strictEqual((yield* getTransaction(tenant, sent.json.transactionId)).status, "CONFIRMING")
+        // Another tenant sees none of it.
+        const other = yield* provisionTenant()
+        expectError(yield* call(other, "POST", `/v1/transactions/${sent.json.transactionId}/cancel`), 404, "NOT_FOUND")
+        expectError(yield* call(other, "GET", `/v1/transactions/${sent.json.transactionId}`), 404, "NOT_FOUND")
+      }))
+  })
+
+  describe("approvals and policy", () => {
+    it.effect("above withdrawalApprovalAbove: approve goes on to QUEUED and on chain; reject is REJECTED_BY_OPERATOR and released", () =>
+      Effect.gen(function*() {
+        const ops = yield* opsClient
+        const tenant = yield* provisionTenant()
+        yield* settings(tenant, { withdrawFees: { [eth]: "1000" }, withdrawalApprovalAbove: { [eth]: (10n ** 16n).toString() } })
+        const payer = yield* walletOf(tenant, "carol", "ETH_SEPOLIA")
+        yield* fund(tenant, payer.walletId, eth, 10n ** 18n)
+        const atThreshold = yield* withdraw(tenant, payer.walletId, eth, ethTo, 10n ** 16n, "a-at")
+        yield* waitFor(tenant, atThreshold.json.transactionId, "CONFIRMING")
+
+        const approvedOne = yield* withdraw(tenant, payer.walletId, eth, ethTo, 2n * 10n ** 16n, "a-approve")
+        const id = approvedOne.json.transactionId
+        yield* waitFor(tenant, id, "PENDING_AUTHORIZATION")
+        const approved = yield* ops.manual.approve({ params: { tenantId: tenant.tenantId, id } }).pipe(Effect.orDie)
+        assert.strictEqual(approved.status, "QUEUED")
+        yield* waitFor(tenant, id, "CONFIRMING")
+        assert.deepStrictEqual(yield* statusEvents(tenant, id), [
+          "CREATED:SUBMITTED/",
+          "UPDATED:PENDING_AUTHORIZATION/",
+          "UPDATED:QUEUED/",
+          "UPDATED:PENDING_SIGNATURE/",
+          "UPDATED:CONFIRMING/"
+        ])
+        const twice = yield* Effect.flip(ops.manual.approve({ params: { tenantId: tenant.tenantId, id } }))
+        assert.strictEqual(twice._tag, "InvalidState")
+
+        const rejectedOne = yield* withdraw(tenant, payer.walletId, eth, ethTo, 3n * 10n ** 16n, "a-reject")
+        yield* waitFor(tenant, rejectedOne.json.transactionId, "PENDING_AUTHORIZATION")
+        const availableBefore = BigInt((yield* balance(tenant, payer.walletId, eth)).available)
+        const rejected = yield* ops.manual.reject({ params: { tenantId: tenant.tenantId, id: rejectedOne.json.transactionId } })
+          .pipe(Effect.orDie)
+        assert.deepStrictEqual([rejected.status, rejected.subStatus], ["REJECTED", "REJECTED_BY_OPERATOR"])
+        assert.strictEqual(
+          BigInt((yield* balance(tenant, payer.walletId, eth)).available),
+          availableBefore + 3n * 10n ** 16n + 1000n
+        )
+        // Another tenant's operator path names no such transaction.
+        const other = yield* provisionTenant()
+        const foreign = yield* Effect.flip(ops.manual.approve({ params: { tenantId: other.tenantId, id: rejectedOne.json.transactionId } }))
+        assert.strictEqual(foreign._tag, "NotFound")
+      }))
+
+    it.effect("a blocked destination is no HTTP error: the withdrawal ends REJECTED / BLOCKED_BY_POLICY, unfrozen", () =>
+      Effect.gen(function*() {
+        const tenant = yield* provisionTenant()
+        yield* settings(tenant, { blockedAddresses: [ethTo] })
+        const payer = yield* walletOf(tenant, "dave", "ETH_SEPOLIA")
+        yield* fund(tenant, payer.walletId, eth, 10n ** 18n)
+        const response = yield* withdraw(tenant, payer.walletId, eth, ethTo, 10n ** 16n, "b-1")
+        assert.strictEqual(response.status, 202, response.text)
+        assert.strictEqual(response.json.status, "SUBMITTED")
+        yield* waitFor(tenant, response.json.transactionId, "REJECTED", "BLOCKED_BY_POLICY")
+        assert.deepStrictEqual(yield* balance(tenant, payer.walletId, eth), { available: (10n ** 18n).toString(), frozen: "0" })
+        assert.deepStrictEqual(yield* statusEvents(tenant, response.json.transactionId), [
+          "CREATED:SUBMITTED/",
+          "UPDATED:REJECTED/BLOCKED_BY_POLICY"
+        ])
+        assert.isUndefined((yield* signedOf(response.json.transactionId)).signed_raw ?? undefined)
+      }))
+
+    it.effect("more than the available balance: 422 INSUFFICIENT_BALANCE, nothing created", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const tenant = yield* provisionTenant()
+        const payer = yield* walletOf(tenant, "erin", "ETH_SEPOLIA")
+        yield* fund(tenant, payer.walletId, eth, 10n ** 16n)
+        expectError(yield* withdraw(tenant, payer.walletId, eth, ethTo, 10n ** 16n, "i-1"), 422, "INSUFFICIENT_BALANCE")
+        const [count] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM transactions WHERE tenant_id = ${tenant.tenantId}`
+        assert.strictEqual(count!.n, 0)
+      }))
+  })
+
+  describe("the platform and the chain", () => {
+    it.effect("the hot wallet short: QUEUED / INSUFFICIENT_FUNDS_PLATFORM, then on chain once PATCH hotWalletBalance covers it", () =>
+      Effect.gen(function*() {
+        const tenant = yield* provisionTenant()
+        const bnb = "BSC_TESTNET_BNB"
+        const payer = yield* walletOf(tenant, "fay", "BSC_TESTNET")
+        yield* fund(tenant, payer.walletId, bnb, 10n ** 18n)
+        const state = yield* devnet("BSC_TESTNET", { hotWalletBalance: { [bnb]: 10n ** 15n } })
+        assert.strictEqual(state.hotWalletBalance[bnb], (10n ** 15n).toString())
+        const response = yield* withdraw(tenant, payer.walletId, bnb, ethTo, 5n * 10n ** 16n, "h-1")
+        const id = response.json.transactionId
+        yield* waitFor(tenant, id, "QUEUED", "INSUFFICIENT_FUNDS_PLATFORM")
+        assert.strictEqual((yield* devnet("BSC_TESTNET")).hotWalletBalance[bnb], (10n ** 15n).toString())
+        yield* devnet("BSC_TESTNET", { hotWalletBalance: { [bnb]: 10n ** 18n } })
+        const confirming = yield* waitFor(tenant, id, "CONFIRMING")
+        assert.isString(confirming.txHash)
+        const networkFee = BigInt((yield* devnet("BSC_TESTNET")).networkFeeRaw)
+        assert.strictEqual((yield* devnet("BSC_TESTNET")).hotWalletBalance[bnb], (10n ** 18n - 5n * 10n ** 16n - networkFee).toString())
+        assert.deepStrictEqual(yield* statusEvents(tenant, id), [
+          "CREATED:SUBMITTED/",
+          "UPDATED:QUEUED/",
+          "UPDATED:QUEUED/INSUFFICIENT_FUNDS_PLATFORM",
+          "UPDATED:PENDING_SIGNATURE/",
+          "UPDATED:CONFIRMING/"
+        ])
+        yield* devnet("BSC_TESTNET", { hotWalletBalance: { [bnb]: hotWalletBalanceDefault } })
+      }))
+
+    it.effect("broadcastFails: FAILED / BROADCAST_FAILED with the funds returned; a custom networkFeeRaw is what completes", () =>
+      Effect.gen(function*() {
+        const tenant = yield* provisionTenant()
+        const bnb = "BSC_TESTNET_BNB"
+        const payer = yield* walletOf(tenant, "gus", "BSC_TESTNET")
+        yield* fund(tenant, payer.walletId, bnb, 10n ** 18n)
+        const state = yield* devnet("BSC_TESTNET", { broadcastFails: true, networkFeeRaw: 42_000_000_000_000n })
+        assert.isTrue(state.broadcastFails)
+        const failed = yield* withdraw(tenant, payer.walletId, bnb, ethTo, 5n * 10n ** 16n, "f-1")
+        yield* waitFor(tenant, failed.json.transactionId, "FAILED", "BROADCAST_FAILED")
+        assert.deepStrictEqual(yield* balance(tenant, payer.walletId, bnb), { available: (10n ** 18n).toString(), frozen: "0" })
+        assert.deepStrictEqual(yield* statusEvents(tenant, failed.json.transactionId), [
+          "CREATED:SUBMITTED/",
+          "UPDATED:QUEUED/",
+          "UPDATED:PENDING_SIGNATURE/",
+          "UPDATED:FAILED/BROADCAST_FAILED"
+        ])
+        yield* devnet("BSC_TESTNET", { broadcastFails: false })
+        const ok = yield* withdraw(tenant, payer.walletId, bnb, ethTo, 5n * 10n ** 16n, "f-2")
+        yield* waitFor(tenant, ok.json.transactionId, "CONFIRMING")
+        yield* mine("BSC_TESTNET", 15)
+        const completed = yield* getTransaction(tenant, ok.json.transactionId)
+        assert.strictEqual(completed.status, "COMPLETED")
+        assert.strictEqual(completed.networkFeeRaw, "42000000000000")
+        yield* devnet("BSC_TESTNET", { networkFeeRaw: 21_000_000_000_000n })
+      }))
+
+    it.effect("a crash between storing the signature and broadcasting: the handler run twice rebroadcasts the same bytes, never re-signs", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const processor = yield* WithdrawalProcessor
+        const tenant = yield* provisionTenant()
+        const payer = yield* walletOf(tenant, "hal", "ETH_SEPOLIA")
+        yield* fund(tenant, payer.walletId, eth, 10n ** 18n)
+        const response = yield* withdraw(tenant, payer.walletId, eth, ethTo, 10n ** 16n, "r-1")
+        const id = response.json.transactionId
+        yield* waitFor(tenant, id, "CONFIRMING")
+        const signed = yield* signedOf(id)
+        const hot = yield* hotAddress("ETH_SEPOLIA")
+        const [nonceBefore] = yield* sql<{ next_nonce: string }>`
+          SELECT next_nonce::text AS next_nonce FROM devnet_nonces WHERE network_key = 'ETH_SEPOLIA' AND address = ${hot}`
+        // As if the process had died after storing the signature, before the broadcast and its status change.
+        yield* sql`DELETE FROM devnet_transfers WHERE network_key = 'ETH_SEPOLIA' AND tx_hash = ${signed.signed_tx_hash}`
+        yield* sql`DELETE FROM devnet_broadcasts WHERE network_key = 'ETH_SEPOLIA' AND tx_hash = ${signed.signed_tx_hash}`
+        yield* sql`UPDATE transactions SET status = 'PENDING_SIGNATURE', tx_hash = NULL WHERE id = ${id}`
+        // At-least-once delivery: the handler runs twice (concurrently, as on two runners after a freeze).
+        const outcomes = yield* Effect.all([processor.process(id), processor.process(id)], { concurrency: 2 })
+        assert.deepStrictEqual(outcomes, ["CONFIRMING", "CONFIRMING"])
+        const again = yield* signedOf(id)
+        assert.strictEqual(again.signed_raw, signed.signed_raw)
+        assert.strictEqual(again.signed_tx_hash, signed.signed_tx_hash)
+        const [nonceAfter] = yield* sql<{ next_nonce: string }>`
+          SELECT next_nonce::text AS next_nonce FROM devnet_nonces WHERE network_key = 'ETH_SEPOLIA' AND address = ${hot}`
+        assert.strictEqual(nonceAfter!.next_nonce, nonceBefore!.next_nonce, "no new nonce: not signed again")
+        const broadcasts = yield* sql<{ raw: string }>`
+          SELECT raw FROM devnet_broadcasts WHERE network_key = 'ETH_SEPOLIA' AND tx_hash = ${signed.signed_tx_hash}`
+        assert.deepStrictEqual(broadcasts.map((row) => row.raw), [signed.signed_raw])
+        const transfers = yield* sql`SELECT 1 FROM devnet_transfers WHERE network_key = 'ETH_SEPOLIA' AND tx_hash = ${signed.signed_tx_hash}`
+        assert.strictEqual(transfers.length, 1)
+        assert.strictEqual((yield* getTransaction(tenant, id)).txHash, signed.signed_tx_hash)
+        // The signature columns can never change (the database refuses).
+        const refused = yield* Effect.exit(sql`UPDATE withdrawals SET signed_raw = 'other' WHERE transaction_id = ${id}`)
+        assert.strictEqual(refused._tag, "Failure")
+
+        // A reorganization drops the block: still CONFIRMING, the same bytes go back to the chain, then it completes.
+        yield* mine("ETH_SEPOLIA", 2)
+        yield* Effect.flatMap(opsClient, (ops) => ops.devnet.reorg({ params: { networkKey: "ETH_SEPOLIA" }, payload: { depth: 2 } }))
+          .pipe(Effect.orDie)
+        assert.strictEqual((yield* getTransaction(tenant, id)).status, "CONFIRMING")
+        const requeued = yield* sql<{ raw: string }>`
+          SELECT b.raw FROM devnet_transfers t JOIN devnet_broadcasts b USING (network_key, tx_hash)
+          WHERE t.network_key = 'ETH_SEPOLIA' AND t.tx_hash = ${signed.signed_tx_hash} AND t.block_height IS NULL`
+        assert.deepStrictEqual(requeued.map((row) => row.raw), [signed.signed_raw])
+        yield* mine("ETH_SEPOLIA", 12)
+        assert.strictEqual((yield* getTransaction(tenant, id)).status, "COMPLETED")
+        assert.strictEqual(yield* entryCount(id, "WITHDRAWAL_SETTLE"), 1)
+      }))
+  })
+})
