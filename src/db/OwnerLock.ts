@@ -88,21 +88,39 @@ const waitForRecordedOwner = async (dataDir: string): Promise<number | undefined
  * holder has it, in this process or another. Rejects on anything else (unreadable directory, `owner.lock` that is not
  * a SQLite file, a file system without record locks).
  */
-export const tryAcquire = async (dataDir: string): Promise<Held | Taken> => {
-  const lockFile = join(dataDir, lockFileName)
+/**
+ * SQLite takes an exclusive lock in steps (shared, then reserved, pending, exclusive). Two processes that ask at the
+ * same instant can each hold the shared step the other needs gone, and both give up: measured in CI, two racing
+ * starts both answered "in use". A loser therefore asks again a few times, after a pause that differs per process
+ * (from its pid), so the racers fall out of step and one wins; a lock held by a live owner stays taken throughout.
+ */
+const lockAttemptsMax = 8
+const lockRetryBaseMs = 15
+
+const lockOnce = (lockFile: string): DatabaseSync | "busy" => {
   const database = new DatabaseSync(lockFile, { timeout: 0 })
   try {
     // A rollback journal would be one more file for a kill -9 to leave behind; nothing is written anyway. (With
     // `OFF` node's SQLite kept its default, DELETE, and wrote `owner.lock-journal`.)
     database.exec("PRAGMA journal_mode = MEMORY")
     database.exec("BEGIN EXCLUSIVE")
+    return database
   } catch (error) {
     database.close()
-    if ((error as { errcode?: unknown }).errcode === sqliteBusy) {
-      return { _tag: "Taken", ownerPid: await waitForRecordedOwner(dataDir) }
-    }
+    if ((error as { errcode?: unknown }).errcode === sqliteBusy) return "busy"
     throw error
   }
+}
+
+export const tryAcquire = async (dataDir: string): Promise<Held | Taken> => {
+  const lockFile = join(dataDir, lockFileName)
+  let database: DatabaseSync | "busy" = "busy"
+  for (let attempt = 1; attempt <= lockAttemptsMax; attempt++) {
+    database = lockOnce(lockFile)
+    if (database !== "busy" || attempt === lockAttemptsMax) break
+    await sleep(lockRetryBaseMs + (process.pid % 31) * 2 + attempt * 3)
+  }
+  if (database === "busy") return { _tag: "Taken", ownerPid: await waitForRecordedOwner(dataDir) }
   let released = false
   const pidFile = join(dataDir, pidFileName)
   const release = () => {
