@@ -66,7 +66,9 @@ export const withdrawalRequest = (
         recentBlockhash: parameters.recentBlockhash,
         to: transfer.to,
         amount: transfer.amount,
-        token: token === undefined ? undefined : { mint: token, decimals: asset.decimals }
+        // The catalog's tokenProgram goes with the mint: a Token-2022 mint signed through the classic Token program
+        // (the signer's default) would name the wrong program and associated accounts, and fail on chain.
+        token: token === undefined ? undefined : { mint: token, decimals: asset.decimals, programId: asset.tokenProgram ?? undefined }
       }
   }
 }

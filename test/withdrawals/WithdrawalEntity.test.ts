@@ -1,0 +1,223 @@
+/**
+ * The withdrawal's cluster entity (entities/WithdrawalEntity.ts) under the cluster's TestRunner and the TestClock, as
+ * test/entities/WalletEntity.test.ts does for wallets: the withdrawal is inserted directly (SUBMITTED, funds frozen),
+ * the entity is sent `Process`, and its reply and the database are checked. A signer that fails ends the withdrawal
+ * FAILED / SIGNING_FAILED with its funds released, never signed; a working signer takes it to CONFIRMING, and
+ * another attempt neither signs again nor broadcasts a second time.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, Layer, Redacted } from "effect"
+import { TestRunner } from "effect/cluster"
+import { SqlClient } from "effect/sql"
+import { TestClock } from "effect/testing"
+import { keccak256, parseTransaction, recoverTransactionAddress } from "viem"
+import { Catalog } from "../../src/catalog/Catalog.ts"
+import { chainClientsLayer } from "../../src/chains/ChainClientsLayer.ts"
+import { SimulatedChain } from "../../src/chains/simulated/SimulatedChain.ts"
+import { AppConfig } from "../../src/Config.ts"
+import * as Database from "../../src/db/Database.ts"
+import { SignerUnavailable } from "../../src/domain/ApiError.ts"
+import { Entropy } from "../../src/domain/Entropy.ts"
+import { WithdrawalEntity, WithdrawalEntityLive } from "../../src/entities/WithdrawalEntity.ts"
+import { Ledger } from "../../src/ledger/Ledger.ts"
+import { Signer } from "../../src/signer/Signer.ts"
+import { Tenants } from "../../src/tenants/Tenants.ts"
+import { TransactionRepository } from "../../src/transactions/TransactionRepository.ts"
+import { PlatformAddresses } from "../../src/wallets/PlatformAddresses.ts"
+import { freezePostings, WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
+import { testMnemonic } from "../support/TestApp.ts"
+
+const realSleep = (millis: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, millis)))
+
+const eth = "ETH_SEPOLIA_ETH"
+const ethTo = "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed"
+const amount = 10n ** 16n
+const fee = 1000n
+const funded = 10n ** 18n
+
+/** The test mnemonic's signer with `signTransaction` replaced (given the real one), counting its calls. */
+const signerWith = (state: { calls: number }, sign: (real: Signer["Service"]) => Signer["Service"]["signTransaction"]) =>
+  Layer.effect(
+    Signer,
+    Effect.map(Effect.service(Signer), (real) =>
+      Signer.of({
+        ...real,
+        signTransaction: (request) => Effect.suspend(() => {
+          state.calls++
+          return sign(real)(request)
+        })
+      }))
+  ).pipe(Layer.provide(Signer.layerLocalHd(Redacted.make(testMnemonic))), Layer.orDie)
+
+/** The entity, its processor and the simulated chain over the test database, on the cluster's TestRunner. */
+const entityLayer = (signer: Layer.Layer<Signer>) =>
+  WithdrawalEntityLive.pipe(
+    Layer.provideMerge(TestRunner.layer),
+    Layer.provideMerge(WithdrawalProcessor.layer),
+    Layer.provideMerge(chainClientsLayer),
+    Layer.provideMerge(SimulatedChain.layer),
+    Layer.provideMerge(Layer.mergeAll(PlatformAddresses.layer, Ledger.layer, TransactionRepository.layer)),
+    Layer.provideMerge(Layer.mergeAll(Tenants.layer, Catalog.layer)),
+    Layer.provideMerge(signer),
+    Layer.provideMerge(Entropy.layer),
+    Layer.provideMerge(Database.layerFromUrl(Redacted.make(process.env.DATABASE_URL!))),
+    Layer.provideMerge(AppConfig.layerTest({ serviceEnv: "preproduction" })),
+    Layer.orDie
+  )
+
+/** A tenant, a user, an EVM wallet (its status and address play no part in sending) funded with 1 ETH, and a withdrawal SUBMITTED with amount + fee frozen. */
+const insertSubmittedWithdrawal = (ids: { tenantId: string; userId: string; uid: string; walletId: string; withdrawalId: string }) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const ledger = yield* Ledger
+    yield* sql`INSERT INTO tenants (id, name, networks, created_at) VALUES (${ids.tenantId}, 'entity', '{}', now())`
+    yield* sql`INSERT INTO users (id, tenant_id, seq, uid, customer_ref_id, source, created_at, updated_at)
+      VALUES (${ids.userId}, ${ids.tenantId}, 0, ${ids.uid}, ${ids.userId}, 'B_API', now(), now())`
+    yield* sql`INSERT INTO wallets (id, tenant_id, user_id, chain_family, seq, name, is_default, status, created_at,
+        updated_at)
+      VALUES (${ids.walletId}, ${ids.tenantId}, ${ids.userId}, 'EVM', 1, 'EVM 1', true, 'PROVISIONING', now(), now())`
+    yield* ledger.post({
+      tenantId: ids.tenantId,
+      kind: "DEPOSIT_CREDIT",
+      referenceId: ids.tenantId,
+      postings: [
+        { account: { kind: "CHAIN" }, assetId: eth, bucket: "AVAILABLE", amount: -funded },
+        { account: { kind: "WALLET", walletId: ids.walletId }, assetId: eth, bucket: "AVAILABLE", amount: funded }
+      ]
+    })
+    yield* sql.withTransaction(Effect.gen(function*() {
+      yield* sql`INSERT INTO transactions (id, tenant_id, kind, settlement, status, asset_id, network_key, amount, fee,
+          source_wallet_id, source_user_id, destination_address, created_at, updated_at)
+        VALUES (${ids.withdrawalId}, ${ids.tenantId}, 'WITHDRAWAL', 'ON_CHAIN', 'SUBMITTED', ${eth}, 'ETH_SEPOLIA',
+          ${amount.toString()}, ${fee.toString()}, ${ids.walletId}, ${ids.userId}, ${ethTo}, now(), now())`
+      yield* sql`INSERT INTO withdrawals (transaction_id) VALUES (${ids.withdrawalId})`
+      yield* ledger.post({
+        tenantId: ids.tenantId,
+        kind: "WITHDRAWAL_FREEZE",
+        referenceId: ids.withdrawalId,
+        postings: freezePostings({ source_wallet_id: ids.walletId, asset_id: eth, amount: amount.toString(), fee: fee.toString() })
+      })
+    }))
+  }).pipe(Effect.orDie)
+
+const walletBalance = (walletId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const [row] = yield* sql<{ available: string; frozen: string }>`
+      SELECT available::text AS available, frozen::text AS frozen FROM ledger_accounts
+      WHERE kind = 'WALLET' AND wallet_id = ${walletId} AND asset_id = ${eth}`
+    return row!
+  }).pipe(Effect.orDie)
+
+const withdrawalState = (id: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const [row] = yield* sql<{
+      status: string
+      sub_status: string | null
+      tx_hash: string | null
+      signed_raw: string | null
+      signed_tx_hash: string | null
+      signed_at: Date | null
+      broadcasts: number
+    }>`
+      SELECT t.status, t.sub_status, t.tx_hash, w.signed_raw, w.signed_tx_hash, w.signed_at, w.broadcasts
+      FROM transactions t JOIN withdrawals w ON w.transaction_id = t.id WHERE t.id = ${id}`
+    const entries = yield* sql<{ kind: string }>`SELECT kind FROM ledger_entries WHERE reference_id = ${id} ORDER BY created_at, id`
+    const events = yield* sql<{ data: any }>`
+      SELECT data FROM outbox_events WHERE subject_id = ${id} AND event_type = 'TRANSACTION_STATUS_UPDATED' ORDER BY created_at, id`
+    return {
+      ...row!,
+      entries: entries.map((entry) => entry.kind),
+      events: events.map((event) => `${event.data.status}/${event.data.subStatus ?? ""}`)
+    }
+  }).pipe(Effect.orDie)
+
+/** Sends Process and drives the TestClock until the entity replies. */
+const processOnce = (withdrawalId: string, attempt: string) =>
+  Effect.gen(function*() {
+    const client = (yield* WithdrawalEntity.client)(withdrawalId)
+    const sent = yield* Effect.forkChild(client.Process({ attempt }))
+    for (let step = 0; step < 200 && sent.pollUnsafe() === undefined; step++) {
+      yield* TestClock.adjust("250 millis")
+      yield* realSleep(10)
+    }
+    return yield* Fiber.join(sent)
+  })
+
+describe("withdrawal entity on the TestRunner", () => {
+  it.effect("a signer that fails: FAILED / SIGNING_FAILED, funds released once, nothing signed or broadcast; asked again, nothing changes", () => {
+    const signer = { calls: 0 }
+    const ids = {
+      tenantId: "01a20190-0000-7000-8000-00000000d001",
+      userId: "01a20190-0000-7000-8000-00000000d002",
+      uid: "10000001",
+      walletId: "01a20190-0000-7000-8000-00000000d003",
+      withdrawalId: "01a20190-0000-7000-8000-00000000d004"
+    }
+    return Effect.gen(function*() {
+      yield* insertSubmittedWithdrawal(ids)
+      assert.deepStrictEqual(yield* walletBalance(ids.walletId), {
+        available: (funded - amount - fee).toString(),
+        frozen: (amount + fee).toString()
+      })
+      assert.strictEqual(yield* processOnce(ids.withdrawalId, "initial"), "FAILED")
+      assert.strictEqual(signer.calls, 1)
+      const state = yield* withdrawalState(ids.withdrawalId)
+      assert.deepStrictEqual(
+        [state.status, state.sub_status, state.tx_hash, state.signed_raw, state.signed_tx_hash, state.broadcasts],
+        ["FAILED", "SIGNING_FAILED", null, null, null, 0]
+      )
+      assert.deepStrictEqual(state.entries, ["WITHDRAWAL_FREEZE", "WITHDRAWAL_RELEASE"])
+      assert.deepStrictEqual(state.events, ["QUEUED/", "PENDING_SIGNATURE/", "FAILED/SIGNING_FAILED"])
+      assert.deepStrictEqual(yield* walletBalance(ids.walletId), { available: funded.toString(), frozen: "0" })
+      const sql = yield* SqlClient.SqlClient
+      const broadcasts = yield* sql`SELECT 1 FROM devnet_broadcasts WHERE network_key = 'ETH_SEPOLIA'`
+      assert.strictEqual(broadcasts.length, 0)
+
+      // The supervisor's next attempt: the handler runs again on a terminal withdrawal and changes nothing.
+      assert.strictEqual(yield* processOnce(ids.withdrawalId, "supervisor:1"), "FAILED")
+      assert.strictEqual(signer.calls, 1, "never signed again")
+      assert.deepStrictEqual(yield* withdrawalState(ids.withdrawalId), state)
+      assert.deepStrictEqual(yield* walletBalance(ids.walletId), { available: funded.toString(), frozen: "0" })
+    }).pipe(Effect.provide(entityLayer(signerWith(signer, () => () =>
+      Effect.fail(new SignerUnavailable({ message: "the signer is down" }))))))
+  })
+
+  it.effect("a working signer: CONFIRMING with the HOT address's signature stored and broadcast once; another attempt neither re-signs nor re-broadcasts", () => {
+    const signer = { calls: 0 }
+    const ids = {
+      tenantId: "01a20190-0000-7000-8000-00000000e001",
+      userId: "01a20190-0000-7000-8000-00000000e002",
+      uid: "10000002",
+      walletId: "01a20190-0000-7000-8000-00000000e003",
+      withdrawalId: "01a20190-0000-7000-8000-00000000e004"
+    }
+    return Effect.gen(function*() {
+      yield* insertSubmittedWithdrawal(ids)
+      assert.strictEqual(yield* processOnce(ids.withdrawalId, "initial"), "CONFIRMING")
+      assert.strictEqual(signer.calls, 1)
+      const state = yield* withdrawalState(ids.withdrawalId)
+      assert.strictEqual(state.status, "CONFIRMING")
+      assert.strictEqual(state.tx_hash, state.signed_tx_hash)
+      assert.strictEqual(state.broadcasts, 1)
+      const raw = state.signed_raw as `0x02${string}`
+      assert.strictEqual(keccak256(raw), state.tx_hash)
+      const parsed = parseTransaction(raw)
+      assert.deepStrictEqual([parsed.to, parsed.value], [ethTo, amount])
+      const platform = yield* PlatformAddresses
+      const hot = (yield* platform.list).find((entry) => entry.networkKey === "ETH_SEPOLIA" && entry.role === "HOT")!.address
+      assert.strictEqual((yield* Effect.promise(() => recoverTransactionAddress({ serializedTransaction: raw }))).toLowerCase(), hot)
+      assert.deepStrictEqual(state.entries, ["WITHDRAWAL_FREEZE"])
+      assert.deepStrictEqual(state.events, ["QUEUED/", "PENDING_SIGNATURE/", "CONFIRMING/"])
+      assert.deepStrictEqual(yield* walletBalance(ids.walletId), {
+        available: (funded - amount - fee).toString(),
+        frozen: (amount + fee).toString()
+      })
+
+      assert.strictEqual(yield* processOnce(ids.withdrawalId, "supervisor:1"), "CONFIRMING")
+      assert.strictEqual(signer.calls, 1, "never signed again")
+      assert.deepStrictEqual(yield* withdrawalState(ids.withdrawalId), state)
+    }).pipe(Effect.provide(entityLayer(signerWith(signer, (real) => real.signTransaction))))
+  })
+})
