@@ -18,7 +18,7 @@
  * its transaction (pending or re-mined), else it ends `FAILED`/`DROPPED`; a credited one whose transaction is gone
  * from the chain is `REVERSED` and debited back (which may overdraw: decisions.md), with `DEPOSIT_REVERSED`.
  */
-import { Clock, Context, Effect, Layer, Schedule } from "effect"
+import { Clock, Context, Effect, Exit, Layer, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
 import { effectiveDepositFee } from "../catalog/Fees.ts"
@@ -369,12 +369,37 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
 }
 
 /** Scans every watched network every `scanIntervalMillis`; a failing network is logged and retried next round. */
+/**
+ * After a failed scan a network waits 2, 4, 8, ... scan intervals, at most this long, before it is tried again: a
+ * node that is down is neither asked nor logged about every second.
+ */
+export const scanBackoffMaxMillis = 60_000
+
 export const DepositWatcherLoop = Layer.effectDiscard(Effect.gen(function*() {
   const watcher = yield* DepositWatcher
   const clients = yield* ChainClients
-  const scanAll = Effect.forEach(clients.networkKeys, (networkKey) =>
-    watcher.scan(networkKey).pipe(
-      Effect.catchCause((cause) => Effect.logWarning(`deposit scan of ${networkKey} failed`, cause))
-    ), { discard: true })
+  const failing = new Map<string, { readonly count: number; readonly retryAtMillis: number }>()
+  const scanOne = (networkKey: string) =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const previous = failing.get(networkKey)
+      if (previous !== undefined && now < previous.retryAtMillis) return
+      const exit = yield* Effect.exit(watcher.scan(networkKey))
+      if (Exit.isSuccess(exit)) {
+        if (previous !== undefined) {
+          failing.delete(networkKey)
+          yield* Effect.logInfo(`deposit scan of ${networkKey} works again after ${previous.count} failures`)
+        }
+        return
+      }
+      const count = (previous?.count ?? 0) + 1
+      const delayMillis = Math.min(scanIntervalMillis * 2 ** count, scanBackoffMaxMillis)
+      failing.set(networkKey, { count, retryAtMillis: now + delayMillis })
+      yield* Effect.logWarning(
+        `deposit scan of ${networkKey} failed (${count} in a row); next try in ${delayMillis} ms`,
+        exit.cause
+      )
+    })
+  const scanAll = Effect.forEach(clients.networkKeys, scanOne, { discard: true })
   yield* scanAll.pipe(Effect.repeat(Schedule.spaced(scanIntervalMillis)), Effect.forkScoped)
 }))
