@@ -4,9 +4,8 @@
  * exactly the requested transfer, and the hash is recomputed from the bytes.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { secp256k1 } from "@noble/curves/secp256k1.js"
 import { sha256 } from "@noble/hashes/sha2.js"
-import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
+import { bytesToHex } from "@noble/hashes/utils.js"
 import { base58 } from "@scure/base"
 import {
   ASSOCIATED_TOKEN_PROGRAM_ID,
@@ -39,6 +38,7 @@ import {
   walletKey
 } from "../../src/signer/TransactionRequest.ts"
 import { abandonMnemonic, schemeVector } from "../chains/vectors.ts"
+import { decodeTronRaw, recoverTronAddress } from "../support/TronRaw.ts"
 
 const abandonLayer = Signer.layerLocalHd(Redacted.make(abandonMnemonic))
 const wallet = { tenantIndex: 1, userIndex: 0, walletIndex: 0 }
@@ -124,48 +124,8 @@ describe("TRON", () => {
     timestamp: 1_763_800_000_000
   }
 
-  /**
-   * The protobuf `Transaction` in `raw` (field 1 raw_data, field 2 repeated signature, both length-delimited), read
-   * here by hand so the check does not go through the tronweb code that wrote it.
-   */
-  const decodeRaw = (raw: string) => {
-    const bytes = hexToBytes(raw)
-    const fields: Array<[number, Uint8Array]> = []
-    let offset = 0
-    const varint = () => {
-      let value = 0
-      for (let shift = 0; ; shift += 7) {
-        const byte = bytes[offset++]!
-        value += (byte & 0x7f) * 2 ** shift
-        if ((byte & 0x80) === 0) return value
-      }
-    }
-    while (offset < bytes.length) {
-      const tag = varint()
-      assert.strictEqual(tag & 7, 2, "every Transaction field here is length-delimited")
-      const length = varint()
-      fields.push([tag >> 3, bytes.slice(offset, offset + length)])
-      offset += length
-    }
-    assert.strictEqual(offset, bytes.length)
-    const rawData = fields.filter(([field]) => field === 1).map(([, value]) => value)
-    assert.lengthOf(rawData, 1)
-    return { rawData: rawData[0]!, signatures: fields.filter(([field]) => field === 2).map(([, value]) => value) }
-  }
-
-  /** The address that made a 65-byte TRON signature (r, s, v with v = 27/28) over `hash`. */
-  const recoverTronAddress = (signature: Uint8Array, hash: Uint8Array): string => {
-    const recovery = signature[64]! - 27
-    const publicKey = secp256k1.Signature.fromBytes(signature.slice(0, 64), "compact")
-      .addRecoveryBit(recovery)
-      .recoverPublicKey(hash)
-      .toBytes(false)
-    const evm = bytesToHex(hexToBytes(keccak256(publicKey.slice(1)).slice(2)).slice(-20))
-    return TronWeb.address.fromHex(`41${evm}`)
-  }
-
   const checkSignedBy = (signed: SignedTransaction, address: string) => {
-    const { rawData, signatures } = decodeRaw(signed.raw)
+    const { rawData, signatures } = decodeTronRaw(signed.raw)
     const hash = sha256(rawData)
     assert.strictEqual(signed.txHash, bytesToHex(hash))
     assert.lengthOf(signatures, 1)

@@ -9,16 +9,15 @@ import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { Secret, TOTP } from "otpauth"
 import { uuidV7 } from "../../src/domain/Ids.ts"
-import { Ledger } from "../../src/ledger/Ledger.ts"
 import {
   addApiKey,
   makeTestAppLayer,
   opsClient,
   provisionTenant,
   rawRequest,
-  type RawResponse,
   type TestTenant
 } from "../support/TestApp.ts"
+import { expectError, fund, settings } from "../support/Funds.ts"
 
 const call = (tenant: TestTenant, method: string, target: string, body?: unknown, headers: Record<string, string> = {}) =>
   rawRequest({
@@ -37,38 +36,11 @@ const walletOf = (tenant: TestTenant, customerRefId: string, networkKey = "ETH_S
     return { walletId: response.json.walletId as string, address: response.json.address as string, uid: response.json.uid as string }
   })
 
-/** Funds a wallet as a credited deposit would (CHAIN to WALLET), through the ledger's one door. */
-const fund = (tenant: TestTenant, walletId: string, assetId: string, amount: bigint) =>
-  Effect.gen(function*() {
-    const ledger = yield* Ledger
-    yield* ledger.post({
-      tenantId: tenant.tenantId,
-      kind: "DEPOSIT_CREDIT",
-      referenceId: yield* uuidV7,
-      postings: [
-        { account: { kind: "CHAIN" }, assetId, bucket: "AVAILABLE", amount: -amount },
-        { account: { kind: "WALLET", walletId }, assetId, bucket: "AVAILABLE", amount }
-      ]
-    })
-  })
-
 const balance = (tenant: TestTenant, walletId: string, assetId = "ETH_SEPOLIA_ETH") =>
   Effect.map(call(tenant, "GET", `/v1/wallets/${walletId}/assets`), (response) => {
     const item = (response.json as Array<any>).find((entry) => entry.assetId === assetId)
     return item === undefined ? { available: "0", frozen: "0" } : { available: item.available, frozen: item.frozen }
   })
-
-const settings = (tenant: TestTenant, value: Record<string, unknown>) =>
-  Effect.gen(function*() {
-    const ops = yield* opsClient
-    yield* ops.tenants.update({ params: { tenantId: tenant.tenantId }, payload: { settings: value } })
-  }).pipe(Effect.orDie)
-
-const expectError = (response: RawResponse, status: number, code: string, message?: string) => {
-  assert.strictEqual(response.status, status, response.text)
-  assert.strictEqual(response.json.error.code, code, response.text)
-  if (message !== undefined) assert.strictEqual(response.json.error.message, message)
-}
 
 const submit = (tenant: TestTenant, body: Record<string, unknown>, headers: Record<string, string> = {}) =>
   call(tenant, "POST", "/v1/transactions", body, headers)

@@ -7,9 +7,8 @@
  * in the network's NATIVE coin (NETWORK_FEES), never in the token.
  */
 import { assert, describe, layer } from "@effect/vitest"
-import { secp256k1 } from "@noble/curves/secp256k1.js"
 import { sha256 } from "@noble/hashes/sha2.js"
-import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
+import { bytesToHex } from "@noble/hashes/utils.js"
 import { base58 } from "@scure/base"
 import {
   createAssociatedTokenAccountIdempotentInstruction,
@@ -40,42 +39,7 @@ import {
   walletOf,
   withdraw
 } from "./WithdrawalHelpers.ts"
-
-/** The protobuf Transaction of a TRON raw hex (field 1 raw_data, field 2 signatures), read by hand. */
-const tronDecode = (raw: string) => {
-  const bytes = hexToBytes(raw)
-  const fields: Array<[number, Uint8Array]> = []
-  let offset = 0
-  const varint = () => {
-    let value = 0
-    for (let shift = 0; ; shift += 7) {
-      const byte = bytes[offset++]!
-      value += (byte & 0x7f) * 2 ** shift
-      if ((byte & 0x80) === 0) return value
-    }
-  }
-  while (offset < bytes.length) {
-    const tag = varint()
-    assert.strictEqual(tag & 7, 2, "every Transaction field here is length-delimited")
-    const length = varint()
-    fields.push([tag >> 3, bytes.slice(offset, offset + length)])
-    offset += length
-  }
-  assert.strictEqual(offset, bytes.length)
-  const rawData = fields.filter(([field]) => field === 1).map(([, value]) => value)
-  assert.lengthOf(rawData, 1)
-  return { rawData: rawData[0]!, signatures: fields.filter(([field]) => field === 2).map(([, value]) => value) }
-}
-
-/** The TRON address that made a 65-byte signature (r, s, v = 27/28) over `hash`. */
-const recoverTronAddress = (signature: Uint8Array, hash: Uint8Array): string => {
-  const publicKey = secp256k1.Signature.fromBytes(signature.slice(0, 64), "compact")
-    .addRecoveryBit(signature[64]! - 27)
-    .recoverPublicKey(hash)
-    .toBytes(false)
-  const evm = bytesToHex(hexToBytes(keccak256(publicKey.slice(1)).slice(2)).slice(-20))
-  return TronWeb.address.fromHex(`41${evm}`)
-}
+import { decodeTronRaw, recoverTronAddress } from "../support/TronRaw.ts"
 
 interface Decoded {
   readonly from: string
@@ -110,7 +74,7 @@ const decoders: Record<string, (raw: string, contract: string) => Effect.Effect<
     }),
   TRON: (raw, contract) =>
     Effect.sync(() => {
-      const { rawData, signatures } = tronDecode(raw)
+      const { rawData, signatures } = decodeTronRaw(raw)
       const hash = sha256(rawData)
       assert.lengthOf(signatures, 1)
       const decoded = tronUtils.deserializeTx.deserializeTransaction("TriggerSmartContract", bytesToHex(rawData)) as any

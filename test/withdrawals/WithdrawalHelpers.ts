@@ -1,13 +1,13 @@
 /**
- * Helpers shared by the withdrawal test files (the same as test/withdrawals/Withdrawals.test.ts uses): calls to the
- * API, funding through the ledger, balances, the developer chain, polling a withdrawal, its events and ledger entries.
+ * Helpers of the withdrawal test files: calls to the API, funding and settings (from test/support/Funds.ts), balances, the developer chain, polling a withdrawal, its events and ledger entries.
  */
 import { assert } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import { uuidV7 } from "../../src/domain/Ids.ts"
-import { Ledger } from "../../src/ledger/Ledger.ts"
-import { opsClient, rawRequest, type RawResponse, type TestTenant } from "../support/TestApp.ts"
+import { expectError, fund, settings } from "../support/Funds.ts"
+import { opsClient, rawRequest, type TestTenant } from "../support/TestApp.ts"
+
+export { expectError, fund, settings }
 
 export const call = (tenant: TestTenant, method: string, target: string, body?: unknown) =>
   rawRequest({ baseUrl: tenant.baseUrl, method, target, tenant, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
@@ -17,21 +17,6 @@ export const walletOf = (tenant: TestTenant, customerRefId: string, networkKey: 
     const response = yield* call(tenant, "POST", `/v1/users/${customerRefId}/deposit_address`, { networkKey })
     assert.strictEqual(response.json.status, "READY", response.text)
     return { walletId: response.json.walletId as string, address: response.json.address as string }
-  })
-
-/** Funds a wallet as a credited deposit would (CHAIN to WALLET), through the ledger's one door. */
-export const fund = (tenant: TestTenant, walletId: string, assetId: string, amount: bigint) =>
-  Effect.gen(function*() {
-    const ledger = yield* Ledger
-    yield* ledger.post({
-      tenantId: tenant.tenantId,
-      kind: "DEPOSIT_CREDIT",
-      referenceId: yield* uuidV7,
-      postings: [
-        { account: { kind: "CHAIN" }, assetId, bucket: "AVAILABLE", amount: -amount },
-        { account: { kind: "WALLET", walletId }, assetId, bucket: "AVAILABLE", amount }
-      ]
-    })
   })
 
 export const balance = (tenant: TestTenant, walletId: string, assetId: string) =>
@@ -49,18 +34,6 @@ export const tenantAccount = (tenant: TestTenant, kind: string, assetId: string)
       WHERE tenant_id = ${tenant.tenantId} AND kind = ${kind} AND asset_id = ${assetId}`
     return row?.available ?? "0"
   })
-
-export const settings = (tenant: TestTenant, value: Record<string, unknown>) =>
-  Effect.gen(function*() {
-    const ops = yield* opsClient
-    yield* ops.tenants.update({ params: { tenantId: tenant.tenantId }, payload: { settings: value } })
-  }).pipe(Effect.orDie)
-
-export const expectError = (response: RawResponse, status: number, code: string, message?: string) => {
-  assert.strictEqual(response.status, status, response.text)
-  assert.strictEqual(response.json.error.code, code, response.text)
-  if (message !== undefined) assert.strictEqual(response.json.error.message, message)
-}
 
 export const mine = (networkKey: string, count = 1) =>
   Effect.gen(function*() {

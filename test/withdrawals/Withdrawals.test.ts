@@ -6,7 +6,7 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { sha256 } from "@noble/hashes/sha2.js"
-import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
+import { bytesToHex } from "@noble/hashes/utils.js"
 import { base58 } from "@scure/base"
 import { Keypair, Transaction as SolTransaction } from "@solana/web3.js"
 import * as bitcoin from "bitcoinjs-lib"
@@ -14,159 +14,34 @@ import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { keccak256, parseTransaction, recoverTransactionAddress } from "viem"
 import { hotWalletBalanceDefault } from "../../src/chains/simulated/SimulatedChain.ts"
-import { uuidV7 } from "../../src/domain/Ids.ts"
-import { Ledger } from "../../src/ledger/Ledger.ts"
 import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
-import { makeTestAppLayer, opsClient, provisionTenant, rawRequest, type RawResponse, type TestTenant } from "../support/TestApp.ts"
-
-const call = (tenant: TestTenant, method: string, target: string, body?: unknown) =>
-  rawRequest({ baseUrl: tenant.baseUrl, method, target, tenant, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
-
-const walletOf = (tenant: TestTenant, customerRefId: string, networkKey: string) =>
-  Effect.gen(function*() {
-    const response = yield* call(tenant, "POST", `/v1/users/${customerRefId}/deposit_address`, { networkKey })
-    assert.strictEqual(response.json.status, "READY", response.text)
-    return { walletId: response.json.walletId as string, address: response.json.address as string }
-  })
-
-/** Funds a wallet as a credited deposit would (CHAIN to WALLET), through the ledger's one door. */
-const fund = (tenant: TestTenant, walletId: string, assetId: string, amount: bigint) =>
-  Effect.gen(function*() {
-    const ledger = yield* Ledger
-    yield* ledger.post({
-      tenantId: tenant.tenantId,
-      kind: "DEPOSIT_CREDIT",
-      referenceId: yield* uuidV7,
-      postings: [
-        { account: { kind: "CHAIN" }, assetId, bucket: "AVAILABLE", amount: -amount },
-        { account: { kind: "WALLET", walletId }, assetId, bucket: "AVAILABLE", amount }
-      ]
-    })
-  })
-
-const balance = (tenant: TestTenant, walletId: string, assetId: string) =>
-  Effect.map(call(tenant, "GET", `/v1/wallets/${walletId}/assets`), (response) => {
-    const item = (response.json as Array<any>).find((entry) => entry.assetId === assetId)
-    return item === undefined ? { available: "0", frozen: "0" } : { available: item.available, frozen: item.frozen }
-  })
-
-/** The tenant's own account of a kind (FEES, NETWORK_FEES) for an asset, available balance. */
-const tenantAccount = (tenant: TestTenant, kind: string, assetId: string) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const [row] = yield* sql<{ available: string }>`
-      SELECT available::text AS available FROM ledger_accounts
-      WHERE tenant_id = ${tenant.tenantId} AND kind = ${kind} AND asset_id = ${assetId}`
-    return row?.available ?? "0"
-  })
-
-const settings = (tenant: TestTenant, value: Record<string, unknown>) =>
-  Effect.gen(function*() {
-    const ops = yield* opsClient
-    yield* ops.tenants.update({ params: { tenantId: tenant.tenantId }, payload: { settings: value } })
-  }).pipe(Effect.orDie)
-
-const expectError = (response: RawResponse, status: number, code: string, message?: string) => {
-  assert.strictEqual(response.status, status, response.text)
-  assert.strictEqual(response.json.error.code, code, response.text)
-  if (message !== undefined) assert.strictEqual(response.json.error.message, message)
-}
-
-const mine = (networkKey: string, count = 1) =>
-  Effect.gen(function*() {
-    const ops = yield* opsClient
-    return (yield* ops.devnet.mine({ params: { networkKey }, payload: { count } })).height
-  }).pipe(Effect.orDie)
-
-const devnet = (networkKey: string, payload?: { broadcastFails?: boolean; networkFeeRaw?: bigint; hotWalletBalance?: Record<string, bigint> }) =>
-  Effect.gen(function*() {
-    const ops = yield* opsClient
-    return payload === undefined
-      ? yield* ops.devnet.state({ params: { networkKey } })
-      : yield* ops.devnet.configure({ params: { networkKey }, payload })
-  }).pipe(Effect.orDie)
-
-const hotAddress = (networkKey: string) =>
-  Effect.gen(function*() {
-    const ops = yield* opsClient
-    const list = yield* ops.platform.addresses()
-    return list.find((entry) => entry.networkKey === networkKey && entry.role === "HOT")!.address
-  }).pipe(Effect.orDie)
-
-const getTransaction = (tenant: TestTenant, id: string) =>
-  Effect.map(call(tenant, "GET", `/v1/transactions/${id}`), (response) => {
-    assert.strictEqual(response.status, 200, response.text)
-    return response.json
-  })
-
-/** Polls until the withdrawal reaches `status` (and `subStatus` when given); the entity works in the background. */
-const waitFor = (tenant: TestTenant, id: string, status: string, subStatus?: string | null) =>
-  Effect.gen(function*() {
-    let last: any
-    for (let attempt = 0; attempt < 150; attempt++) {
-      last = yield* getTransaction(tenant, id)
-      if (last.status === status && (subStatus === undefined || last.subStatus === subStatus)) return last
-      yield* Effect.sleep("100 millis")
-    }
-    return assert.fail(`withdrawal ${id} stayed ${last.status}/${last.subStatus}, expected ${status}/${subStatus}`)
-  })
-
-const statusEvents = (tenant: TestTenant, id: string) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const rows = yield* sql<{ event_type: string; data: any }>`
-      SELECT event_type, data FROM outbox_events WHERE tenant_id = ${tenant.tenantId} AND subject_id = ${id}
-      ORDER BY created_at, id`
-    return rows.map((row) => `${row.event_type === "TRANSACTION_CREATED" ? "CREATED" : "UPDATED"}:${row.data.status}/${row.data.subStatus ?? ""}`)
-  })
-
-const signedOf = (id: string) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const [row] = yield* sql<{ signed_raw: string; signed_tx_hash: string; broadcasts: number }>`
-      SELECT signed_raw, signed_tx_hash, broadcasts FROM withdrawals WHERE transaction_id = ${id}`
-    return row!
-  })
-
-const entryCount = (id: string, kind: string) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const [row] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ledger_entries WHERE reference_id = ${id} AND kind = ${kind}`
-    return row!.n
-  })
-
-const withdraw = (tenant: TestTenant, walletId: string, assetId: string, to: string, amount: bigint, externalTxId: string) =>
-  call(tenant, "POST", "/v1/transactions", {
-    assetId,
-    source: { type: "WALLET", id: walletId },
-    destination: { type: "ONE_TIME_ADDRESS", oneTimeAddress: { address: to } },
-    amountRaw: amount.toString(),
-    externalTxId
-  })
-
-/** The protobuf Transaction's raw_data (field 1) of a TRON raw hex, read by hand; its sha256 is the txID. */
-const tronRawData = (raw: string) => {
-  const bytes = hexToBytes(raw)
-  let offset = 0
-  const varint = () => {
-    let value = 0
-    for (let shift = 0; ; shift += 7) {
-      const byte = bytes[offset++]!
-      value += (byte & 0x7f) * 2 ** shift
-      if ((byte & 0x80) === 0) return value
-    }
-  }
-  assert.strictEqual(varint(), (1 << 3) | 2)
-  const length = varint()
-  return bytes.slice(offset, offset + length)
-}
+import { makeTestAppLayer, opsClient, provisionTenant } from "../support/TestApp.ts"
+import { decodeTronRaw } from "../support/TronRaw.ts"
+import {
+  balance,
+  call,
+  devnet,
+  entryCount,
+  expectError,
+  fund,
+  getTransaction,
+  hotAddress,
+  mine,
+  settings,
+  signedOf,
+  statusEvents,
+  tenantAccount,
+  waitFor,
+  walletOf,
+  withdraw
+} from "./WithdrawalHelpers.ts"
 
 /** The hash an explorer shows, recomputed from the raw bytes alone. */
 const hashOfRaw: Record<string, (raw: string) => string> = {
   EVM: (raw) => keccak256(raw as `0x${string}`),
   BTC: (raw) => bitcoin.Transaction.fromHex(raw).getId(),
   SOL: (raw) => base58.encode(SolTransaction.from(Buffer.from(raw, "base64")).signature!),
-  TRON: (raw) => bytesToHex(sha256(tronRawData(raw)))
+  TRON: (raw) => bytesToHex(sha256(decodeTronRaw(raw).rawData))
 }
 
 const families = [
