@@ -128,8 +128,9 @@ layer(
       // A reorganization replacing every block from the deposits' one: their transactions are gone from the chain.
       const head = yield* Effect.promise(() => node.getBlockNumber())
       yield* Effect.promise(() => node.request({ method: "anvil_reorg" as any, params: [Number(head - minedAt + 1n), []] as any }))
-      const result = yield* scan
-      assert.isAtLeast(result.rewound, 2)
+      // The background loop may have seen the reorganization first (then this scan rewinds nothing): the outcome,
+      // not which scan found it, is what is held.
+      yield* scan
       assert.deepStrictEqual((yield* deposits(tenant)).map((deposit) => deposit.status), ["REVERSED", "REVERSED"])
       assert.deepStrictEqual(
         (yield* balances(tenant, address.walletId)).map((balance) => [balance.assetId, balance.available]).toSorted(),
