@@ -78,6 +78,30 @@ export const summaryLine = (report: LedgerAuditReport): string =>
     ? `ledger ok: ${report.accounts} accounts, ${report.entries} entries`
     : `ledger discrepancy (${report.firstDiscrepancy.check}): ${report.firstDiscrepancy.message}`
 
+/** Discrepancies printed per check by `reportLines`; the report itself holds up to `discrepanciesPerCheckMax`. */
+export const printedPerCheckMax = 20
+
+const checkLines = (check: CheckResult): ReadonlyArray<string> => {
+  const found = check.discrepancies.length
+  const head = `${found === 0 ? "ok  " : "FAIL"} ${check.check}: ${check.examined} ${check.unit}; ${check.description}`
+  if (found === 0) return [head]
+  const count = `${found}${check.truncated ? "+" : ""} discrepanc${found === 1 && !check.truncated ? "y" : "ies"}`
+  return [
+    `${head}: ${count}`,
+    ...check.discrepancies.slice(0, printedPerCheckMax).map((discrepancy) => `       ${discrepancy.message}`),
+    ...(found > printedPerCheckMax ? [`       ... ${found - printedPerCheckMax} more`] : [])
+  ]
+}
+
+/** The report as the CLI prints it (and a benchmark may): what was read, each check, then `summaryLine`. */
+export const reportLines = (location: string, report: LedgerAuditReport): ReadonlyArray<string> => [
+  `ledger audit of ${location}`,
+  `one REPEATABLE READ, READ ONLY snapshot: ${report.accounts} accounts, ${report.entries} entries, ` +
+  `${report.postings} postings, ${report.transactions} transactions`,
+  ...report.checks.flatMap(checkLines),
+  summaryLine(report)
+]
+
 const openWithdrawalStatuses = ["SUBMITTED", "PENDING_AUTHORIZATION", "QUEUED", "PENDING_SIGNATURE", "CONFIRMING"]
 
 /** The server's own words: a SqlError's message alone says "Query failed". */

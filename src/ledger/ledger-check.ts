@@ -10,33 +10,10 @@ import { Console, Effect, Exit, Runtime } from "effect"
 import { SqlClient } from "effect/sql"
 import { AppConfig } from "../Config.ts"
 import * as ExistingDatabase from "../db/ExistingDatabase.ts"
-import { auditLedger, type CheckResult, type LedgerAuditReport, summaryLine } from "./LedgerAudit.ts"
+import { auditLedger, reportLines } from "./LedgerAudit.ts"
 
 const exitDiscrepancy = 1
 const exitCannotRun = 2
-/** Discrepancies printed per check; the report holds up to LedgerAudit's own bound. */
-const printedPerCheckMax = 20
-
-const checkLines = (check: CheckResult): ReadonlyArray<string> => {
-  const found = check.discrepancies.length
-  const head = `${found === 0 ? "ok  " : "FAIL"} ${check.check}: ${check.examined} ${check.unit}; ${check.description}`
-  if (found === 0) return [head]
-  const count = `${found}${check.truncated ? "+" : ""} discrepanc${found === 1 && !check.truncated ? "y" : "ies"}`
-  return [
-    `${head}: ${count}`,
-    ...check.discrepancies.slice(0, printedPerCheckMax).map((discrepancy) => `       ${discrepancy.message}`),
-    ...(found > printedPerCheckMax ? [`       ... ${found - printedPerCheckMax} more`] : [])
-  ]
-}
-
-export const reportLines = (location: string, report: LedgerAuditReport): ReadonlyArray<string> => [
-  `ledger audit of ${location}`,
-  `one REPEATABLE READ, READ ONLY snapshot: ${report.accounts} accounts, ${report.entries} entries, ` +
-  `${report.postings} postings, ${report.transactions} transactions`,
-  ...report.checks.flatMap(checkLines),
-  summaryLine(report)
-]
-
 const cannotRun = (error: { readonly message: string }) =>
   Effect.as(Console.error(`ledger check cannot run: ${error.message}`), exitCannotRun)
 

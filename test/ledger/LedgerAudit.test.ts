@@ -5,19 +5,20 @@
  * again so that every test starts from a sound ledger.
  */
 import { assert, describe, layer } from "@effect/vitest"
-import { Cause, Effect, Exit } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber } from "effect"
 import { SqlClient } from "effect/sql"
 import { uuidV7 } from "../../src/domain/Ids.ts"
 import { Ledger } from "../../src/ledger/Ledger.ts"
 import { auditLedger, type CheckName, type LedgerAuditReport, summaryLine } from "../../src/ledger/LedgerAudit.ts"
 import { fund, settings } from "../support/Funds.ts"
 import { makeTestAppLayer, opsClient, provisionTenant, type TestTenant } from "../support/TestApp.ts"
-import { call, mine, waitFor, walletOf, withdraw } from "../withdrawals/WithdrawalHelpers.ts"
+import { call, devnet, mine, waitFor, walletOf, withdraw } from "../withdrawals/WithdrawalHelpers.ts"
 import { runLedgerCheck } from "./LedgerCheck.ts"
 
 const eth = "ETH_SEPOLIA_ETH"
 const bnb = "BSC_TESTNET_BNB"
 const ethTo = "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed"
+const blockedTo = "0xfb6916095ca1df60bb79ce92ce3ea74c37c5d359"
 const milli = 10n ** 15n
 
 const found = (report: LedgerAuditReport, check: CheckName) =>
@@ -145,7 +146,7 @@ const done = () => {
 
 layer(makeTestAppLayer(), { excludeTestServices: true })("ledger audit", (it) => {
   describe("a sound ledger", () => {
-    it.effect("deposits, a reorg reversal, transfers (direct, approved, rejected, pending) and withdrawals (completed, cancelled, pending) on the simulated chain: every check passes", () =>
+    it.effect("deposits (credited, below minimum, credited by the operator, reversed by a reorg), transfers (direct, approved, rejected, pending) and withdrawals (completed, failed, blocked, cancelled, pending) on the simulated chain: every check passes", () =>
       Effect.gen(function*() {
         const ops = yield* opsClient
         const tenant = yield* provisionTenant()
@@ -160,9 +161,24 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("ledger audit", (it) =>
         const bob = yield* walletOf(tenant, "bob", "ETH_SEPOLIA")
         const carol = yield* walletOf(tenant, "carol", "BSC_TESTNET")
 
-        // Credited at the 12th confirmation, net of the deposit fee.
+        // Credited at the 12th confirmation, net of the deposit fee; in the same blocks, one below minDeposit (not
+        // credited) and one held for review (a frozen address watch) that the operator then credits.
+        const sql = yield* SqlClient.SqlClient
+        const dave = yield* walletOf(tenant, "dave", "ETH_SEPOLIA")
+        yield* sql`UPDATE wallet_addresses SET watch_status = 'FROZEN' WHERE wallet_id = ${dave.walletId}`.pipe(Effect.orDie)
+        yield* ops.devnet.transfer({ params: { networkKey: "ETH_SEPOLIA" }, payload: { to: bob.address, assetId: eth, amountRaw: milli / 2n } })
+          .pipe(Effect.orDie)
+        yield* ops.devnet.transfer({ params: { networkKey: "ETH_SEPOLIA" }, payload: { to: dave.address, assetId: eth, amountRaw: 30n * milli } })
+          .pipe(Effect.orDie)
         const credited = yield* deposit("ETH_SEPOLIA", alice.address, eth, 2_000n * milli, 12)
         assert.strictEqual(credited.status, "COMPLETED")
+        const [held] = yield* sql<{ id: string; sub_status: string }>`
+          SELECT id, sub_status FROM transactions WHERE kind = 'DEPOSIT' AND destination_wallet_id = ${dave.walletId}`.pipe(Effect.orDie)
+        assert.strictEqual(held!.sub_status, "MANUAL_REVIEW")
+        yield* ops.manual.creditDeposit({ params: { tenantId: tenant.tenantId, id: held!.id } }).pipe(Effect.orDie)
+        const [belowMin] = yield* sql<{ sub_status: string }>`
+          SELECT sub_status FROM transactions WHERE kind = 'DEPOSIT' AND destination_wallet_id = ${bob.walletId}`.pipe(Effect.orDie)
+        assert.strictEqual(belowMin!.sub_status, "BELOW_MIN_DEPOSIT")
         // Credited after 15 blocks, then reversed by a reorganization of them.
         const reversed = yield* deposit("BSC_TESTNET", carol.address, bnb, 50n * milli, 15)
         assert.strictEqual(reversed.status, "COMPLETED")
@@ -176,6 +192,15 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("ledger audit", (it) =>
         yield* ops.manual.reject({ params: { tenantId: tenant.tenantId, id: rejected.transactionId } }).pipe(Effect.orDie)
         const pendingTransfer = yield* transfer(tenant, alice.walletId, bob.walletId, 120n * milli, "pending")
         assert.strictEqual(pendingTransfer.status, "PENDING_AUTHORIZATION")
+
+        // Released: a broadcast the network rejects (FAILED), a destination the tenant blocked (REJECTED).
+        yield* devnet("ETH_SEPOLIA", { broadcastFails: true })
+        const failed = yield* withdraw(tenant, alice.walletId, eth, ethTo, 10n * milli, "w-failed")
+        yield* waitFor(tenant, failed.json.transactionId, "FAILED", "BROADCAST_FAILED")
+        yield* devnet("ETH_SEPOLIA", { broadcastFails: false })
+        yield* settings(tenant, { blockedAddresses: [blockedTo] })
+        const blocked = yield* withdraw(tenant, alice.walletId, eth, blockedTo, 10n * milli, "w-blocked")
+        yield* waitFor(tenant, blocked.json.transactionId, "REJECTED", "BLOCKED_BY_POLICY")
 
         const sent = yield* withdraw(tenant, alice.walletId, eth, ethTo, 10n * milli, "w-completed")
         assert.strictEqual(sent.status, 202, sent.text)
@@ -199,7 +224,6 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("ledger audit", (it) =>
           "frozenMatchesOpen",
           "transactionsBooked"
         ])
-        const sql = yield* SqlClient.SqlClient
         const [counts] = yield* sql<{ accounts: number; entries: number }>`
           SELECT (SELECT count(*) FROM ledger_accounts)::int AS accounts, (SELECT count(*) FROM ledger_entries)::int AS entries`
         assert.deepStrictEqual([report.accounts, report.entries], [counts!.accounts, counts!.entries])
@@ -208,6 +232,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("ledger audit", (it) =>
         assert.deepStrictEqual(kinds.map((row) => row.kind), [
           "DEPOSIT_CREDIT",
           "DEPOSIT_REVERSAL",
+          "MANUAL_DEPOSIT_CREDIT",
           "NETWORK_FEE",
           "TRANSFER",
           "TRANSFER_FREEZE",
@@ -243,6 +268,76 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("ledger audit", (it) =>
         assert.include(run.stdout, "REPEATABLE READ, READ ONLY")
         for (const check of report.checks) assert.include(run.stdout, `ok   ${check.check}: ${check.examined} ${check.unit}`)
         assert.notInclude(run.stdout + run.stderr, new URL(process.env.DATABASE_URL!).password || "no password")
+      }))
+
+    it.effect("beside a busy service: audits running while transfers, approvals and withdrawals commit all pass", () =>
+      Effect.gen(function*() {
+        const { tenant, alice, bob } = done()
+        const ops = yield* opsClient
+        const work = Effect.forEach(Array.from({ length: 12 }, (_, index) => index), (index) =>
+          Effect.gen(function*() {
+            if (index % 3 === 0) {
+              const pending = yield* transfer(tenant, alice, bob, 110n * milli, `busy-${index}`)
+              yield* ops.manual.approve({ params: { tenantId: tenant.tenantId, id: pending.transactionId } }).pipe(Effect.orDie)
+            } else if (index % 3 === 1) {
+              yield* transfer(tenant, bob, alice, milli, `busy-${index}`)
+            } else {
+              const sent = yield* withdraw(tenant, alice, eth, ethTo, 6n * milli, `busy-${index}`)
+              assert.strictEqual(sent.status, 202, sent.text)
+            }
+          }), { concurrency: 3 })
+        const audits: Array<LedgerAuditReport> = []
+        const auditing = Effect.gen(function*() {
+          for (;;) {
+            audits.push(yield* auditLedger)
+            yield* Effect.sleep("20 millis")
+          }
+        })
+        yield* Effect.raceFirst(work, auditing)
+        audits.push(yield* auditLedger)
+        assert.isAtLeast(audits.length, 2)
+        for (const report of audits) assertClean(report)
+      }), { timeout: 120_000 })
+
+    it.effect("one snapshot: a booking committed while the audit runs is not seen by any of its checks", () =>
+      Effect.gen(function*() {
+        const { tenant, bob } = done()
+        const sql = yield* SqlClient.SqlClient
+        const before = yield* auditLedger
+        const locked = yield* Deferred.make<void>()
+        const go = yield* Deferred.make<void>()
+        // Holds every account until told: the audit takes its snapshot with its first statement, then waits here.
+        const writer = yield* sql.withTransaction(Effect.gen(function*() {
+          yield* sql`LOCK TABLE ledger_accounts IN ACCESS EXCLUSIVE MODE`
+          yield* Deferred.succeed(locked, undefined)
+          yield* Deferred.await(go)
+          // A credit with no deposit behind it: a discrepancy to any audit that sees it.
+          yield* fund(tenant, bob, eth, 3n)
+        })).pipe(Effect.orDie, Effect.forkChild)
+        yield* Deferred.await(locked)
+        const audit = yield* Effect.forkChild(auditLedger)
+        let waiting = 0
+        for (let attempt = 0; attempt < 300 && waiting === 0; attempt++) {
+          yield* Effect.sleep("20 millis")
+          const [row] = yield* sql<{ n: number }>`
+            SELECT count(*)::int AS n FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%AS accounts%'`
+          waiting = row!.n
+        }
+        assert.strictEqual(waiting, 1, "the audit should be waiting for the accounts lock")
+        yield* Deferred.succeed(go, undefined)
+        yield* Fiber.join(writer)
+        const report = yield* Fiber.join(audit)
+        assertClean(report)
+        assert.deepStrictEqual([report.accounts, report.entries, report.postings], [before.accounts, before.entries, before.postings])
+
+        const after = yield* auditLedger
+        assert.strictEqual(after.entries, before.entries + 1)
+        assert.include(found(after, "transactionsBooked")[0], "which is no transaction")
+        const [orphan] = yield* sql<{ reference_id: string }>`
+          SELECT reference_id FROM ledger_entries e WHERE NOT EXISTS (SELECT 1 FROM transactions t WHERE t.id = e.reference_id)`
+        yield* removeEntry(orphan!.reference_id, "DEPOSIT_CREDIT")
+        assertClean(yield* auditLedger)
       }))
 
     it.effect("inside a caller's transaction the audit refuses (a savepoint is no snapshot of its own)", () =>
