@@ -108,7 +108,10 @@ const openWithdrawalStatuses = ["SUBMITTED", "PENDING_AUTHORIZATION", "QUEUED", 
 const serverMessage = (error: SqlError.SqlError): string => {
   const cause = error.reason.cause as { message?: unknown; code?: unknown } | undefined
   if (typeof cause?.message !== "string") return error.message
-  return typeof cause.code === "string" ? `${cause.message} (SQLSTATE ${cause.code})` : cause.message
+  // PostgreSQL's codes are five characters; node's own (ECONNREFUSED, ...) are already in the message.
+  return typeof cause.code === "string" && /^[0-9A-Z]{5}$/.test(cause.code)
+    ? `${cause.message} (SQLSTATE ${cause.code})`
+    : cause.message
 }
 
 /** Keeps the first `discrepanciesPerCheckMax` and remembers whether there were more. */

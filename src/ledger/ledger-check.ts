@@ -10,7 +10,7 @@ import { Console, Effect, Exit, Runtime } from "effect"
 import { SqlClient } from "effect/sql"
 import { AppConfig } from "../Config.ts"
 import * as ExistingDatabase from "../db/ExistingDatabase.ts"
-import { auditLedger, reportLines } from "./LedgerAudit.ts"
+import { auditLedger, LedgerAuditError, reportLines } from "./LedgerAudit.ts"
 
 const exitDiscrepancy = 1
 const exitCannotRun = 2
@@ -19,7 +19,10 @@ const cannotRun = (error: { readonly message: string }) =>
 
 const program: Effect.Effect<number> = Effect.scoped(Effect.gen(function*() {
   const database = yield* ExistingDatabase.connect("coffer-ledger-check")
-  const report = yield* auditLedger.pipe(Effect.provideService(SqlClient.SqlClient, database.client))
+  const report = yield* auditLedger.pipe(
+    Effect.provideService(SqlClient.SqlClient, database.client),
+    Effect.mapError((error) => new LedgerAuditError({ message: `${database.location}: ${error.message}`, cause: error }))
+  )
   for (const line of reportLines(database.location, report)) yield* Console.log(line)
   return report.ok ? 0 : exitDiscrepancy
 })).pipe(
