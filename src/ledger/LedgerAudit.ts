@@ -1,0 +1,493 @@
+/**
+ * The ledger audit (`npm run ledger:check`, docs/ledger.md "Audit"): reads the whole journal in one consistent
+ * snapshot and checks what the database does not enforce by itself, or enforces only row by row at write time:
+ *
+ *   1. every entry sums to zero per asset, has two or more postings, and posts only to its tenant's accounts;
+ *   2. every account's balance equals the sum of its postings, and only a deposit reversal left one overdrawn;
+ *   3. per tenant and asset, the accounts sum to zero (the books close);
+ *   4. no deposit is credited twice, and no on-chain output has two deposit records;
+ *   5. every wallet's frozen amount equals the amount + fee of its open withdrawals and transfers awaiting approval;
+ *   6. every entry books a transaction of its tenant, and every transaction has exactly the entries its kind and
+ *      status call for, each with the postings docs/ledger.md gives (ExpectedEntries.ts).
+ *
+ * A function over `SqlClient`, so the CLI (ledger-check.ts), the tests and the benchmarks call the same code. It
+ * only reads: one `REPEATABLE READ, READ ONLY` transaction, safe beside a running service. It must be called
+ * outside any transaction of the caller's (a nested call would get a savepoint, not a snapshot: refused).
+ */
+import { Data, Effect } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import { fromNumeric } from "../domain/RawAmount.ts"
+import { type BookedTransaction, describePosting, expectedEntries, type ExpectedPosting } from "./ExpectedEntries.ts"
+import type { AccountKind, Bucket, EntryKind } from "./Ledger.ts"
+
+export const CheckName = [
+  "entriesBalance",
+  "balancesMatchJournal",
+  "booksClose",
+  "depositsCreditedOnce",
+  "frozenMatchesOpen",
+  "transactionsBooked"
+] as const
+export type CheckName = (typeof CheckName)[number]
+
+export interface Discrepancy {
+  readonly check: CheckName
+  /** What it is about: `entry <id>`, `account <id>`, `transaction <id>`, `tenant <id> asset <id>`, ... */
+  readonly subject: string
+  readonly message: string
+}
+
+export interface CheckResult {
+  readonly check: CheckName
+  /** What was checked, for the report a person reads. */
+  readonly description: string
+  /** How many things were looked at, in `unit`. */
+  readonly examined: number
+  readonly unit: string
+  /** At most `discrepanciesPerCheckMax` of them. */
+  readonly discrepancies: ReadonlyArray<Discrepancy>
+  /** More discrepancies were found than are listed. */
+  readonly truncated: boolean
+}
+
+export interface LedgerAuditReport {
+  readonly ok: boolean
+  readonly accounts: number
+  readonly entries: number
+  readonly postings: number
+  readonly transactions: number
+  readonly checks: ReadonlyArray<CheckResult>
+  /** The first discrepancy of the first check that found one; undefined when `ok`. */
+  readonly firstDiscrepancy: Discrepancy | undefined
+}
+
+/** The audit could not run (database unreachable, schema missing, called inside a transaction). */
+export class LedgerAuditError extends Data.TaggedError("LedgerAuditError")<{
+  readonly message: string
+  readonly cause?: unknown
+}> {}
+
+/** Discrepancies listed per check: a broken ledger has one cause far more often than thousands. */
+export const discrepanciesPerCheckMax = 100
+/** Transactions compared with their entries per query. */
+export const transactionsPerPageMax = 1_000
+
+/** The closing line of the CLI: `ledger ok: N accounts, M entries`, or the first discrepancy. */
+export const summaryLine = (report: LedgerAuditReport): string =>
+  report.firstDiscrepancy === undefined
+    ? `ledger ok: ${report.accounts} accounts, ${report.entries} entries`
+    : `ledger discrepancy (${report.firstDiscrepancy.check}): ${report.firstDiscrepancy.message}`
+
+/** Discrepancies printed per check by `reportLines`; the report itself holds up to `discrepanciesPerCheckMax`. */
+export const printedPerCheckMax = 20
+
+const checkLines = (check: CheckResult): ReadonlyArray<string> => {
+  const found = check.discrepancies.length
+  const head = `${found === 0 ? "ok  " : "FAIL"} ${check.check}: ${check.examined} ${check.unit}; ${check.description}`
+  if (found === 0) return [head]
+  const count = `${found}${check.truncated ? "+" : ""} discrepanc${found === 1 && !check.truncated ? "y" : "ies"}`
+  return [
+    `${head}: ${count}`,
+    ...check.discrepancies.slice(0, printedPerCheckMax).map((discrepancy) => `       ${discrepancy.message}`),
+    ...(found > printedPerCheckMax ? [`       ... ${found - printedPerCheckMax} more`] : [])
+  ]
+}
+
+/** The report as the CLI prints it (and a benchmark may): what was read, each check, then `summaryLine`. */
+export const reportLines = (location: string, report: LedgerAuditReport): ReadonlyArray<string> => [
+  `ledger audit of ${location}`,
+  `one REPEATABLE READ, READ ONLY snapshot: ${report.accounts} accounts, ${report.entries} entries, ` +
+  `${report.postings} postings, ${report.transactions} transactions`,
+  ...report.checks.flatMap(checkLines),
+  summaryLine(report)
+]
+
+const openWithdrawalStatuses = ["SUBMITTED", "PENDING_AUTHORIZATION", "QUEUED", "PENDING_SIGNATURE", "CONFIRMING"]
+
+/** The server's own words: a SqlError's message alone says "Query failed". */
+const serverMessage = (error: SqlError.SqlError): string => {
+  const cause = error.reason.cause as { message?: unknown; code?: unknown } | undefined
+  if (typeof cause?.message !== "string") return error.message
+  // PostgreSQL's codes are five characters; node's own (ECONNREFUSED, ...) are already in the message.
+  return typeof cause.code === "string" && /^[0-9A-Z]{5}$/.test(cause.code)
+    ? `${cause.message} (SQLSTATE ${cause.code})`
+    : cause.message
+}
+
+/** Keeps the first `discrepanciesPerCheckMax` and remembers whether there were more. */
+class Findings {
+  readonly list: Array<Discrepancy> = []
+  truncated = false
+  readonly check: CheckName
+  constructor(check: CheckName) {
+    this.check = check
+  }
+  add(subject: string, message: string) {
+    if (this.list.length < discrepanciesPerCheckMax) this.list.push({ check: this.check, subject, message })
+    else this.truncated = true
+  }
+  result(description: string, examined: number, unit: string): CheckResult {
+    return { check: this.check, description, examined, unit, discrepancies: this.list, truncated: this.truncated }
+  }
+}
+
+interface EntryPostingRow {
+  readonly entry_id: string
+  readonly entry_kind: EntryKind
+  readonly entry_tenant_id: string
+  readonly reference_id: string
+  readonly account_kind: AccountKind | null
+  readonly wallet_id: string | null
+  readonly asset_id: string | null
+  readonly bucket: Bucket | null
+  readonly amount: string | null
+}
+
+interface TransactionRow {
+  readonly id: string
+  readonly tenant_id: string
+  readonly kind: string
+  readonly status: string
+  readonly sub_status: string | null
+  readonly asset_id: string
+  readonly amount: string
+  readonly fee: string | null
+  readonly network_fee: string | null
+  readonly network_fee_asset_id: string | null
+  readonly source_wallet_id: string | null
+  readonly destination_wallet_id: string | null
+}
+
+const bookedTransaction = (row: TransactionRow): BookedTransaction => ({
+  id: row.id,
+  kind: row.kind,
+  status: row.status,
+  subStatus: row.sub_status,
+  assetId: row.asset_id,
+  amount: fromNumeric(row.amount),
+  fee: row.fee === null ? null : fromNumeric(row.fee),
+  networkFee: row.network_fee === null ? null : fromNumeric(row.network_fee),
+  networkFeeAssetId: row.network_fee_asset_id,
+  sourceWalletId: row.source_wallet_id,
+  destinationWalletId: row.destination_wallet_id
+})
+
+const sortedPostings = (postings: ReadonlyArray<ExpectedPosting>) => postings.map(describePosting).sort()
+
+/**
+ * The differences between what one transaction must have booked and what the journal holds for it. `entries` are
+ * the journal's rows for the transaction's id, one per posting (an entry without postings has one row of nulls).
+ */
+const compareBookings = (
+  transactionRow: TransactionRow,
+  rows: ReadonlyArray<EntryPostingRow>
+): ReadonlyArray<string> => {
+  const transaction = bookedTransaction(transactionRow)
+  const name = `${transaction.kind} ${transaction.id} (${transaction.status}` +
+    `${transaction.subStatus === null ? "" : `/${transaction.subStatus}`})`
+  const problems: Array<string> = []
+  const booked = new Map<EntryKind, { readonly entryIds: Set<string>; readonly postings: Array<ExpectedPosting> }>()
+  for (const row of rows) {
+    if (row.entry_tenant_id !== transactionRow.tenant_id) {
+      problems.push(`${name}: entry ${row.entry_id} (${row.entry_kind}) is booked for tenant ${row.entry_tenant_id}, ` +
+        `the transaction belongs to tenant ${transactionRow.tenant_id}`)
+    }
+    const entry = booked.get(row.entry_kind) ?? { entryIds: new Set<string>(), postings: [] }
+    booked.set(row.entry_kind, entry)
+    entry.entryIds.add(row.entry_id)
+    if (row.account_kind !== null && row.asset_id !== null && row.bucket !== null && row.amount !== null) {
+      entry.postings.push({
+        accountKind: row.account_kind,
+        walletId: row.wallet_id,
+        assetId: row.asset_id,
+        bucket: row.bucket,
+        amount: fromNumeric(row.amount)
+      })
+    }
+  }
+  const expectation = expectedEntries(transaction, new Set(booked.keys()))
+  if (expectation._tag === "NoRule") return [...problems, `${name}: ${expectation.reason}`]
+  for (const [kind, postings] of expectation.entries) {
+    const found = booked.get(kind)
+    if (found === undefined) {
+      problems.push(`${name} lacks its ${kind} entry (${sortedPostings(postings).join(", ")})`)
+      continue
+    }
+    if (found.entryIds.size > 1) problems.push(`${name} has ${found.entryIds.size} ${kind} entries, expected one`)
+    const want = sortedPostings(postings)
+    const have = sortedPostings(found.postings)
+    if (want.join("\n") !== have.join("\n")) {
+      problems.push(`${name}: ${kind} posts [${have.join(", ")}], expected [${want.join(", ")}]`)
+    }
+  }
+  for (const [kind, found] of booked) {
+    if (!expectation.entries.has(kind)) {
+      problems.push(`${name} has an unexpected ${kind} entry ${[...found.entryIds].join(", ")} ` +
+        `(${sortedPostings(found.postings).join(", ")})`)
+    }
+  }
+  return problems
+}
+
+/** The checks, each a few queries; run inside the snapshot transaction. */
+const runChecks = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const limit = discrepanciesPerCheckMax + 1
+  const checks: Array<CheckResult> = []
+
+  const [counts] = yield* sql<{ accounts: number; entries: number; postings: number; transactions: number }>`
+    SELECT (SELECT count(*) FROM ledger_accounts)::int AS accounts, (SELECT count(*) FROM ledger_entries)::int AS entries,
+      (SELECT count(*) FROM ledger_postings)::int AS postings, (SELECT count(*) FROM transactions)::int AS transactions`
+  const totals = counts!
+
+  // 1. Entries.
+  {
+    const findings = new Findings("entriesBalance")
+    const unbalanced = yield* sql<{ id: string; kind: string; reference_id: string; asset_id: string; total: string }>`
+      SELECT e.id, e.kind, e.reference_id, a.asset_id, sum(p.amount)::text AS total
+      FROM ledger_postings p JOIN ledger_entries e ON e.id = p.entry_id JOIN ledger_accounts a ON a.id = p.account_id
+      GROUP BY e.id, e.kind, e.reference_id, a.asset_id
+      HAVING sum(p.amount) <> 0
+      ORDER BY e.id, a.asset_id LIMIT ${limit}`
+    for (const row of unbalanced) {
+      findings.add(`entry ${row.id}`, `entry ${row.id} (${row.kind} of ${row.reference_id}) does not balance: ` +
+        `${row.asset_id} sums to ${row.total}`)
+    }
+    const thin = yield* sql<{ id: string; kind: string; reference_id: string; postings: number }>`
+      SELECT e.id, e.kind, e.reference_id, count(p.entry_id)::int AS postings
+      FROM ledger_entries e LEFT JOIN ledger_postings p ON p.entry_id = e.id
+      GROUP BY e.id, e.kind, e.reference_id
+      HAVING count(p.entry_id) < 2
+      ORDER BY e.id LIMIT ${limit}`
+    for (const row of thin) {
+      findings.add(`entry ${row.id}`, `entry ${row.id} (${row.kind} of ${row.reference_id}) has ${row.postings} ` +
+        `posting${row.postings === 1 ? "" : "s"}, at least two are needed`)
+    }
+    const foreign = yield* sql<{ id: string; kind: string; tenant_id: string; account_id: string; account_tenant_id: string }>`
+      SELECT e.id, e.kind, e.tenant_id, a.id::text AS account_id, a.tenant_id AS account_tenant_id
+      FROM ledger_postings p JOIN ledger_entries e ON e.id = p.entry_id JOIN ledger_accounts a ON a.id = p.account_id
+      WHERE a.tenant_id <> e.tenant_id
+      ORDER BY e.id LIMIT ${limit}`
+    for (const row of foreign) {
+      findings.add(`entry ${row.id}`, `entry ${row.id} (${row.kind}) of tenant ${row.tenant_id} posts to account ` +
+        `${row.account_id} of tenant ${row.account_tenant_id}`)
+    }
+    checks.push(findings.result(
+      "every entry sums to zero per asset, has two or more postings, and posts only to its tenant's accounts",
+      totals.entries,
+      "entries"
+    ))
+  }
+
+  // 2. Balances, recomputed from the journal.
+  {
+    const findings = new Findings("balancesMatchJournal")
+    const drifted = yield* sql<{
+      id: string
+      kind: string
+      wallet_id: string | null
+      asset_id: string
+      available: string
+      frozen: string
+      journal_available: string
+      journal_frozen: string
+    }>`
+      SELECT a.id::text AS id, a.kind, a.wallet_id, a.asset_id, a.available::text AS available, a.frozen::text AS frozen,
+        coalesce(sum(p.amount) FILTER (WHERE p.bucket = 'AVAILABLE'), 0)::text AS journal_available,
+        coalesce(sum(p.amount) FILTER (WHERE p.bucket = 'FROZEN'), 0)::text AS journal_frozen
+      FROM ledger_accounts a LEFT JOIN ledger_postings p ON p.account_id = a.id
+      GROUP BY a.id
+      HAVING a.available <> coalesce(sum(p.amount) FILTER (WHERE p.bucket = 'AVAILABLE'), 0)
+        OR a.frozen <> coalesce(sum(p.amount) FILTER (WHERE p.bucket = 'FROZEN'), 0)
+      ORDER BY a.id LIMIT ${limit}`
+    for (const row of drifted) {
+      const owner = row.wallet_id === null ? row.kind : `${row.kind} ${row.wallet_id}`
+      findings.add(`account ${row.id}`, `account ${row.id} (${owner}, ${row.asset_id}) holds available ` +
+        `${row.available}, frozen ${row.frozen}; its postings sum to available ${row.journal_available}, ` +
+        `frozen ${row.journal_frozen}`)
+    }
+    // sql/0003: a debit may overdraw a wallet or FEES account only as a deposit reversal (decisions.md, Deposits).
+    const overdrawn = yield* sql<{ id: string; kind: string; wallet_id: string | null; asset_id: string; available: string }>`
+      SELECT a.id::text AS id, a.kind, a.wallet_id, a.asset_id, a.available::text AS available
+      FROM ledger_accounts a
+      WHERE a.kind IN ('WALLET', 'FEES') AND a.available < 0 AND NOT EXISTS (
+        SELECT 1 FROM ledger_postings p JOIN ledger_entries e ON e.id = p.entry_id
+        WHERE p.account_id = a.id AND e.kind = 'DEPOSIT_REVERSAL')
+      ORDER BY a.id LIMIT ${limit}`
+    for (const row of overdrawn) {
+      const owner = row.wallet_id === null ? row.kind : `${row.kind} ${row.wallet_id}`
+      findings.add(`account ${row.id}`, `account ${row.id} (${owner}, ${row.asset_id}) is overdrawn ` +
+        `(available ${row.available}) without a deposit reversal`)
+    }
+    checks.push(findings.result(
+      "every balance equals the sum of its postings; only a deposit reversal leaves a wallet or FEES account negative",
+      totals.accounts,
+      "accounts"
+    ))
+  }
+
+  // 3. The books close: what users and fee accounts hold is what the CHAIN account gave out.
+  {
+    const findings = new Findings("booksClose")
+    const [pairs] = yield* sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM (SELECT DISTINCT tenant_id, asset_id FROM ledger_accounts) pairs`
+    const open = yield* sql<{ tenant_id: string; asset_id: string; total: string }>`
+      SELECT tenant_id, asset_id, sum(available + frozen)::text AS total FROM ledger_accounts
+      GROUP BY tenant_id, asset_id
+      HAVING sum(available + frozen) <> 0
+      ORDER BY tenant_id, asset_id LIMIT ${limit}`
+    for (const row of open) {
+      findings.add(`tenant ${row.tenant_id} asset ${row.asset_id}`,
+        `tenant ${row.tenant_id}: the ${row.asset_id} accounts sum to ${row.total}, not 0`)
+    }
+    checks.push(findings.result("per tenant and asset, all accounts sum to zero", pairs!.n, "tenant assets"))
+  }
+
+  // 4. Deposits credited once.
+  {
+    const findings = new Findings("depositsCreditedOnce")
+    const [credits] = yield* sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM ledger_entries WHERE kind IN ('DEPOSIT_CREDIT', 'MANUAL_DEPOSIT_CREDIT')`
+    const twice = yield* sql<{ reference_id: string; kinds: string }>`
+      SELECT reference_id, string_agg(kind || ' ' || id, ', ' ORDER BY id) AS kinds FROM ledger_entries
+      WHERE kind IN ('DEPOSIT_CREDIT', 'MANUAL_DEPOSIT_CREDIT')
+      GROUP BY reference_id
+      HAVING count(*) > 1
+      ORDER BY reference_id LIMIT ${limit}`
+    for (const row of twice) {
+      findings.add(`transaction ${row.reference_id}`, `deposit ${row.reference_id} is credited more than once: ${row.kinds}`)
+    }
+    // decisions.md: seeing a transfer again never makes a second record (the unique index holds it today).
+    const duplicated = yield* sql<{ network_key: string; tx_hash: string; output_index: number; ids: string }>`
+      SELECT network_key, tx_hash, output_index, string_agg(id::text, ', ' ORDER BY id) AS ids FROM transactions
+      WHERE kind = 'DEPOSIT'
+      GROUP BY network_key, tx_hash, output_index
+      HAVING count(*) > 1
+      ORDER BY network_key, tx_hash, output_index LIMIT ${limit}`
+    for (const row of duplicated) {
+      findings.add(`output ${row.network_key} ${row.tx_hash}:${row.output_index}`,
+        `${row.network_key} output ${row.tx_hash}:${row.output_index} has several deposit records: ${row.ids}`)
+    }
+    checks.push(findings.result(
+      "no deposit has two credits (automatic or manual), no on-chain output two deposit records",
+      credits!.n,
+      "credits"
+    ))
+  }
+
+  // 5. Frozen funds: exactly what open withdrawals and transfers awaiting approval reserved.
+  {
+    const findings = new Findings("frozenMatchesOpen")
+    const [wallets] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ledger_accounts WHERE kind = 'WALLET'`
+    const mismatched = yield* sql<{ wallet_id: string; asset_id: string; frozen: string; reserved: string; open: number }>`
+      WITH reserved AS (
+        SELECT source_wallet_id AS wallet_id, asset_id, sum(amount + coalesce(fee, 0)) AS amount, count(*)::int AS open
+        FROM transactions
+        WHERE source_wallet_id IS NOT NULL AND (
+          (kind = 'WITHDRAWAL' AND status IN ${sql.in(openWithdrawalStatuses)})
+          OR (kind = 'INTERNAL_TRANSFER' AND status = 'PENDING_AUTHORIZATION'))
+        GROUP BY source_wallet_id, asset_id
+      ), held AS (
+        SELECT wallet_id, asset_id, frozen FROM ledger_accounts WHERE kind = 'WALLET' AND frozen <> 0
+      )
+      SELECT coalesce(h.wallet_id, r.wallet_id) AS wallet_id, coalesce(h.asset_id, r.asset_id) AS asset_id,
+        coalesce(h.frozen, 0)::text AS frozen, coalesce(r.amount, 0)::text AS reserved, coalesce(r.open, 0) AS open
+      FROM held h FULL JOIN reserved r ON r.wallet_id = h.wallet_id AND r.asset_id = h.asset_id
+      WHERE coalesce(h.frozen, 0) <> coalesce(r.amount, 0)
+      ORDER BY 1, 2 LIMIT ${limit}`
+    for (const row of mismatched) {
+      findings.add(`wallet ${row.wallet_id} asset ${row.asset_id}`, `wallet ${row.wallet_id} has ${row.frozen} ` +
+        `${row.asset_id} frozen; its ${row.open} open withdrawal${row.open === 1 ? "" : "s"} and pending ` +
+        `transfers reserve ${row.reserved}`)
+    }
+    checks.push(findings.result(
+      "every wallet's frozen amount equals amount + fee of its open withdrawals and transfers awaiting approval",
+      wallets!.n,
+      "wallet accounts"
+    ))
+  }
+
+  // 6. Each transaction against its entries, a page at a time; then entries that book no transaction.
+  {
+    const findings = new Findings("transactionsBooked")
+    let after = "00000000-0000-0000-0000-000000000000"
+    for (;;) {
+      const page = yield* sql<TransactionRow>`
+        SELECT id, tenant_id, kind, status, sub_status, asset_id, amount::text AS amount, fee::text AS fee,
+          network_fee::text AS network_fee, network_fee_asset_id, source_wallet_id, destination_wallet_id
+        FROM transactions WHERE id > ${after} ORDER BY id LIMIT ${transactionsPerPageMax}`
+      if (page.length === 0) break
+      const first = page[0]!.id
+      const last = page[page.length - 1]!.id
+      // Ids in between that are no transaction (entries booking nothing) are read too, and ignored here.
+      const rows = yield* sql<EntryPostingRow>`
+        SELECT e.id AS entry_id, e.kind AS entry_kind, e.tenant_id AS entry_tenant_id, e.reference_id,
+          a.kind AS account_kind, a.wallet_id, a.asset_id, p.bucket, p.amount::text AS amount
+        FROM ledger_entries e
+        LEFT JOIN ledger_postings p ON p.entry_id = e.id
+        LEFT JOIN ledger_accounts a ON a.id = p.account_id
+        WHERE e.reference_id BETWEEN ${first} AND ${last}`
+      const byReference = new Map<string, Array<EntryPostingRow>>()
+      for (const row of rows) {
+        const list = byReference.get(row.reference_id) ?? []
+        list.push(row)
+        byReference.set(row.reference_id, list)
+      }
+      for (const transaction of page) {
+        for (const problem of compareBookings(transaction, byReference.get(transaction.id) ?? [])) {
+          findings.add(`transaction ${transaction.id}`, problem)
+        }
+      }
+      after = last
+      if (page.length < transactionsPerPageMax) break
+    }
+    const orphans = yield* sql<{ id: string; kind: string; reference_id: string }>`
+      SELECT e.id, e.kind, e.reference_id FROM ledger_entries e
+      WHERE NOT EXISTS (SELECT 1 FROM transactions t WHERE t.id = e.reference_id)
+      ORDER BY e.id LIMIT ${limit}`
+    for (const row of orphans) {
+      findings.add(`entry ${row.id}`, `entry ${row.id} (${row.kind}) books ${row.reference_id}, which is no transaction`)
+    }
+    checks.push(findings.result(
+      "every transaction has exactly the entries and postings its kind and status call for; every entry books one",
+      totals.transactions,
+      "transactions"
+    ))
+  }
+
+  const firstDiscrepancy = checks.find((check) => check.discrepancies.length > 0)?.discrepancies[0]
+  return {
+    ok: firstDiscrepancy === undefined,
+    ...totals,
+    checks,
+    firstDiscrepancy
+  } satisfies LedgerAuditReport
+})
+
+/**
+ * Audits the ledger the `SqlClient` points at, in one `REPEATABLE READ, READ ONLY` transaction: every query sees the
+ * same committed state, however busy the service is, and the audit can change nothing.
+ */
+export const auditLedger: Effect.Effect<LedgerAuditReport, LedgerAuditError, SqlClient.SqlClient> = Effect.gen(
+  function*() {
+    const sql = yield* SqlClient.SqlClient
+    return yield* sql.withTransaction(Effect.gen(function*() {
+      // Inside a caller's transaction withTransaction opens a savepoint and ignores BeginTransaction: the snapshot
+      // would then be the caller's, not ours. Asserted rather than assumed.
+      const [mode] = yield* sql<{ isolation: string; read_only: string }>`
+        SELECT current_setting('transaction_isolation') AS isolation,
+          current_setting('transaction_read_only') AS read_only`
+      if (mode?.isolation !== "repeatable read" || mode.read_only !== "on") {
+        return yield* new LedgerAuditError({
+          message: `the audit needs its own REPEATABLE READ, READ ONLY transaction, got ${mode?.isolation} ` +
+            `(read only: ${mode?.read_only}); call it outside any transaction`
+        })
+      }
+      return yield* runChecks
+    })).pipe(
+      Effect.provideService(SqlClient.BeginTransaction, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
+      Effect.catchTag("SqlError", (error) =>
+        Effect.fail(new LedgerAuditError({ message: `cannot read the ledger: ${serverMessage(error)}`, cause: error })))
+    )
+  }
+).pipe(Effect.withSpan("LedgerAudit.auditLedger"))
