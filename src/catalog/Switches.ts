@@ -114,9 +114,11 @@ export interface AssetSwitchPatch {
   readonly withdrawEnabled?: boolean | undefined
 }
 
-/** The fields a patch sets, for the change history: absent fields are not part of the change. */
-const definedFields = (patch: object): Record<string, unknown> =>
-  Object.fromEntries(Object.entries(patch).filter(([, value]) => value !== undefined))
+/** The fields of `patch` that differ from `current`: what a request actually changes, and all the history keeps. */
+const changedFields = <T extends object>(current: T, patch: { readonly [K in keyof T]?: T[K] | undefined }): Partial<T> =>
+  Object.fromEntries(
+    Object.entries(patch).filter(([field, value]) => value !== undefined && value !== current[field as keyof T])
+  ) as Partial<T>
 
 export class Switches extends Context.Service<Switches, {
   /** The switches as stored now, combined with catalog and chain clients. One query; never cached. */
@@ -153,7 +155,7 @@ export class Switches extends Context.Service<Switches, {
         })
       }).pipe(Effect.withSpan("Switches.view"))
 
-      const recordChange = (target: "NETWORK" | "ASSET", targetId: string, change: Record<string, unknown>, at: Date) =>
+      const recordChange = (target: "NETWORK" | "ASSET", targetId: string, change: object, at: Date) =>
         sql`INSERT INTO switch_changes (target, target_id, change, changed_at)
           VALUES (${target}, ${targetId}, ${JSON.stringify(change)}::jsonb, ${at})`
 
@@ -163,19 +165,21 @@ export class Switches extends Context.Service<Switches, {
         if (!network.enabled) {
           return yield* new InvalidState({ message: `network ${networkKey} is disabled in the catalog; a switch cannot enable it` })
         }
-        const change = definedFields(patch)
-        if (Object.keys(change).length > 0) {
-          const at = new Date(yield* Clock.currentTimeMillis)
-          yield* sql.withTransaction(Effect.gen(function*() {
-            yield* sql`UPDATE networks SET
-                switch_deposit_enabled = coalesce(${patch.depositEnabled ?? null}::boolean, switch_deposit_enabled),
-                switch_withdraw_enabled = coalesce(${patch.withdrawEnabled ?? null}::boolean, switch_withdraw_enabled),
-                switch_watch = coalesce(${patch.watch ?? null}::text, switch_watch),
-                switched_at = ${at}
-              WHERE network_key = ${networkKey}`
-            yield* recordChange("NETWORK", networkKey, change, at)
-          })).pipe(Effect.orDie)
-        }
+        const at = new Date(yield* Clock.currentTimeMillis)
+        // The row lock orders concurrent changes, so each one's history entry names what it really changed.
+        yield* sql.withTransaction(Effect.gen(function*() {
+          const [current] = yield* sql<NetworkSwitch>`
+            SELECT switch_deposit_enabled AS "depositEnabled", switch_withdraw_enabled AS "withdrawEnabled",
+              switch_watch AS watch
+            FROM networks WHERE network_key = ${networkKey} FOR UPDATE`
+          const change = changedFields(current!, patch)
+          if (Object.keys(change).length === 0) return
+          const next = { ...current!, ...change }
+          yield* sql`UPDATE networks SET switch_deposit_enabled = ${next.depositEnabled},
+              switch_withdraw_enabled = ${next.withdrawEnabled}, switch_watch = ${next.watch}, switched_at = ${at}
+            WHERE network_key = ${networkKey}`
+          yield* recordChange("NETWORK", networkKey, change, at)
+        })).pipe(Effect.orDie)
         return (yield* view).network(network)
       })
 
@@ -185,18 +189,19 @@ export class Switches extends Context.Service<Switches, {
         if (asset.status === "DISABLED") {
           return yield* new InvalidState({ message: `asset ${assetId} is disabled in the catalog; a switch cannot enable it` })
         }
-        const change = definedFields(patch)
-        if (Object.keys(change).length > 0) {
-          const at = new Date(yield* Clock.currentTimeMillis)
-          yield* sql.withTransaction(Effect.gen(function*() {
-            yield* sql`UPDATE assets SET
-                switch_status = coalesce(${patch.status ?? null}::text, switch_status),
-                switch_withdraw_enabled = coalesce(${patch.withdrawEnabled ?? null}::boolean, switch_withdraw_enabled),
-                switched_at = ${at}
-              WHERE asset_id = ${assetId}`
-            yield* recordChange("ASSET", assetId, change, at)
-          })).pipe(Effect.orDie)
-        }
+        const at = new Date(yield* Clock.currentTimeMillis)
+        yield* sql.withTransaction(Effect.gen(function*() {
+          const [current] = yield* sql<AssetSwitch>`
+            SELECT switch_status AS status, switch_withdraw_enabled AS "withdrawEnabled"
+            FROM assets WHERE asset_id = ${assetId} FOR UPDATE`
+          const change = changedFields(current!, patch)
+          if (Object.keys(change).length === 0) return
+          const next = { ...current!, ...change }
+          yield* sql`UPDATE assets SET switch_status = ${next.status}, switch_withdraw_enabled = ${next.withdrawEnabled},
+              switched_at = ${at}
+            WHERE asset_id = ${assetId}`
+          yield* recordChange("ASSET", assetId, change, at)
+        })).pipe(Effect.orDie)
         return (yield* view).asset(asset)
       })
 
