@@ -261,6 +261,14 @@ layer(makeTestAppLayer(), { excludeTestServices: true, timeout: 120_000 })("oper
         assert.deepStrictEqual((yield* changes(btc)).slice(earlier).map((row) => [row.target, row.change]), [
           ["ASSET", { withdrawEnabled: false }]
         ])
+        // The typed operator client (src/client/OpsClient.ts) reaches the same route.
+        const client = yield* opsClient
+        const typed = yield* client.switches.asset({ params: { assetId: btc }, payload: { withdrawEnabled: true } })
+          .pipe(Effect.orDie)
+        assert.deepStrictEqual([typed.assetId, typed.withdrawEnabled], [btc, true])
+        const typedNetwork = yield* client.switches.network({ params: { networkKey: "BTC_TESTNET" }, payload: {} })
+          .pipe(Effect.orDie)
+        assert.deepStrictEqual(typedNetwork, { networkKey: "BTC_TESTNET", depositEnabled: true, withdrawEnabled: true, watch: "ACTIVE" })
         expectError(yield* ops("PATCH", "/ops/assets/NOPE", { withdrawEnabled: false }), 404, "NOT_FOUND")
         // DISABLED is the catalog's, not a switch.
         expectError(yield* ops("PATCH", `/ops/assets/${btc}`, { status: "DISABLED" }), 422, "BAD_REQUEST")
