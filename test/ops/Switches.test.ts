@@ -381,6 +381,8 @@ layer(makeTestAppLayer(), { excludeTestServices: true, timeout: 120_000 })("oper
         )
         const [item] = (yield* addresses(tenant, hidden.walletId)).filter((entry) => entry.networkKey === "BTC_TESTNET")
         assert.isNull(item.address)
+        // Spec 4.2: a hidden default wallet is passed over for another usable wallet of the family.
+        assert.strictEqual((yield* walletOf(tenant, "vera")).walletId, ownSecond)
 
         // decisions.md holds only FROZEN wallets' deposits for review: a hidden wallet's are credited.
         const deposit = yield* depositAndConfirm(tenant, hidden.address, 50_000n)
