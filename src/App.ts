@@ -16,6 +16,7 @@ import { NonceStore } from "./auth/NonceStore.ts"
 import { RateLimiter } from "./auth/RateLimiter.ts"
 import { SignatureAuthLive } from "./auth/SignatureAuthLive.ts"
 import { Catalog } from "./catalog/Catalog.ts"
+import { Switches } from "./catalog/Switches.ts"
 import { AppConfig } from "./Config.ts"
 import * as Database from "./db/Database.ts"
 import { Entropy } from "./domain/Entropy.ts"
@@ -49,11 +50,13 @@ import { PlatformAddresses } from "./wallets/PlatformAddresses.ts"
 import { ProvisioningSupervisor } from "./wallets/ProvisioningSupervisor.ts"
 import { WalletProvisioner } from "./wallets/WalletProvisioner.ts"
 import { WalletRepository } from "./wallets/WalletRepository.ts"
+import { WalletSwitch } from "./wallets/WalletSwitch.ts"
 import { Wallets } from "./wallets/Wallets.ts"
 import { DevProvisioning } from "./ops/DevProvisioning.ts"
 import { OpsDevnetHandlers } from "./ops/DevnetHandlers.ts"
 import { ManualDepositCredit } from "./deposits/ManualDepositCredit.ts"
 import { OpsManualHandlers } from "./ops/ManualHandlers.ts"
+import { OpsSwitchHandlers } from "./ops/SwitchHandlers.ts"
 import { OpsApi } from "./ops/OpsApi.ts"
 import {
   OpsAuthLive,
@@ -84,6 +87,8 @@ export const DomainLayer = Layer.mergeAll(
   Layer.provideMerge(WithdrawalEntityLive),
   Layer.provideMerge(WithdrawalProcessor.layer),
   Layer.provideMerge(Layer.mergeAll(DepositWatcher.layer, ManualDepositCredit.layer, TransferQuotes.layer, TwoFactor.layer)),
+  // The operator's switches combine with what each network's chain client can do.
+  Layer.provideMerge(Layer.mergeAll(Switches.layer, WalletSwitch.layer)),
   Layer.provideMerge(chainClientsLayer),
   Layer.provideMerge(SimulatedChain.layer),
   Layer.provideMerge(WalletEntityLive),
@@ -126,7 +131,14 @@ export const OpsRoutes = Layer.mergeAll(
   errorBoundary(OpsApi)
 ).pipe(
   Layer.provide(
-    Layer.mergeAll(OpsTenantsHandlers, OpsUsersHandlers, OpsPlatformHandlers, OpsManualHandlers, OpsDevnetHandlers)
+    Layer.mergeAll(
+      OpsTenantsHandlers,
+      OpsUsersHandlers,
+      OpsPlatformHandlers,
+      OpsManualHandlers,
+      OpsSwitchHandlers,
+      OpsDevnetHandlers
+    )
   ),
   Layer.provide(Layer.mergeAll(OpsAuthLive, OpsSchemaErrorsLive))
 )

@@ -6,6 +6,7 @@ import type { AssetObject, NetworkObject } from "../api/ReferenceApi.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
 import type { Catalog, CatalogAsset, CatalogNetwork } from "./Catalog.ts"
 import { effectiveDepositFee, effectiveWithdrawFee } from "./Fees.ts"
+import { catalogOnlyView, type SwitchView } from "./Switches.ts"
 
 export const tenantNetworks = (catalog: Catalog["Service"], tenant: Tenant): ReadonlyArray<CatalogNetwork> => {
   const allowed = new Set(tenant.networks)
@@ -34,13 +35,20 @@ export const listedAssets = (catalog: Catalog["Service"], tenant: Tenant): Reado
   )
 }
 
+/**
+ * The asset as /v1 shows it; status and switches as `switches` says they are now (operator switches, chain client),
+ * fees as the tenant's settings make them (the operator interface passes no settings: platform defaults).
+ */
 export const assetObject = (
   catalog: Catalog["Service"],
-  tenant: Tenant,
+  tenant: Pick<Tenant, "settings">,
   asset: CatalogAsset,
-  dynamicFloors: { readonly withdraw: bigint; readonly deposit: bigint }
+  dynamicFloors: { readonly withdraw: bigint; readonly deposit: bigint },
+  switches: SwitchView = catalogOnlyView
 ): AssetObject => {
   const network = catalog.network(asset.networkKey)!
+  const assetState = switches.asset(asset)
+  const networkState = switches.network(network)
   return {
     assetId: asset.assetId,
     networkKey: asset.networkKey,
@@ -51,10 +59,10 @@ export const assetObject = (
     symbol: asset.symbol,
     name: asset.name,
     decimals: asset.decimals,
-    status: asset.status === "DEPOSIT_PAUSED" ? "DEPOSIT_PAUSED" : "ENABLED",
-    withdrawEnabled: asset.withdrawEnabled,
-    networkWithdrawEnabled: network.withdrawEnabled,
-    networkDepositEnabled: network.depositEnabled,
+    status: assetState.status === "DEPOSIT_PAUSED" ? "DEPOSIT_PAUSED" : "ENABLED",
+    withdrawEnabled: assetState.withdrawEnabled,
+    networkWithdrawEnabled: networkState.withdrawEnabled,
+    networkDepositEnabled: networkState.depositEnabled,
     minDeposit: asset.minDeposit.toString(),
     minWithdraw: asset.minWithdraw.toString(),
     withdrawFeeFloor: asset.withdrawFeeFloor.toString(),

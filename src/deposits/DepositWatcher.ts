@@ -51,6 +51,13 @@ export interface ScanResult {
   readonly rewound: number
 }
 
+/** The operator's switches of a deposit's network and asset (sql/0010_switches.sql). */
+interface SwitchColumns {
+  readonly switch_deposit_enabled: boolean
+  readonly switch_watch: string
+  readonly asset_switch_status: string
+}
+
 interface DepositRow {
   readonly id: string
   readonly tenant_id: string
@@ -265,13 +272,18 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
       /** Credits (or settles without credit) one confirming deposit, if it still is one. */
       const settle = (depositId: string) =>
         sql.withTransaction(Effect.gen(function*() {
-          const [deposit] = yield* sql<DepositRow & { watch_status: string; wallet_status: string }>`
+          // The operator's switches are read here, in the settling transaction, so one set a moment ago holds
+          // (operator-interface.md, "Switches"; sql/0010_switches.sql).
+          const [deposit] = yield* sql<DepositRow & SwitchColumns & { watch_status: string; wallet_status: string }>`
             SELECT t.id, t.tenant_id, t.status, t.sub_status, t.asset_id, t.amount::text AS amount, t.fee::text AS fee,
               t.tx_hash, t.block_height::text AS block_height, t.destination_wallet_id,
-              a.watch_status, w.status AS wallet_status
+              a.watch_status, w.status AS wallet_status,
+              n.switch_deposit_enabled, n.switch_watch, s.switch_status AS asset_switch_status
             FROM transactions t
             JOIN wallets w ON w.id = t.destination_wallet_id
             JOIN wallet_addresses a ON a.wallet_id = t.destination_wallet_id AND a.network_key = t.network_key
+            JOIN networks n ON n.network_key = t.network_key
+            JOIN assets s ON s.asset_id = t.asset_id
             WHERE t.id = ${depositId}
             FOR UPDATE OF t`
           if (deposit === undefined || deposit.status !== "CONFIRMING" || deposit.block_height === null) return false
@@ -283,8 +295,9 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
           const at = yield* now
           // The network may have been taken from the tenant since the address was handed out.
           const networkOfTenant = tenant !== undefined && tenant.networks.includes(network.networkKey)
-          const heldForReview = asset.status !== "ENABLED" || !network.depositEnabled || !networkOfTenant ||
-            deposit.watch_status === "FROZEN" || deposit.wallet_status === "FROZEN"
+          const heldForReview = asset.status !== "ENABLED" || deposit.asset_switch_status !== "ENABLED" ||
+            !network.depositEnabled || !deposit.switch_deposit_enabled || !networkOfTenant ||
+            deposit.watch_status === "FROZEN" || deposit.switch_watch === "FROZEN" || deposit.wallet_status === "FROZEN"
           const subStatus: SubStatus | null = heldForReview
             ? "MANUAL_REVIEW"
             : amount < asset.minDeposit || amount <= fee

@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { Catalog } from "../catalog/Catalog.ts"
+import { Switches } from "../catalog/Switches.ts"
 import { assetObject, listedAssets, networkObject, tenantNetworks } from "../catalog/TenantCatalog.ts"
 import { validateAddress } from "../chains/AddressValidation.ts"
 import { AssetNotSupported, InternalDestinationNotAllowed } from "../domain/ApiError.ts"
@@ -18,11 +19,16 @@ export const ReferenceHandlers = HttpApiBuilder.group(Api, "reference", (handler
     const catalog = yield* Catalog
     const platformAddresses = yield* PlatformAddresses
     const wallets = yield* WalletRepository
+    const switches = yield* Switches
     return handlers
       .handle("networks", () => Effect.map(currentTenant, (tenant) => tenantNetworks(catalog, tenant).map(networkObject)))
       .handle("supportedAssets", () =>
-        Effect.map(currentTenant, (tenant) =>
-          listedAssets(catalog, tenant).map((asset) => assetObject(catalog, tenant, asset, noDynamicFloor))))
+        Effect.gen(function*() {
+          const tenant = yield* currentTenant
+          // The operator's switches as stored now (operator-interface.md, "Switches").
+          const view = yield* switches.view
+          return listedAssets(catalog, tenant).map((asset) => assetObject(catalog, tenant, asset, noDynamicFloor, view))
+        }))
       .handle("validateAddress", ({ params }) =>
         Effect.gen(function*() {
           const tenant = yield* currentTenant

@@ -7,6 +7,7 @@ import { pageLimitDefault } from "../api/Common.ts"
 import { CurrentApiKey } from "../api/SignatureAuth.ts"
 import { Catalog } from "../catalog/Catalog.ts"
 import { effectiveDepositFee } from "../catalog/Fees.ts"
+import { Switches } from "../catalog/Switches.ts"
 import { listedAssets, tenantNetworks } from "../catalog/TenantCatalog.ts"
 import { sha256Hex } from "../client/RequestSigner.ts"
 import { NotFound } from "../domain/ApiError.ts"
@@ -26,6 +27,7 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
     const idempotency = yield* Idempotency
     const catalog = yield* Catalog
     const ledger = yield* Ledger
+    const switches = yield* Switches
 
     const existing = (tenantId: string, walletId: string) =>
       Effect.flatMap(repository.find(tenantId, walletId), (wallet) =>
@@ -82,10 +84,15 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
           const wallet = yield* existing(tenant.id, params.id)
           const registered = yield* repository.addresses(wallet.id)
           const assets = listedAssets(catalog, tenant)
+          // Operator switches as stored now: deposits off (or unwatched) hides the network, a FROZEN watch shows.
+          const view = yield* switches.view
           return tenantNetworks(catalog, tenant)
-            .filter((network) => network.chainFamily === wallet.chainFamily && network.depositEnabled)
+            .filter((network) => network.chainFamily === wallet.chainFamily && view.network(network).depositEnabled)
             .map((network) => {
-              const entry = registered.find((candidate) => candidate.networkKey === network.networkKey)
+              const stored = registered.find((candidate) => candidate.networkKey === network.networkKey)
+              const entry = stored !== undefined && view.network(network).watch === "FROZEN"
+                ? { ...stored, watchStatus: "FROZEN" as const }
+                : stored
               const watched = entry !== undefined && (entry.watchStatus === "ACTIVE" || entry.watchStatus === "DEGRADED")
               return {
                 walletId: wallet.id,
@@ -102,7 +109,7 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
                   decimals: asset.decimals,
                   minDepositRaw: asset.minDeposit.toString(),
                   depositFeeRaw: effectiveDepositFee(asset, tenant.settings, 0n).toString(),
-                  depositPaused: asset.status === "DEPOSIT_PAUSED",
+                  depositPaused: view.asset(asset).status === "DEPOSIT_PAUSED",
                   iconUrl: asset.iconUrl
                 }))
               }

@@ -1,8 +1,9 @@
 /** The operator interface (operator-interface.md): a second listener with its own bearer token. */
 import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, OpenApi } from "effect/http-api"
+import { AssetObject } from "../api/ReferenceApi.ts"
 import { TransactionObject } from "../api/TransactionsApi.ts"
-import { UserObject } from "../api/UsersApi.ts"
+import { UserObject, WalletObject } from "../api/UsersApi.ts"
 import { Uuid } from "../domain/Ids.ts"
 import { RawAmount } from "../domain/RawAmount.ts"
 import {
@@ -219,11 +220,55 @@ export class OpsManualApi extends HttpApiGroup.make("manual")
   .annotateMerge(OpenApi.annotations({ title: "Approvals and manual handling" }))
 {}
 
+export const NetworkSwitchesObject = Schema.Struct({
+  networkKey: Schema.String,
+  depositEnabled: Schema.Boolean,
+  withdrawEnabled: Schema.Boolean,
+  watch: Schema.Literals(["ACTIVE", "FROZEN"])
+}).annotate({ identifier: "NetworkSwitches" })
+
+/**
+ * Switches (operator-interface.md): stored with when they were set, in force in every process at once. The
+ * answers show what the network, asset or wallet allows afterwards (a switch only narrows: docs/operations.md).
+ */
+export class OpsSwitchesApi extends HttpApiGroup.make("switches")
+  .add(
+    HttpApiEndpoint.patch("network", "/ops/networks/:networkKey", {
+      params: { networkKey: Schema.String },
+      payload: Schema.Struct({
+        depositEnabled: Schema.optional(Schema.Boolean),
+        withdrawEnabled: Schema.optional(Schema.Boolean),
+        watch: Schema.optional(Schema.Literals(["ACTIVE", "FROZEN"]))
+      }),
+      success: NetworkSwitchesObject,
+      error: [NotFoundWire, InvalidStateWire]
+    }),
+    HttpApiEndpoint.patch("asset", "/ops/assets/:assetId", {
+      params: { assetId: Schema.String },
+      payload: Schema.Struct({
+        status: Schema.optional(Schema.Literals(["ENABLED", "DEPOSIT_PAUSED"])),
+        withdrawEnabled: Schema.optional(Schema.Boolean)
+      }),
+      success: AssetObject,
+      error: [NotFoundWire, InvalidStateWire]
+    }),
+    HttpApiEndpoint.patch("wallet", "/ops/tenants/:tenantId/wallets/:walletId", {
+      params: { tenantId: Uuid, walletId: Uuid },
+      // A string rather than literals, so CLOSED and PROVISIONING get a message that says what may be set.
+      payload: Schema.Struct({ status: Schema.String }),
+      success: WalletObject,
+      error: [NotFoundWire, BadRequestWire, InvalidStateWire]
+    })
+  )
+  .annotateMerge(OpenApi.annotations({ title: "Switches" }))
+{}
+
 export class OpsApi extends HttpApi.make("coffer-ops")
   .add(OpsTenantsApi)
   .add(OpsUsersApi)
   .add(OpsPlatformApi)
   .add(OpsManualApi)
+  .add(OpsSwitchesApi)
   .add(OpsDevnetApi)
   .middleware(OpsAuth)
   .middleware(OpsSchemaErrors)

@@ -12,6 +12,7 @@ import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog, type CatalogAsset } from "../catalog/Catalog.ts"
 import { effectiveWithdrawFee } from "../catalog/Fees.ts"
+import { Switches } from "../catalog/Switches.ts"
 import { tenantNetwork } from "../catalog/TenantCatalog.ts"
 import { isSolanaWalletAddress, validateAddress } from "../chains/AddressValidation.ts"
 import {
@@ -92,6 +93,7 @@ export class TransferQuotes extends Context.Service<TransferQuotes, {
       const catalog = yield* Catalog
       const wallets = yield* WalletRepository
       const platformAddresses = yield* PlatformAddresses
+      const switches = yield* Switches
 
       /**
        * decisions.md "Daily limit": per user and asset, on-chain withdrawals and cross-user internal transfers
@@ -148,7 +150,8 @@ export class TransferQuotes extends Context.Service<TransferQuotes, {
           fee = crossUser ? tenant.settings.internalTransferFees?.[asset.assetId] ?? 0n : 0n
           limited = crossUser
         } else {
-          if (asset.status !== "ENABLED" || !asset.withdrawEnabled || !network.withdrawEnabled) {
+          // Catalog, chain client and the operator's switches as stored now (operator-interface.md, "Switches").
+          if (!(yield* switches.view).withdrawable(asset, network)) {
             return yield* new AssetDisabled({ message: `withdrawals of ${asset.assetId} are disabled` })
           }
           if (request.amount < asset.minWithdraw) {

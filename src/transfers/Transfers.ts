@@ -80,8 +80,12 @@ export type SubmitError =
   | BlockedByPolicy
   | InsufficientBalance
 
-/** Wallets that can take an internal transfer: HIDDEN ones still receive from their owner's wallets (spec 2). */
-const canReceive = (wallet: Wallet) => wallet.status === "ACTIVE" || wallet.status === "HIDDEN"
+/**
+ * Wallets that can take an internal transfer from `payer`: ACTIVE ones; HIDDEN ones only from their owner's other
+ * wallets (spec 2, "still receives transfers from the owner's other wallets"); FROZEN, CLOSED, PROVISIONING none.
+ */
+const canReceive = (wallet: Wallet, payer: Wallet) =>
+  wallet.status === "ACTIVE" || (wallet.status === "HIDDEN" && wallet.userId === payer.userId)
 
 export class Transfers extends Context.Service<Transfers, {
   readonly submit: (
@@ -180,7 +184,7 @@ export class Transfers extends Context.Service<Transfers, {
           // An unknown asset, one of another family, or the payer's own wallet is the quote's to refuse with its code.
           const usable = asset !== undefined && catalog.network(asset.networkKey)?.chainFamily === payer.chainFamily
           const address = usable ? yield* addressOn(named, asset.networkKey) : undefined
-          if (named.id !== payer.id && (!canReceive(named) || (usable && address === undefined))) {
+          if (named.id !== payer.id && (!canReceive(named, payer) || (usable && address === undefined))) {
             return yield* new WalletNotActive({ message: "the recipient wallet cannot receive" })
           }
           destinationAddress = address ?? named.address ?? ""
@@ -205,7 +209,7 @@ export class Transfers extends Context.Service<Transfers, {
             note: request.note
           })
         }
-        if (!canReceive(recipient)) return yield* new WalletNotActive({ message: "the recipient wallet cannot receive" })
+        if (!canReceive(recipient, payer)) return yield* new WalletNotActive({ message: "the recipient wallet cannot receive" })
         if ((tenant.settings.blockedAddresses ?? []).includes(quote.destination)) {
           return yield* new BlockedByPolicy({ message: "the recipient address is blocked by the tenant's policy" })
         }

@@ -1,0 +1,49 @@
+/** Handlers of the operator's switches (operator-interface.md, "Switches"; docs/operations.md). */
+import { Effect } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import { Catalog } from "../catalog/Catalog.ts"
+import { Switches } from "../catalog/Switches.ts"
+import { assetObject } from "../catalog/TenantCatalog.ts"
+import { BadRequest, NotFound } from "../domain/ApiError.ts"
+import { walletObject } from "../http/WalletViews.ts"
+import { Tenants } from "../tenants/Tenants.ts"
+import { switchableWalletStatuses, WalletSwitch } from "../wallets/WalletSwitch.ts"
+import { OpsApi } from "./OpsApi.ts"
+
+/** Until the chain watchers record on-chain costs, the dynamic fee floor is zero (spec fee rule 3). */
+const noDynamicFloor = { withdraw: 0n, deposit: 0n }
+
+const isSwitchableWalletStatus = (status: string): status is (typeof switchableWalletStatuses)[number] =>
+  (switchableWalletStatuses as ReadonlyArray<string>).includes(status)
+
+export const OpsSwitchHandlers = HttpApiBuilder.group(OpsApi, "switches", (handlers) =>
+  Effect.gen(function*() {
+    const catalog = yield* Catalog
+    const switches = yield* Switches
+    const walletSwitch = yield* WalletSwitch
+    const tenants = yield* Tenants
+    return handlers
+      .handle("network", ({ params, payload }) =>
+        Effect.map(switches.setNetwork(params.networkKey, payload), (state) => ({
+          networkKey: params.networkKey,
+          depositEnabled: state.depositEnabled,
+          withdrawEnabled: state.withdrawEnabled,
+          watch: state.watch
+        })))
+      .handle("asset", ({ params, payload }) =>
+        Effect.gen(function*() {
+          yield* switches.setAsset(params.assetId, payload)
+          // As /v1 shows it, with the platform's default fees: the operator is no tenant.
+          const asset = catalog.asset(params.assetId)!
+          return assetObject(catalog, { settings: {} }, asset, noDynamicFloor, yield* switches.view)
+        }))
+      .handle("wallet", ({ params, payload }) =>
+        Effect.gen(function*() {
+          if (!isSwitchableWalletStatus(payload.status)) {
+            return yield* new BadRequest({ message: "status must be ACTIVE, HIDDEN or FROZEN" })
+          }
+          const tenant = yield* tenants.get(params.tenantId)
+          if (tenant === undefined) return yield* new NotFound({ message: "tenant not found" })
+          return walletObject(yield* walletSwitch.set(tenant.id, params.walletId, payload.status))
+        }))
+  }))

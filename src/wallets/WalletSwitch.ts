@@ -1,0 +1,50 @@
+/**
+ * The operator's wallet switch (operator-interface.md, "Switches"): `ACTIVE`, `HIDDEN` or `FROZEN`. A wallet's
+ * status is read from the database wherever it matters (sending, receiving, deposit settlement), so the change
+ * holds in every process once it commits. What each status implies is documented in docs/operations.md.
+ */
+import { Clock, Context, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { InvalidState, NotFound } from "../domain/ApiError.ts"
+import { type Wallet, WalletRepository, type WalletStatus } from "./WalletRepository.ts"
+
+/** The statuses an operator may set; `PROVISIONING` and `CLOSED` are not switches (spec: they cannot be set). */
+export const switchableWalletStatuses = ["ACTIVE", "HIDDEN", "FROZEN"] as const
+export type SwitchableWalletStatus = (typeof switchableWalletStatuses)[number]
+
+export class WalletSwitch extends Context.Service<WalletSwitch, {
+  readonly set: (
+    tenantId: string,
+    walletId: string,
+    status: SwitchableWalletStatus
+  ) => Effect.Effect<Wallet, NotFound | InvalidState>
+}>()("coffer/WalletSwitch") {
+  static readonly layer = Layer.effect(
+    WalletSwitch,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const wallets = yield* WalletRepository
+
+      const set = Effect.fn("WalletSwitch.set")(function*(tenantId: string, walletId: string, status: SwitchableWalletStatus) {
+        const at = new Date(yield* Clock.currentTimeMillis)
+        // The row lock orders this change with the provisioning entity's PROVISIONING -> ACTIVE step.
+        yield* sql.withTransaction(Effect.gen(function*() {
+          const [row] = yield* sql<{ status: WalletStatus }>`
+            SELECT status FROM wallets WHERE id = ${walletId} AND tenant_id = ${tenantId} FOR UPDATE`.pipe(Effect.orDie)
+          if (row === undefined) return yield* new NotFound({ message: "wallet not found" })
+          if (row.status === "PROVISIONING") {
+            return yield* new InvalidState({ message: "the wallet is still provisioning" })
+          }
+          if (row.status === "CLOSED") return yield* new InvalidState({ message: "a closed wallet cannot be reopened" })
+          if (row.status === status) return
+          yield* sql`UPDATE wallets SET status = ${status}, updated_at = ${at} WHERE id = ${walletId}`.pipe(Effect.orDie)
+          yield* sql`INSERT INTO switch_changes (target, target_id, tenant_id, change, changed_at)
+            VALUES ('WALLET', ${walletId}, ${tenantId}, ${JSON.stringify({ status })}::jsonb, ${at})`.pipe(Effect.orDie)
+        })).pipe(Effect.catchTag("SqlError", Effect.die))
+        return (yield* wallets.find(tenantId, walletId))!
+      })
+
+      return WalletSwitch.of({ set })
+    })
+  )
+}
