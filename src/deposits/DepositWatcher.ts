@@ -20,11 +20,12 @@
  */
 import { Clock, Context, Effect, Exit, Layer, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
-import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
+import { Catalog } from "../catalog/Catalog.ts"
 import { effectiveDepositFee } from "../catalog/Fees.ts"
 import { type ChainClient, ChainClients, type ChainHead, type ChainTransfer } from "../chains/ChainClient.ts"
 import { Entropy } from "../domain/Entropy.ts"
 import { depositCreditPostings, depositReversalPostings } from "./DepositPostings.ts"
+import { decideOrphanedDeposit, meetsConfirmationRule } from "./DepositDecisions.ts"
 import { uuidV7 } from "../domain/Ids.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { recordEvent } from "../outbox/Outbox.ts"
@@ -32,6 +33,9 @@ import { Tenants } from "../tenants/Tenants.ts"
 import type { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
 import { recordStatusUpdated, recordTransactionCreated } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
+
+// Its home is DepositDecisions.ts; exported here too for the callers that import it from the watcher.
+export { meetsConfirmationRule } from "./DepositDecisions.ts"
 
 /** How often each watched network is scanned in the background. */
 export const scanIntervalMillis = 1_000
@@ -63,12 +67,6 @@ interface DepositRow {
   readonly block_height: string | null
   readonly destination_wallet_id: string
 }
-
-/** Whether a deposit in block `height` meets the network's crediting condition (decisions.md: the block is 1). */
-export const meetsConfirmationRule = (network: CatalogNetwork, head: ChainHead, height: bigint): boolean =>
-  network.confirmations.mode === "confirmations"
-    ? head.height >= height + BigInt(network.confirmations.n) - 1n
-    : height <= head.finalizedHeight
 
 export class DepositWatcher extends Context.Service<DepositWatcher, {
   /** Scans one network now (see the module comment); the background loop calls the same. */
@@ -160,18 +158,16 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
             FOR UPDATE`
           for (const deposit of orphaned) {
             const state = yield* client.transactionState(deposit.tx_hash)
-            const credited = deposit.status === "COMPLETED" && deposit.sub_status === null
-            if (deposit.status === "CONFIRMING") {
-              if (state === "UNKNOWN") {
-                yield* sql`UPDATE transactions SET status = 'FAILED', sub_status = 'DROPPED', updated_at = ${yield* now}
-                  WHERE id = ${deposit.id}`
-                yield* statusEvent(deposit, "FAILED", "DROPPED")
-              } else {
-                // Still known to the chain: it waits for a block again (a re-mined one is recorded when scanned).
-                yield* sql`UPDATE transactions SET block_height = NULL, block_hash = NULL, updated_at = ${yield* now}
-                  WHERE id = ${deposit.id}`
-              }
-            } else if (credited && state !== "INCLUDED") {
+            const decision = decideOrphanedDeposit({ status: deposit.status, subStatus: deposit.sub_status }, state)
+            if (decision === "DROP") {
+              yield* sql`UPDATE transactions SET status = 'FAILED', sub_status = 'DROPPED', updated_at = ${yield* now}
+                WHERE id = ${deposit.id}`
+              yield* statusEvent(deposit, "FAILED", "DROPPED")
+            } else if (decision === "AWAIT_BLOCK") {
+              // A re-mined one is recorded again when its block is scanned.
+              yield* sql`UPDATE transactions SET block_height = NULL, block_hash = NULL, updated_at = ${yield* now}
+                WHERE id = ${deposit.id}`
+            } else if (decision === "REVERSE") {
               const fee = BigInt(deposit.fee ?? "0")
               yield* ledger.post({
                 tenantId: deposit.tenant_id,
@@ -189,8 +185,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
               }).pipe(Effect.provideService(Entropy, entropy))
               yield* statusEvent(deposit, "REVERSED", null)
             }
-            // A credited deposit re-mined elsewhere stays credited (its block is refreshed when that block is
-            // scanned); terminal deposits that were never credited have nothing to undo.
+            // KEEP: nothing to undo (see DepositDecisions.ts).
           }
           yield* sql`DELETE FROM chain_blocks WHERE network_key = ${client.networkKey} AND height > ${height.toString()}`
           return orphaned.length
