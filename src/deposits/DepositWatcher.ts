@@ -18,7 +18,7 @@
  * its transaction (pending or re-mined), else it ends `FAILED`/`DROPPED`; a credited one whose transaction is gone
  * from the chain is `REVERSED` and debited back (which may overdraw: decisions.md), with `DEPOSIT_REVERSED`.
  */
-import { Clock, Context, Effect, Exit, Layer, Schedule } from "effect"
+import { Clock, Context, Effect, Exit, Layer, Schedule, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { effectiveDepositFee } from "../catalog/Fees.ts"
@@ -363,23 +363,34 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
   )
 }
 
-/** Scans every watched network every `scanIntervalMillis`; a failing network is logged and retried next round. */
 /**
  * After a failed scan a network waits 2, 4, 8, ... scan intervals, at most this long, before it is tried again: a
  * node that is down is neither asked nor logged about every second.
  */
 export const scanBackoffMaxMillis = 60_000
+/**
+ * Background scans running at once, across networks. A scan holds a pooled connection for each step, also while it
+ * waits on its node, so without a bound a few slow nodes could take the whole pool (`poolConnectionsMax`, 10) from
+ * the API. One hung node still leaves the other networks the remaining slots.
+ */
+export const scansConcurrentMax = 4
+
+/**
+ * Scans each watched network every `scanIntervalMillis`, each on a fiber of its own: a node that hangs (or answers
+ * slowly) stalls only its own network's scans. A failing network backs off (above) and is logged.
+ */
 
 export const DepositWatcherLoop = Layer.effectDiscard(Effect.gen(function*() {
   const watcher = yield* DepositWatcher
   const clients = yield* ChainClients
   const failing = new Map<string, { readonly count: number; readonly retryAtMillis: number }>()
+  const scanSlots = yield* Semaphore.make(scansConcurrentMax)
   const scanOne = (networkKey: string) =>
     Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       const previous = failing.get(networkKey)
       if (previous !== undefined && now < previous.retryAtMillis) return
-      const exit = yield* Effect.exit(watcher.scan(networkKey))
+      const exit = yield* Effect.exit(scanSlots.withPermit(watcher.scan(networkKey)))
       if (Exit.isSuccess(exit)) {
         if (previous !== undefined) {
           failing.delete(networkKey)
@@ -395,6 +406,9 @@ export const DepositWatcherLoop = Layer.effectDiscard(Effect.gen(function*() {
         exit.cause
       )
     })
-  const scanAll = Effect.forEach(clients.networkKeys, scanOne, { discard: true })
-  yield* scanAll.pipe(Effect.repeat(Schedule.spaced(scanIntervalMillis)), Effect.forkScoped)
+  yield* Effect.forEach(
+    clients.networkKeys,
+    (networkKey) => scanOne(networkKey).pipe(Effect.repeat(Schedule.spaced(scanIntervalMillis)), Effect.forkScoped),
+    { discard: true }
+  )
 }))
