@@ -379,7 +379,6 @@ export const scansConcurrentMax = 4
  * Scans each watched network every `scanIntervalMillis`, each on a fiber of its own: a node that hangs (or answers
  * slowly) stalls only its own network's scans. A failing network backs off (above) and is logged.
  */
-
 export const DepositWatcherLoop = Layer.effectDiscard(Effect.gen(function*() {
   const watcher = yield* DepositWatcher
   const clients = yield* ChainClients

@@ -14,7 +14,6 @@
  * What is kept from the recipe in docs (shared/notes/database.md): UTF8, TCP on 127.0.0.1 only, no unix socket,
  * stopping a server orphaned by a `kill -9` of node, tolerating a stale or zombie postmaster.pid.
  *
- *
  * A process owns the directory while its server runs (OwnerLock.ts): a second start on a directory in use fails
  * before it touches anything, instead of taking the owner's live server for an orphan and stopping it.
  *
