@@ -8,7 +8,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Data, Effect, Layer, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { AppConfig } from "../Config.ts"
-import * as EmbeddedPostgres from "./EmbeddedPostgres.ts"
+import * as EmbeddedPostgres from "./postgres/EmbeddedPostgres.ts"
 import { runMigrations } from "./Migrations.ts"
 
 export class DatabaseStartupError extends Data.TaggedError("DatabaseStartupError")<{

@@ -18,13 +18,14 @@
  * its transaction (pending or re-mined), else it ends `FAILED`/`DROPPED`; a credited one whose transaction is gone
  * from the chain is `REVERSED` and debited back (which may overdraw: decisions.md), with `DEPOSIT_REVERSED`.
  */
-import { Clock, Context, Effect, Exit, Layer, Schedule } from "effect"
+import { Clock, Context, Effect, Exit, Layer, Schedule, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
-import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
+import { Catalog } from "../catalog/Catalog.ts"
 import { effectiveDepositFee } from "../catalog/Fees.ts"
 import { type ChainClient, ChainClients, type ChainHead, type ChainTransfer } from "../chains/ChainClient.ts"
 import { Entropy } from "../domain/Entropy.ts"
 import { depositCreditPostings, depositReversalPostings } from "./DepositPostings.ts"
+import { decideOrphanedDeposit, meetsConfirmationRule } from "./DepositDecisions.ts"
 import { uuidV7 } from "../domain/Ids.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { recordEvent } from "../outbox/Outbox.ts"
@@ -32,6 +33,9 @@ import { Tenants } from "../tenants/Tenants.ts"
 import type { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
 import { recordStatusUpdated, recordTransactionCreated } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
+
+// Its home is DepositDecisions.ts; exported here too for the callers that import it from the watcher.
+export { meetsConfirmationRule } from "./DepositDecisions.ts"
 
 /** How often each watched network is scanned in the background. */
 export const scanIntervalMillis = 1_000
@@ -70,12 +74,6 @@ interface DepositRow {
   readonly block_height: string | null
   readonly destination_wallet_id: string
 }
-
-/** Whether a deposit in block `height` meets the network's crediting condition (decisions.md: the block is 1). */
-export const meetsConfirmationRule = (network: CatalogNetwork, head: ChainHead, height: bigint): boolean =>
-  network.confirmations.mode === "confirmations"
-    ? head.height >= height + BigInt(network.confirmations.n) - 1n
-    : height <= head.finalizedHeight
 
 export class DepositWatcher extends Context.Service<DepositWatcher, {
   /** Scans one network now (see the module comment); the background loop calls the same. */
@@ -167,18 +165,16 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
             FOR UPDATE`
           for (const deposit of orphaned) {
             const state = yield* client.transactionState(deposit.tx_hash)
-            const credited = deposit.status === "COMPLETED" && deposit.sub_status === null
-            if (deposit.status === "CONFIRMING") {
-              if (state === "UNKNOWN") {
-                yield* sql`UPDATE transactions SET status = 'FAILED', sub_status = 'DROPPED', updated_at = ${yield* now}
-                  WHERE id = ${deposit.id}`
-                yield* statusEvent(deposit, "FAILED", "DROPPED")
-              } else {
-                // Still known to the chain: it waits for a block again (a re-mined one is recorded when scanned).
-                yield* sql`UPDATE transactions SET block_height = NULL, block_hash = NULL, updated_at = ${yield* now}
-                  WHERE id = ${deposit.id}`
-              }
-            } else if (credited && state !== "INCLUDED") {
+            const decision = decideOrphanedDeposit({ status: deposit.status, subStatus: deposit.sub_status }, state)
+            if (decision === "DROP") {
+              yield* sql`UPDATE transactions SET status = 'FAILED', sub_status = 'DROPPED', updated_at = ${yield* now}
+                WHERE id = ${deposit.id}`
+              yield* statusEvent(deposit, "FAILED", "DROPPED")
+            } else if (decision === "AWAIT_BLOCK") {
+              // A re-mined one is recorded again when its block is scanned.
+              yield* sql`UPDATE transactions SET block_height = NULL, block_hash = NULL, updated_at = ${yield* now}
+                WHERE id = ${deposit.id}`
+            } else if (decision === "REVERSE") {
               const fee = BigInt(deposit.fee ?? "0")
               yield* ledger.post({
                 tenantId: deposit.tenant_id,
@@ -196,8 +192,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
               }).pipe(Effect.provideService(Entropy, entropy))
               yield* statusEvent(deposit, "REVERSED", null)
             }
-            // A credited deposit re-mined elsewhere stays credited (its block is refreshed when that block is
-            // scanned); terminal deposits that were never credited have nothing to undo.
+            // KEEP: nothing to undo (see DepositDecisions.ts).
           }
           yield* sql`DELETE FROM chain_blocks WHERE network_key = ${client.networkKey} AND height > ${height.toString()}`
           return orphaned.length
@@ -381,23 +376,33 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
   )
 }
 
-/** Scans every watched network every `scanIntervalMillis`; a failing network is logged and retried next round. */
 /**
  * After a failed scan a network waits 2, 4, 8, ... scan intervals, at most this long, before it is tried again: a
  * node that is down is neither asked nor logged about every second.
  */
 export const scanBackoffMaxMillis = 60_000
+/**
+ * Background scans running at once, across networks. A scan holds a pooled connection for each step, also while it
+ * waits on its node, so without a bound a few slow nodes could take the whole pool (`poolConnectionsMax`, 10) from
+ * the API. One hung node still leaves the other networks the remaining slots.
+ */
+export const scansConcurrentMax = 4
 
+/**
+ * Scans each watched network every `scanIntervalMillis`, each on a fiber of its own: a node that hangs (or answers
+ * slowly) stalls only its own network's scans. A failing network backs off (above) and is logged.
+ */
 export const DepositWatcherLoop = Layer.effectDiscard(Effect.gen(function*() {
   const watcher = yield* DepositWatcher
   const clients = yield* ChainClients
   const failing = new Map<string, { readonly count: number; readonly retryAtMillis: number }>()
+  const scanSlots = yield* Semaphore.make(scansConcurrentMax)
   const scanOne = (networkKey: string) =>
     Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       const previous = failing.get(networkKey)
       if (previous !== undefined && now < previous.retryAtMillis) return
-      const exit = yield* Effect.exit(watcher.scan(networkKey))
+      const exit = yield* Effect.exit(scanSlots.withPermit(watcher.scan(networkKey)))
       if (Exit.isSuccess(exit)) {
         if (previous !== undefined) {
           failing.delete(networkKey)
@@ -413,6 +418,9 @@ export const DepositWatcherLoop = Layer.effectDiscard(Effect.gen(function*() {
         exit.cause
       )
     })
-  const scanAll = Effect.forEach(clients.networkKeys, scanOne, { discard: true })
-  yield* scanAll.pipe(Effect.repeat(Schedule.spaced(scanIntervalMillis)), Effect.forkScoped)
+  yield* Effect.forEach(
+    clients.networkKeys,
+    (networkKey) => scanOne(networkKey).pipe(Effect.repeat(Schedule.spaced(scanIntervalMillis)), Effect.forkScoped),
+    { discard: true }
+  )
 }))

@@ -20,7 +20,19 @@ export const ClusterLayer = SingleRunner.layer({
   }
 }).pipe(Layer.provide(NodeCrypto.layerDigest))
 
-/** Deletes processed messages (and their replies) older than the retention period, in bounded batches. */
+/**
+ * Deletes processed messages (and their replies) older than the retention period, in bounded batches.
+ *
+ * This writes to effect/cluster's own tables because the library has no API for it: `MessageStorage` (effect 4.1.0)
+ * offers `clearAddress` (every message of an entity, unprocessed ones included, so it would drop pending work) and
+ * `clearReplies` (one request's replies, for workflow resumes), but nothing that removes processed messages by age,
+ * and `SqlMessageStorage` never deletes them itself. The statements assume the PostgreSQL schema that
+ * `SqlMessageStorage.layerMigrations` of effect 4.1.0 creates with the default prefix `cluster` (migrations
+ * 0001-0003): `cluster_messages (id bigint, processed boolean, request_id bigint)`, where a request's `request_id` is
+ * its own `id` and a Snowflake id starts with its timestamp, and `cluster_replies (request_id bigint)`.
+ * test/entities/ClusterSchema.test.ts reads those tables from information_schema after the cluster layer has started
+ * and fails when the columns this uses change; re-read SqlMessageStorage.ts when it does.
+ */
 export const purgeProcessedMessages = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const now = yield* Clock.currentTimeMillis

@@ -9,7 +9,7 @@ import net from "node:net"
 import { join } from "node:path"
 import { afterAll } from "vitest"
 import * as Database from "../../src/db/Database.ts"
-import * as EmbeddedPostgres from "../../src/db/EmbeddedPostgres.ts"
+import * as EmbeddedPostgres from "../../src/db/postgres/EmbeddedPostgres.ts"
 import { exitOf, isAlive, moduleUrl, outputOf, runNode, waitFor } from "../support/NodeProcess.ts"
 
 const inDatabase = (url: Redacted.Redacted<string>) => <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
@@ -86,7 +86,7 @@ describe("EmbeddedPostgres", () => {
         import { Effect } from "effect"
         import { PgClient } from "@effect/sql-pg"
         import { SqlClient } from "effect/sql"
-        import * as EmbeddedPostgres from ${JSON.stringify(moduleUrl("db/EmbeddedPostgres.ts"))}
+        import * as EmbeddedPostgres from ${JSON.stringify(moduleUrl("db/postgres/EmbeddedPostgres.ts"))}
         await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
           const server = yield* EmbeddedPostgres.start(${JSON.stringify(dataDir)})
           yield* Effect.flatMap(SqlClient.SqlClient, (sql) => sql\`INSERT INTO kept VALUES ('written by the killed process')\`)

@@ -1,5 +1,5 @@
 /**
- * One owner per DATA_DIR (src/db/OwnerLock.ts; README, the files under DATA_DIR): a second start on a directory
+ * One owner per DATA_DIR (src/db/postgres/OwnerLock.ts; README, the files under DATA_DIR): a second start on a directory
  * in use fails, naming it and the owner's pid, and leaves the owner's PostgreSQL serving; a directory whose owner was
  * killed is taken over whatever `owner.pid` says; of two starts at the same instant exactly one wins.
  */
@@ -13,8 +13,8 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll } from "vitest"
 import * as Database from "../../src/db/Database.ts"
-import * as EmbeddedPostgres from "../../src/db/EmbeddedPostgres.ts"
-import * as OwnerLock from "../../src/db/OwnerLock.ts"
+import * as EmbeddedPostgres from "../../src/db/postgres/EmbeddedPostgres.ts"
+import * as OwnerLock from "../../src/db/postgres/OwnerLock.ts"
 import { awaitGo, exitOf, go, isAlive, moduleUrl, outputOf, runNode, waitFor } from "../support/NodeProcess.ts"
 
 /** The first start runs initdb, on a busy 2-core machine. */
@@ -53,7 +53,7 @@ interface Starter {
 const spawnStarter = (): Starter => {
   const child = runNode(`
     import { Effect } from "effect"
-    import * as EmbeddedPostgres from ${JSON.stringify(moduleUrl("db/EmbeddedPostgres.ts"))}
+    import * as EmbeddedPostgres from ${JSON.stringify(moduleUrl("db/postgres/EmbeddedPostgres.ts"))}
     console.log("LOADED")
     ${awaitGo}
     await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
@@ -230,7 +230,7 @@ describe("OwnerLock", () => {
       // The failed attempt closed a descriptor of owner.lock; POSIX would drop this process's lock with it, had SQLite
       // not kept that descriptor open. Another process must still find the lock taken.
       const child = runNode(`
-        import * as OwnerLock from ${JSON.stringify(moduleUrl("db/OwnerLock.ts"))}
+        import * as OwnerLock from ${JSON.stringify(moduleUrl("db/postgres/OwnerLock.ts"))}
         const attempt = await OwnerLock.tryAcquire(${JSON.stringify(lockDirectory)})
         console.log(attempt._tag === "Held" ? "HELD" : "TAKEN " + attempt.ownerPid)
         process.exit(0)`)
@@ -248,7 +248,7 @@ describe("OwnerLock", () => {
       for (let round = 1; round <= lockRaceRounds; round++) {
         const racers = Array.from({ length: lockRacersPerRound }, () => {
           const child = runNode(`
-            import * as OwnerLock from ${JSON.stringify(moduleUrl("db/OwnerLock.ts"))}
+            import * as OwnerLock from ${JSON.stringify(moduleUrl("db/postgres/OwnerLock.ts"))}
             console.log("LOADED")
             ${awaitGo}
             const attempt = await OwnerLock.tryAcquire(${JSON.stringify(lockDirectory)})

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import pg from "pg"
 import type { TestProject } from "vitest/node"
-import * as EmbeddedPostgres from "../../src/db/EmbeddedPostgres.ts"
+import * as EmbeddedPostgres from "../../src/db/postgres/EmbeddedPostgres.ts"
 import { runMigrations } from "../../src/db/Migrations.ts"
 
 declare module "vitest" {

@@ -2,7 +2,7 @@
  * One owner per DATA_DIR: the node process that runs the embedded PostgreSQL holds an exclusive lock on
  * `<dataDir>/owner.lock` from before it touches the cluster until its server has stopped. A second start on the same
  * directory finds the lock taken and stops there, so it never mistakes the owner's live server for one left behind by
- * a crash (`stopLeftoverServer` in EmbeddedPostgres.ts stops whatever runs on the cluster).
+ * a crash (`stopLeftoverServer` in LeftoverServer.ts stops whatever runs on the cluster).
  *
  * The lock is a kernel record lock (fcntl F_SETLK), not a pid file:
  *   - the kernel drops it when its process ends, however it ends (kill -9 included), so a lock is never stale and
@@ -28,6 +28,8 @@ import { chmodSync, readFileSync, renameSync, rmSync, writeFileSync } from "node
 import { join } from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { setTimeout as sleep } from "node:timers/promises"
+import { Effect } from "effect"
+import { describeCause, EmbeddedPostgresError } from "./EmbeddedPostgresError.ts"
 
 export const lockFileName = "owner.lock"
 export const pidFileName = "owner.pid"
@@ -147,3 +149,34 @@ export const tryAcquire = async (dataDir: string): Promise<Held | Taken> => {
   }
   return { _tag: "Held", release }
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// The lock as the embedded PostgreSQL uses it: taken, or a failure that names the owner
+
+const inUseError = (directory: string, ownerPid: number | undefined) => {
+  const owner = ownerPid === undefined
+    ? `another process (its pid is unknown: ${join(directory, pidFileName)} names no running process)`
+    : ownerPid === process.pid
+    ? `an earlier start in this same process, pid ${ownerPid}`
+    : `another process, pid ${ownerPid}`
+  return new EmbeddedPostgresError({
+    message: `DATA_DIR ${directory} is in use by ${owner}, which runs its embedded PostgreSQL; not starting, and ` +
+      `leaving that one running. Stop ${ownerPid === undefined ? "it" : `pid ${ownerPid}`} first, or start this one ` +
+      `with another DATA_DIR (or with DATABASE_URL)`
+  })
+}
+
+/** The owner lock of `directory` (which exists), or a failure naming the directory and the owner's pid. */
+export const acquire = (directory: string): Effect.Effect<Held, EmbeddedPostgresError> =>
+  Effect.tryPromise({
+    try: () => tryAcquire(directory),
+    catch: (cause) =>
+      new EmbeddedPostgresError({
+        message: `cannot take the owner lock ${join(directory, lockFileName)}: ${describeCause(cause)}`,
+        cause
+      })
+  }).pipe(
+    Effect.flatMap((attempt) =>
+      attempt._tag === "Held" ? Effect.succeed(attempt) : Effect.fail(inUseError(directory, attempt.ownerPid))
+    )
+  )

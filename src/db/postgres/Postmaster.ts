@@ -1,0 +1,127 @@
+/**
+ * The postmaster: started on a port, ready when it says so, stopped with escalating signals, each with a bound.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import net from "node:net"
+import { setTimeout as sleep } from "node:timers/promises"
+import type { Option } from "effect"
+import type { PostgresBinaries } from "./PostgresBinaries.ts"
+import { type ServerAccount, serverProcessOptions } from "./ServerAccount.ts"
+
+/** Crash recovery of a development database; also bounds a start that never reports ready. */
+const startTimeoutMs = 60_000
+/** Fast shutdown rolls back open transactions; it only takes long when a checkpoint has much to write. */
+export const stopTimeoutMs = 30_000
+/** After SIGQUIT (immediate shutdown, crash recovery on the next start). */
+const quitTimeoutMs = 5_000
+const logLinesMax = 50
+const readyLine = "database system is ready to accept connections"
+
+export const portIsFree = (port: number): Promise<boolean> =>
+  new Promise((resolvePromise) => {
+    const server = net.createServer().once("error", () => resolvePromise(false))
+    server.listen(port, "127.0.0.1", () => server.close(() => resolvePromise(true)))
+  })
+
+export const freePort = (): Promise<number> =>
+  new Promise((resolvePromise, reject) => {
+    const server = net.createServer().once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo
+      server.close(() => resolvePromise(port))
+    })
+  })
+
+export interface Postmaster {
+  readonly child: ChildProcess
+  readonly pid: number
+  readonly exited: Promise<void>
+  readonly log: Array<string>
+  readonly isRunning: () => boolean
+}
+
+/** The port was taken between our check and postgres's bind: worth another attempt on another port. */
+export class BindFailed extends Error {}
+
+export const spawnPostmaster = (
+  pgdata: string,
+  port: number,
+  binaries: PostgresBinaries,
+  account: Option.Option<ServerAccount>
+): Promise<Postmaster> =>
+  new Promise((resolvePromise, reject) => {
+    const child = spawn(binaries.postgres, [
+      "-D",
+      pgdata,
+      "-p",
+      String(port),
+      "-c",
+      "listen_addresses=127.0.0.1",
+      // The default socket in /tmp is shared by the whole machine.
+      "-c",
+      "unix_socket_directories=",
+      // The ready line below is matched in English.
+      "-c",
+      "lc_messages=C"
+    ], {
+      ...serverProcessOptions(account),
+      // Its own process group: a Ctrl-C in the terminal reaches node, which stops the server after draining.
+      detached: true,
+      stdio: ["ignore", "ignore", "pipe"]
+    })
+    const log: Array<string> = []
+    let running = true
+    let ready = false
+    let partial = ""
+    const exited = new Promise<void>((resolveExit) =>
+      child.once("exit", () => {
+        running = false
+        resolveExit()
+      })
+    )
+    const fail = (message: string, cause?: unknown) => {
+      clearTimeout(timer)
+      const tail = log.slice(-8).join("\n")
+      const Failure = /could not bind|could not create any TCP\/IP sockets/.test(tail) ? BindFailed : Error
+      reject(new Failure(`${message}${tail === "" ? "" : `; its last lines:\n${tail}`}`, { cause }))
+    }
+    child.stderr?.on("data", (chunk: Buffer) => {
+      const lines = (partial + chunk.toString("utf8")).split("\n")
+      partial = lines.pop() ?? ""
+      for (const line of lines) {
+        log.push(line)
+        if (log.length > logLinesMax) log.shift()
+        if (!ready && line.includes(readyLine)) {
+          ready = true
+          clearTimeout(timer)
+          resolvePromise({ child, pid: child.pid!, exited, log, isRunning: () => running })
+        }
+      }
+    })
+    child.once("error", (error) => fail(`cannot run ${binaries.postgres}: ${error.message}`, error))
+    child.once("exit", (code, signal) => {
+      if (ready) return
+      // Its last lines may still be in the pipe: wait for it to close, briefly.
+      const closed = new Promise((resolveClose) => child.once("close", resolveClose))
+      void Promise.race([closed, sleep(200)]).then(() => fail(`postgres exited with ${code ?? signal} before it was ready`))
+    })
+    const timer = setTimeout(() => {
+      child.kill("SIGQUIT")
+      fail(`postgres was not ready within ${startTimeoutMs} ms`)
+    }, startTimeoutMs)
+  })
+
+/** Never fails: after SIGINT, SIGQUIT, then SIGKILL, each with a bound. */
+export const stopPostmaster = async (postmaster: Postmaster): Promise<void> => {
+  const steps: ReadonlyArray<readonly [NodeJS.Signals, number]> = [
+    ["SIGINT", stopTimeoutMs],
+    ["SIGQUIT", quitTimeoutMs],
+    ["SIGKILL", quitTimeoutMs]
+  ]
+  for (const [signal, timeoutMs] of steps) {
+    if (!postmaster.isRunning()) return
+    postmaster.child.kill(signal)
+    // Unreferenced: the timer alone must not keep the process alive once the server is gone.
+    await Promise.race([postmaster.exited, sleep(timeoutMs, undefined, { ref: false })])
+  }
+}
