@@ -4,6 +4,7 @@ import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import * as Database from "../../src/db/Database.ts"
 import { BadRequest, Forbidden, SignerUnavailable } from "../../src/domain/ApiError.ts"
+import { Entropy } from "../../src/domain/Entropy.ts"
 import {
   checkIdempotencyKey,
   Idempotency,
@@ -14,6 +15,7 @@ import {
 } from "../../src/idempotency/Idempotency.ts"
 
 const TestLayer = Idempotency.layer.pipe(
+  Layer.provideMerge(Entropy.layer),
   Layer.provideMerge(Database.layerFromUrl(Redacted.make(process.env.DATABASE_URL!))),
   Layer.orDie
 )
