@@ -64,6 +64,9 @@ export class ServiceInstance extends Context.Service<ServiceInstance, {
       const locked = yield* Deferred.make<void>()
       const holdLock = Effect.scoped(Effect.gen(function*() {
         const connection = yield* sql.reserve
+        // A reserved connection goes back to the pool when this scope ends, and a session's advisory locks stay with
+        // it: without the unlock a pooled connection could keep an instance looking live after it stopped.
+        yield* Effect.addFinalizer(() => Effect.ignore(connection.execute("SELECT pg_advisory_unlock_all()", [], undefined)))
         const [row] = yield* connection.execute(
           "SELECT pg_try_advisory_lock($1, $2) AS locked",
           [instanceLockClassId, lockKey],
