@@ -143,8 +143,8 @@ export class Idempotency extends Context.Service<Idempotency, {
                 locked_until: Date
                 owner_gone: boolean
               }>`SELECT key_id, request_sha256, state, response_status, response_body, locked_until,
-                   (owner_instance IS NOT NULL AND NOT ${ownerIsLive(sql, sql.literal("owner_instance"), now)})
-                     AS owner_gone
+                   (owner_instance IS NOT NULL AND owner_instance <> ${instance.id}
+                     AND NOT ${ownerIsLive(sql, sql.literal("owner_instance"), now)}) AS owner_gone
                  FROM idempotency_records WHERE ${holder(scope)} FOR UPDATE`
               const row = rows[0]
               if (row === undefined) return undefined // released meanwhile: claim again
@@ -155,7 +155,8 @@ export class Idempotency extends Context.Service<Idempotency, {
               if (row.state === "COMPLETED") {
                 return { _tag: "Replay", response: { status: row.response_status!, body: row.response_body! } } as Claim
               }
-              // Rule 5, and rule 7's hold; a request whose process is gone holds nothing.
+              // Rule 5, and rule 7's hold; a request whose process is gone holds nothing (this process is never gone
+              // to itself, whatever its heartbeat says).
               if (!row.owner_gone && row.locked_until.getTime() > now) {
                 return yield* new IdempotencyConflict({ message: inProgressMessage })
               }

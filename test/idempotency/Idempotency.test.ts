@@ -36,7 +36,9 @@ describe("Idempotency-Key format (rule 1)", () => {
     }))
 })
 
-layer(TestLayer)("idempotency engine", (it) => {
+// The layer on the real clock: this process's heartbeat (ServiceInstance.ts) runs in it, and must stay live while a
+// test moves its own TestClock (rule 7) far ahead.
+layer(TestLayer, { excludeTestServices: true })("idempotency engine", (it) => {
   const tenantId = "00000000-0000-7000-8000-000000000001"
   const seedTenant = Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -131,7 +133,7 @@ layer(TestLayer)("idempotency engine", (it) => {
       yield* TestClock.adjust("1 second")
       const retried = yield* idempotency.run(scope("rule7"), hashA, Effect.succeed({ status: 202, body: "{\"again\":1}" }))
       assert.strictEqual(retried.body, "{\"again\":1}")
-    }))
+    }).pipe(Effect.provide(TestClock.layer())))
 
   it.effect("rule 8: a tenant-wide key (externalTxId) used by another API key is 409 externalTxId already used", () =>
     Effect.gen(function*() {
@@ -324,7 +326,7 @@ layer(TestLayer)("idempotency engine", (it) => {
       yield* TestClock.adjust(1_001)
       const taken = yield* idempotency.run(scope("live-owner"), hashA, Effect.succeed({ status: 202, body: "{\"b\":2}" }))
       assert.strictEqual(taken.body, "{\"b\":2}")
-    }).pipe(Effect.catchTag("SqlError", Effect.die)))
+    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.provide(TestClock.layer())))
 
   it.effect("a taken-over execution is fenced: its commit dies, its effect rolls back, and it leaves the new claim alone", () =>
     Effect.gen(function*() {
