@@ -1,5 +1,5 @@
 /**
- * This process as the idempotency engine names the owner of an IN_PROGRESS record (sql/0009_idempotency_owners.sql).
+ * This process as the idempotency engine names the owner of an IN_PROGRESS record (sql/0011_idempotency_owners.sql).
  *
  * Liveness has two signs, and a process counts as live only while both hold:
  *   - a PostgreSQL advisory lock held on a connection reserved for it. PostgreSQL drops the lock when the connection
