@@ -6,8 +6,8 @@ import { CurrentApiKey } from "../api/SignatureAuth.ts"
 import type { SubmitTransactionBody } from "../api/TransactionsApi.ts"
 import { sha256Hex } from "../client/RequestSigner.ts"
 import { checkIdempotencyKey, Idempotency } from "../idempotency/Idempotency.ts"
-import { Transfers } from "../transfers/Transfers.ts"
-import { Withdrawals } from "../withdrawals/Withdrawals.ts"
+import { type InternalTransferReceipt, Transfers } from "../transfers/Transfers.ts"
+import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
 import { Api } from "../api/Api.ts"
 import { pageLimitDefault } from "../api/Common.ts"
 import { Catalog } from "../catalog/Catalog.ts"
@@ -22,6 +22,8 @@ import { transactionObject } from "./TransactionViews.ts"
 const notFound = new NotFound({ message: "transaction not found" })
 /** The idempotency scope's endpoint name of submissions (section 7). */
 const submitEndpoint = "POST /v1/transactions"
+/** A submission's stored answer (section 7, rule 3). */
+const render = (receipt: InternalTransferReceipt | OnChainReceipt) => ({ status: 202, body: JSON.stringify(receipt) })
 const badTime = new BadRequest({ message: "createdFrom/createdTo must be RFC 3339" })
 
 /** An optional RFC 3339 query value; the spec gives the message for both bounds. */
@@ -79,18 +81,21 @@ export const TransactionsHandlers = HttpApiBuilder.group(Api, "transactions", (h
           const response = yield* idempotency.run(
             { tenantId: tenant.id, keyId: apiKey.keyId, endpoint: submitEndpoint, key, tenantWide: externalTxId !== undefined },
             sha256Hex(body),
-            Effect.map(
-              transfers.submit(tenant, {
-                assetId: payload.assetId,
-                sourceWalletId: payload.source.id,
-                destination,
-                amount: payload.amountRaw,
-                externalTxId,
-                note: payload.note ?? undefined,
-                twoFactorCode: headers["x-user-2fa-code"]
-              }),
-              (receipt) => ({ status: 202, body: JSON.stringify(receipt) })
-            )
+            // The response is stored in the transaction that moves the funds, so a crash never separates the two.
+            (commit) =>
+              Effect.map(
+                transfers.submit(tenant, {
+                  assetId: payload.assetId,
+                  sourceWalletId: payload.source.id,
+                  destination,
+                  amount: payload.amountRaw,
+                  externalTxId,
+                  note: payload.note ?? undefined,
+                  twoFactorCode: headers["x-user-2fa-code"],
+                  recordReceipt: (receipt) => commit(render(receipt))
+                }),
+                render
+              )
           )
           // The stored bytes, so a replay is byte-identical to the first answer (section 7, rule 3).
           return HttpServerResponse.text(response.body, { status: response.status, contentType: "application/json" })

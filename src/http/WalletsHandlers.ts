@@ -13,7 +13,7 @@ import { sha256Hex } from "../client/RequestSigner.ts"
 import { NotFound } from "../domain/ApiError.ts"
 import { checkIdempotencyKey, Idempotency } from "../idempotency/Idempotency.ts"
 import { Ledger } from "../ledger/Ledger.ts"
-import { WalletRepository } from "../wallets/WalletRepository.ts"
+import { type Wallet, WalletRepository } from "../wallets/WalletRepository.ts"
 import { Wallets } from "../wallets/Wallets.ts"
 import { currentTenant } from "./CurrentTenant.ts"
 import { walletListItem, walletObject } from "./WalletViews.ts"
@@ -41,13 +41,12 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
           const apiKey = yield* CurrentApiKey
           const tenant = yield* currentTenant
           const body = new Uint8Array(yield* Effect.orDie(request.arrayBuffer))
+          const render = (wallet: Wallet) => ({ status: 202, body: JSON.stringify(walletObject(wallet)) })
           const response = yield* idempotency.run(
             { tenantId: tenant.id, keyId: apiKey.keyId, endpoint: createWalletEndpoint, key },
             sha256Hex(body),
-            Effect.map(wallets.create(tenant, payload), (wallet) => ({
-              status: 202,
-              body: JSON.stringify(walletObject(wallet))
-            }))
+            // The response is stored in the wallet's own transaction, so a crash never separates the two.
+            (commit) => Effect.map(wallets.create(tenant, payload, (wallet) => commit(render(wallet))), render)
           )
           // The stored bytes, so a replay is byte-identical to the first answer (rule 3).
           return HttpServerResponse.text(response.body, { status: response.status, contentType: "application/json" })

@@ -1,12 +1,22 @@
 /**
- * The idempotency engine of spec section 7 (rules 1-8), one mechanism for `POST /v1/wallets` and, next,
+ * The idempotency engine of spec section 7 (rules 1-8), one mechanism for `POST /v1/wallets` and
  * `POST /v1/transactions`. The primary key of `idempotency_records` decides who executes: concurrent identical
  * requests race on one INSERT and exactly one wins. Only successful responses are stored and replayed byte for
  * byte; a non-retryable error releases the key, a retryable one keeps it for `retryableHoldSeconds`.
+ *
+ * Crashes (docs/wallets.md "Idempotency"): an execution whose effect is one database transaction stores its
+ * response in that same transaction (`commit`), so no instant exists at which the effect is done and the record is
+ * not; a retry after any crash replays the receipt. Each execution holds a claim (a fencing token) under the process
+ * that runs it (ServiceInstance.ts): the record of a process that is gone is re-executed at once, and an execution
+ * whose claim was taken over can no longer commit.
  */
-import { Cause, Clock, Context, Effect, Exit, Layer } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { BadRequest, IdempotencyConflict } from "../domain/ApiError.ts"
+import { Entropy } from "../domain/Entropy.ts"
+import { uuidV7 } from "../domain/Ids.ts"
+import { CrashPoints } from "./CrashPoints.ts"
+import { ownerIsLive, ServiceInstance } from "./ServiceInstance.ts"
 
 /** Rule 1. */
 export const idempotencyKeyPattern = /^[A-Za-z0-9_.:-]{1,128}$/
@@ -15,8 +25,9 @@ export const idempotencyKeyMissingMessage = "Idempotency-Key header is required"
 /** Rule 7: after a retryable error the key stays occupied this long, then a retry re-executes. */
 export const retryableHoldSeconds = 60
 /**
- * A request still IN_PROGRESS after this is taken as abandoned (its process died): longer than the 30 s processing
- * limit, so a live request is never executed twice.
+ * A request still IN_PROGRESS after this is taken as abandoned even though its process looks live (or the record
+ * predates owner tracking): longer than the 30 s processing limit. A record of a process that is gone is re-executed
+ * without waiting for it.
  */
 export const inProgressLeaseSeconds = 120
 
@@ -59,7 +70,21 @@ const isRetryableCause = (cause: Cause.Cause<unknown>): boolean => {
   return error?.constructor?.retryable === true
 }
 
-type Claim = { readonly _tag: "Execute" } | { readonly _tag: "Replay"; readonly response: StoredResponse }
+/**
+ * Stores the response as the record's outcome. Must run inside the database transaction of the effect it answers
+ * for, so both commit together or neither does; dies when the claim was taken over (the transaction then rolls back).
+ */
+export type Commit = (response: StoredResponse) => Effect.Effect<void>
+
+/** What runs under a key: an effect, or one that stores its response in its own transaction through `commit`. */
+export type Execute<E, R> =
+  | Effect.Effect<StoredResponse, E, R>
+  | ((commit: Commit) => Effect.Effect<StoredResponse, E, R>)
+
+type Claim = { readonly _tag: "Execute"; readonly claimId: string } | {
+  readonly _tag: "Replay"
+  readonly response: StoredResponse
+}
 
 export class Idempotency extends Context.Service<Idempotency, {
   /**
@@ -69,13 +94,16 @@ export class Idempotency extends Context.Service<Idempotency, {
   readonly run: <E, R>(
     scope: IdempotencyScope,
     requestSha256: string,
-    execute: Effect.Effect<StoredResponse, E, R>
+    execute: Execute<E, R>
   ) => Effect.Effect<StoredResponse, E | IdempotencyConflict, R>
 }>()("coffer/Idempotency") {
   static readonly layer = Layer.effect(
     Idempotency,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
+      const instance = yield* ServiceInstance
+      const crash = yield* CrashPoints
+      const newClaimId = uuidV7.pipe(Effect.provideService(Entropy, yield* Entropy))
 
       const where = (scope: IdempotencyScope) =>
         sql`tenant_id = ${scope.tenantId} AND key_id = ${scope.keyId} AND endpoint = ${scope.endpoint}
@@ -86,20 +114,25 @@ export class Idempotency extends Context.Service<Idempotency, {
           ? sql`tenant_id = ${scope.tenantId} AND endpoint = ${scope.endpoint} AND idempotency_key = ${scope.key}
               AND tenant_wide`
           : where(scope)
+      /** The record as this execution claimed it: a take-over changed the claim and this one may touch nothing. */
+      const claimed = (scope: IdempotencyScope, claimId: string) =>
+        sql`${where(scope)} AND state = 'IN_PROGRESS' AND claim_id = ${claimId}`
 
       const claim = (scope: IdempotencyScope, requestSha256: string) =>
         Effect.gen(function*() {
           for (let attempt = 0; attempt < 3; attempt++) {
             const now = yield* Clock.currentTimeMillis
             const lease = new Date(now + inProgressLeaseSeconds * 1000)
+            const claimId = yield* newClaimId
             const inserted = yield* sql`
               INSERT INTO idempotency_records (tenant_id, key_id, endpoint, idempotency_key, request_sha256, state,
-                locked_until, created_at, updated_at, tenant_wide)
+                locked_until, created_at, updated_at, tenant_wide, owner_instance, claim_id)
               VALUES (${scope.tenantId}, ${scope.keyId}, ${scope.endpoint}, ${scope.key}, ${requestSha256},
-                'IN_PROGRESS', ${lease}, ${new Date(now)}, ${new Date(now)}, ${scope.tenantWide === true})
+                'IN_PROGRESS', ${lease}, ${new Date(now)}, ${new Date(now)}, ${scope.tenantWide === true},
+                ${instance.id}, ${claimId})
               ON CONFLICT DO NOTHING
               RETURNING 1 AS inserted`
-            if (inserted.length > 0) return { _tag: "Execute" } as Claim
+            if (inserted.length > 0) return { _tag: "Execute", claimId } as Claim
             const decided = yield* sql.withTransaction(Effect.gen(function*() {
               const rows = yield* sql<{
                 key_id: string
@@ -108,7 +141,10 @@ export class Idempotency extends Context.Service<Idempotency, {
                 response_status: number | null
                 response_body: string | null
                 locked_until: Date
-              }>`SELECT key_id, request_sha256, state, response_status, response_body, locked_until
+                owner_gone: boolean
+              }>`SELECT key_id, request_sha256, state, response_status, response_body, locked_until,
+                   (owner_instance IS NOT NULL AND owner_instance <> ${instance.id}
+                     AND NOT ${ownerIsLive(sql, sql.literal("owner_instance"), now)}) AS owner_gone
                  FROM idempotency_records WHERE ${holder(scope)} FOR UPDATE`
               const row = rows[0]
               if (row === undefined) return undefined // released meanwhile: claim again
@@ -119,42 +155,88 @@ export class Idempotency extends Context.Service<Idempotency, {
               if (row.state === "COMPLETED") {
                 return { _tag: "Replay", response: { status: row.response_status!, body: row.response_body! } } as Claim
               }
-              if (row.locked_until.getTime() > now) return yield* new IdempotencyConflict({ message: inProgressMessage })
+              // Rule 5, and rule 7's hold; a request whose process is gone holds nothing (this process is never gone
+              // to itself, whatever its heartbeat says).
+              if (!row.owner_gone && row.locked_until.getTime() > now) {
+                return yield* new IdempotencyConflict({ message: inProgressMessage })
+              }
               yield* sql`UPDATE idempotency_records SET state = 'IN_PROGRESS', locked_until = ${lease},
-                updated_at = ${new Date(now)} WHERE ${where(scope)}`
-              return { _tag: "Execute" } as Claim
+                owner_instance = ${instance.id}, claim_id = ${claimId}, updated_at = ${new Date(now)}
+                WHERE ${where(scope)}`
+              return { _tag: "Execute", claimId } as Claim
             }))
             if (decided !== undefined) return decided
           }
           return yield* Effect.die(new Error("idempotency record kept disappearing"))
         }).pipe(Effect.catchTag("SqlError", Effect.die))
 
-      const settle = (scope: IdempotencyScope, exit: Exit.Exit<StoredResponse, unknown>) =>
+      /** The outcome of an execution that did not commit its response itself; only under its own claim. */
+      const settle = (scope: IdempotencyScope, claimId: string, exit: Exit.Exit<StoredResponse, unknown>) =>
         Effect.gen(function*() {
           const now = yield* Clock.currentTimeMillis
-          if (Exit.isSuccess(exit)) {
-            yield* sql`UPDATE idempotency_records SET state = 'COMPLETED', response_status = ${exit.value.status},
-              response_body = ${exit.value.body}, updated_at = ${new Date(now)} WHERE ${where(scope)}`
-          } else if (isRetryableCause(exit.cause)) {
-            yield* sql`UPDATE idempotency_records SET state = 'RETRYABLE_FAILURE',
-              locked_until = ${new Date(now + retryableHoldSeconds * 1000)}, updated_at = ${new Date(now)}
-              WHERE ${where(scope)}`
-          } else {
-            yield* sql`DELETE FROM idempotency_records WHERE ${where(scope)}`
+          const settled = Exit.isSuccess(exit)
+            ? yield* sql`UPDATE idempotency_records SET state = 'COMPLETED', response_status = ${exit.value.status},
+                response_body = ${exit.value.body}, owner_instance = NULL, claim_id = NULL,
+                updated_at = ${new Date(now)}
+                WHERE ${claimed(scope, claimId)} RETURNING 1`
+            : isRetryableCause(exit.cause)
+            ? yield* sql`UPDATE idempotency_records SET state = 'RETRYABLE_FAILURE',
+                locked_until = ${new Date(now + retryableHoldSeconds * 1000)}, owner_instance = NULL, claim_id = NULL,
+                updated_at = ${new Date(now)}
+                WHERE ${claimed(scope, claimId)} RETURNING 1`
+            : yield* sql`DELETE FROM idempotency_records WHERE ${claimed(scope, claimId)} RETURNING 1`
+          if (settled.length === 0) {
+            // This process looked gone (a stalled event loop, a lost connection) and another re-executed the request.
+            yield* Effect.logWarning(`idempotency key ${scope.key} was taken over while it executed here`)
           }
         }).pipe(Effect.orDie)
 
-      const run = <E, R>(scope: IdempotencyScope, requestSha256: string, execute: Effect.Effect<StoredResponse, E, R>) =>
+      const makeCommit = (scope: IdempotencyScope, claimId: string, onCommitted: (response: StoredResponse) => void) =>
+      (response: StoredResponse) =>
+        Effect.gen(function*() {
+          if (Option.isNone(yield* Effect.serviceOption(sql.transactionService))) {
+            return yield* Effect.die(new Error("an idempotent response must be committed inside its effect's transaction"))
+          }
+          const now = yield* Clock.currentTimeMillis
+          const stored = yield* sql`UPDATE idempotency_records SET state = 'COMPLETED', response_status = ${response.status},
+            response_body = ${response.body}, owner_instance = NULL, claim_id = NULL, updated_at = ${new Date(now)}
+            WHERE ${claimed(scope, claimId)} RETURNING 1`
+          if (stored.length === 0) {
+            return yield* Effect.die(new Error(`idempotency key ${scope.key} was taken over; its effect is rolled back`))
+          }
+          yield* crash.reach("before-commit")
+          yield* sql.afterCommit(Effect.andThen(Effect.sync(() => onCommitted(response)), crash.reach("after-commit")))
+        }).pipe(Effect.orDie)
+
+      const run = <E, R>(scope: IdempotencyScope, requestSha256: string, execute: Execute<E, R>) =>
         Effect.gen(function*() {
           const decided = yield* claim(scope, requestSha256)
           if (decided._tag === "Replay") return decided.response
+          yield* crash.reach("after-claim")
+          let committed: StoredResponse | undefined
+          const effect = Effect.isEffect(execute)
+            ? execute
+            : execute(makeCommit(scope, decided.claimId, (response) => (committed = response)))
           // Settling must happen whatever the caller does, so the claim and its outcome are one uninterruptible unit.
-          const exit = yield* Effect.exit(execute)
-          yield* settle(scope, exit)
+          const exit = yield* Effect.exit(effect)
+          if (committed !== undefined) {
+            const stored: StoredResponse = committed
+            // The effect and its receipt are durable: what follows the commit (entity messages, which supervisors
+            // repeat) cannot undo them, and the stored bytes are the answer, now and on every replay.
+            if (Exit.isFailure(exit)) {
+              yield* Effect.logWarning(`idempotent request ${scope.key} failed after its commit`, exit.cause)
+            } else if (exit.value.status !== stored.status || exit.value.body !== stored.body) {
+              return yield* Effect.die(new Error(`idempotent request ${scope.key} answered other bytes than it stored`))
+            }
+            yield* crash.reach("before-reply")
+            return stored
+          }
+          yield* settle(scope, decided.claimId, exit)
+          yield* crash.reach("before-reply")
           return yield* exit
         }).pipe(Effect.uninterruptible)
 
       return Idempotency.of({ run })
     })
-  )
+  ).pipe(Layer.provideMerge(ServiceInstance.layer), Layer.provideMerge(CrashPoints.layer))
 }

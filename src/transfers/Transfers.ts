@@ -52,6 +52,11 @@ export interface TransferRequest {
   readonly externalTxId: string | undefined
   readonly note: string | undefined
   readonly twoFactorCode: string | undefined
+  /**
+   * Runs inside the database transaction that creates the transaction, with the receipt the call returns: the
+   * idempotency record is settled there (Idempotency.ts `Commit`), so the effect never commits without it.
+   */
+  readonly recordReceipt?: ((receipt: InternalTransferReceipt | OnChainReceipt) => Effect.Effect<void>) | undefined
 }
 
 /** Spec section 2, "Internal transfer receipt". */
@@ -206,7 +211,8 @@ export class Transfers extends Context.Service<Transfers, {
             fee: quote.fee,
             destination: quote.destination,
             externalTxId: request.externalTxId,
-            note: request.note
+            note: request.note,
+            recordReceipt: request.recordReceipt
           })
         }
         if (!canReceive(recipient, payer)) return yield* new WalletNotActive({ message: "the recipient wallet cannot receive" })
@@ -233,6 +239,17 @@ export class Transfers extends Context.Service<Transfers, {
         const id = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
         const now = new Date(yield* Clock.currentTimeMillis)
         const status = pending ? "PENDING_AUTHORIZATION" as const : "COMPLETED" as const
+        const receipt: InternalTransferReceipt = {
+          settlement: "OFF_CHAIN",
+          transferId: id,
+          transactionId: id,
+          status,
+          fromWalletId: payer.id,
+          toWalletId: recipient.id,
+          assetId: asset.assetId,
+          amount: amount.toString(),
+          fee: fee.toString()
+        }
         yield* sql.withTransaction(Effect.gen(function*() {
           yield* sql`INSERT INTO transactions ${
             sql.insert({
@@ -264,18 +281,9 @@ export class Transfers extends Context.Service<Transfers, {
             postings
           })
           yield* provide(recordTransactionCreated(tenant.id, id))
+          if (request.recordReceipt !== undefined) yield* request.recordReceipt(receipt)
         })).pipe(Effect.catchTag("SqlError", Effect.die))
-        return {
-          settlement: "OFF_CHAIN" as const,
-          transferId: id,
-          transactionId: id,
-          status,
-          fromWalletId: payer.id,
-          toWalletId: recipient.id,
-          assetId: asset.assetId,
-          amount: amount.toString(),
-          fee: fee.toString()
-        }
+        return receipt
       })
 
       const decide = Effect.fn("Transfers.decide")(function*(

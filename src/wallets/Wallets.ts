@@ -60,9 +60,14 @@ export interface DepositAddress {
 }
 
 export class Wallets extends Context.Service<Wallets, {
+  /**
+   * `recordWallet` runs inside the database transaction that creates the wallet, with the wallet the call returns
+   * (PROVISIONING, spec 4.3): the idempotency record is settled there (Idempotency.ts `Commit`).
+   */
   readonly create: (
     tenant: Tenant,
-    input: { readonly customerRefId: string; readonly chainFamily: string; readonly name?: string | null | undefined }
+    input: { readonly customerRefId: string; readonly chainFamily: string; readonly name?: string | null | undefined },
+    recordWallet?: (wallet: Wallet) => Effect.Effect<void>
   ) => Effect.Effect<
     Wallet,
     BadRequest | Forbidden | NetworkDisabled | WalletLimitReached | RateLimited | SignerUnavailable
@@ -132,7 +137,8 @@ export class Wallets extends Context.Service<Wallets, {
 
       const create = Effect.fn("Wallets.create")(function*(
         tenant: Tenant,
-        input: { customerRefId: string; chainFamily: string; name?: string | null | undefined }
+        input: { customerRefId: string; chainFamily: string; name?: string | null | undefined },
+        recordWallet?: (wallet: Wallet) => Effect.Effect<void>
       ) {
         const customerRefId = normalizeCustomerRefId(input.customerRefId)
         if (customerRefId === undefined) return yield* new BadRequest({ message: customerRefIdMessage })
@@ -144,13 +150,17 @@ export class Wallets extends Context.Service<Wallets, {
         }
         // Without an email, creating the user cannot collide on one.
         const user = yield* users.create(tenant.id, { customerRefId }).pipe(Effect.catchTag("EmailTaken", Effect.die))
-        const walletId = yield* sql.withTransaction(Effect.gen(function*() {
+        // The answer is the wallet as created (spec 4.3: PROVISIONING, no address), read in its own transaction.
+        const wallet = yield* sql.withTransaction(Effect.gen(function*() {
           const [locked] = yield* lockUser(user.id)
           if (locked?.status !== "ACTIVE") return yield* new Forbidden({ message: userNotActiveMessage })
-          return yield* insertWallet(tenant, user, family, input.name)
+          const created = yield* loadWallet(tenant.id, yield* insertWallet(tenant, user, family, input.name))
+          if (recordWallet !== undefined) yield* recordWallet(created)
+          return created
         })).pipe(Effect.catchTag("SqlError", Effect.die))
-        yield* requestProvisioning(walletId)
-        return yield* loadWallet(tenant.id, walletId)
+        // A crash before the message is stored leaves the wallet PROVISIONING; ProvisioningSupervisor asks again.
+        yield* requestProvisioning(wallet.id)
+        return wallet
       })
 
       /** The wallet a deposit address comes from, creating it if the user has no usable one in the family. */

@@ -48,6 +48,8 @@ export interface WithdrawalSubmission {
   readonly destination: string
   readonly externalTxId: string | undefined
   readonly note: string | undefined
+  /** Runs inside the transaction that creates the withdrawal, with its receipt (Transfers.ts `recordReceipt`). */
+  readonly recordReceipt?: ((receipt: OnChainReceipt) => Effect.Effect<void>) | undefined
 }
 
 const receipt = (
@@ -115,6 +117,7 @@ export class Withdrawals extends Context.Service<Withdrawals, {
           source_wallet_id: payer.id,
           destination_address: submission.destination
         }
+        const submitted = receipt(row, "SUBMITTED", null)
         yield* sql.withTransaction(Effect.gen(function*() {
           yield* sql`INSERT INTO transactions ${
             sql.insert({
@@ -145,9 +148,11 @@ export class Withdrawals extends Context.Service<Withdrawals, {
             Effect.provideService(SqlClient.SqlClient, sql),
             Effect.provideService(Entropy, entropy)
           )
+          if (submission.recordReceipt !== undefined) yield* submission.recordReceipt(submitted)
         })).pipe(Effect.catchTag("SqlError", Effect.die))
+        // A crash before the entity has the message leaves the withdrawal SUBMITTED; WithdrawalSupervisor asks again.
         yield* ask(id, "submitted")
-        return receipt(row, "SUBMITTED", null)
+        return submitted
       })
 
       /** The withdrawal's row, locked for this transaction, if it is this tenant's. */

@@ -1,9 +1,10 @@
 import { assert, describe, it, layer } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Redacted } from "effect"
+import { Clock, Deferred, Effect, Exit, Fiber, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import * as Database from "../../src/db/Database.ts"
 import { BadRequest, Forbidden, SignerUnavailable } from "../../src/domain/ApiError.ts"
+import { Entropy } from "../../src/domain/Entropy.ts"
 import {
   checkIdempotencyKey,
   Idempotency,
@@ -12,8 +13,10 @@ import {
   reusedMessage,
   usedByAnotherKeyMessage
 } from "../../src/idempotency/Idempotency.ts"
+import { heartbeatStaleMillis, instanceLockClassId, ServiceInstance } from "../../src/idempotency/ServiceInstance.ts"
 
 const TestLayer = Idempotency.layer.pipe(
+  Layer.provideMerge(Entropy.layer),
   Layer.provideMerge(Database.layerFromUrl(Redacted.make(process.env.DATABASE_URL!))),
   Layer.orDie
 )
@@ -33,7 +36,9 @@ describe("Idempotency-Key format (rule 1)", () => {
     }))
 })
 
-layer(TestLayer)("idempotency engine", (it) => {
+// The layer on the real clock: this process's heartbeat (ServiceInstance.ts) runs in it, and must stay live while a
+// test moves its own TestClock (rule 7) far ahead.
+layer(TestLayer, { excludeTestServices: true })("idempotency engine", (it) => {
   const tenantId = "00000000-0000-7000-8000-000000000001"
   const seedTenant = Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -128,7 +133,7 @@ layer(TestLayer)("idempotency engine", (it) => {
       yield* TestClock.adjust("1 second")
       const retried = yield* idempotency.run(scope("rule7"), hashA, Effect.succeed({ status: 202, body: "{\"again\":1}" }))
       assert.strictEqual(retried.body, "{\"again\":1}")
-    }))
+    }).pipe(Effect.provide(TestClock.layer())))
 
   it.effect("rule 8: a tenant-wide key (externalTxId) used by another API key is 409 externalTxId already used", () =>
     Effect.gen(function*() {
@@ -202,4 +207,176 @@ layer(TestLayer)("idempotency engine", (it) => {
         if (result._tag === "Failure") assert.strictEqual(result.failure._tag, "IdempotencyConflict")
       }
     }))
+
+  /** A table standing for a business effect, written in the same transaction as the response. */
+  const effects = Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`CREATE TABLE IF NOT EXISTS idempotency_test_effects (key text PRIMARY KEY)`
+    return {
+      apply: (key: string) => sql`INSERT INTO idempotency_test_effects (key) VALUES (${key})`,
+      count: (key: string) =>
+        Effect.map(sql<{ n: number }>`SELECT count(*)::int AS n FROM idempotency_test_effects WHERE key = ${key}`,
+          ([row]) => row!.n)
+    }
+  })
+  const record = (key: string) =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const [row] = yield* sql<
+        { state: string; response_body: string | null; owner_instance: string | null; claim_id: string | null }
+      >`SELECT state, response_body, owner_instance, claim_id FROM idempotency_records
+        WHERE tenant_id = ${tenantId} AND idempotency_key = ${key}`
+      return row
+    }).pipe(Effect.orDie)
+  /** Another service process, as its row: `lockKey` to hold its lock from the test, `heartbeatAt` its last sign. */
+  const otherInstance = (heartbeatAt: Date) =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const id = crypto.randomUUID()
+      const [row] = yield* sql<{ lock_key: number }>`INSERT INTO service_instances (id, started_at, heartbeat_at)
+        VALUES (${id}, ${heartbeatAt}, ${heartbeatAt}) RETURNING lock_key`
+      return { id, lockKey: row!.lock_key }
+    })
+  /** A request that `owner` claimed and was executing (rule 5's situation), with a lease far from over. */
+  const inProgressOf = (key: string, owner: string) =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`INSERT INTO idempotency_records (tenant_id, key_id, endpoint, idempotency_key, request_sha256, state,
+          locked_until, created_at, updated_at, owner_instance, claim_id)
+        VALUES (${tenantId}, ${scope(key).keyId}, ${scope(key).endpoint}, ${key}, ${hashA}, 'IN_PROGRESS',
+          ${new Date(Date.UTC(2100, 0, 1))}, now(), now(), ${owner}, ${crypto.randomUUID()})`
+    })
+
+  it.effect("rule 3 across a crash: the response committed in the effect's transaction is the answer even when the request fails after the commit", () =>
+    Effect.gen(function*() {
+      yield* seedTenant
+      const sql = yield* SqlClient.SqlClient
+      const idempotency = yield* Idempotency
+      const effect = yield* effects
+      const exit = yield* Effect.exit(idempotency.run(scope("committed"), hashA, (commit) =>
+        Effect.gen(function*() {
+          yield* sql.withTransaction(Effect.andThen(effect.apply("committed"), commit({ status: 202, body: "{\"a\":1}" })))
+          // What follows the commit (an entity message) fails: the effect and its receipt stand.
+          return yield* Effect.die(new Error("after the commit"))
+        })))
+      assert.deepStrictEqual(exit, Exit.succeed({ status: 202, body: "{\"a\":1}" }))
+      assert.strictEqual((yield* record("committed"))?.state, "COMPLETED")
+      const replay = yield* idempotency.run(scope("committed"), hashA, Effect.die(new Error("must not run again")))
+      assert.strictEqual(replay.body, "{\"a\":1}")
+      assert.strictEqual(yield* effect.count("committed"), 1)
+    }).pipe(Effect.catchTag("SqlError", Effect.die)))
+
+  it.effect("rule 7 across a crash: a transaction that rolls back takes the stored response with it; the key is a retryable failure", () =>
+    Effect.gen(function*() {
+      yield* seedTenant
+      const sql = yield* SqlClient.SqlClient
+      const idempotency = yield* Idempotency
+      const effect = yield* effects
+      yield* Effect.exit(idempotency.run(scope("rolled-back"), hashA, (commit) =>
+        sql.withTransaction(Effect.gen(function*() {
+          yield* effect.apply("rolled-back")
+          yield* commit({ status: 202, body: "{}" })
+          return yield* Effect.die(new Error("before COMMIT"))
+        }))))
+      assert.strictEqual(yield* effect.count("rolled-back"), 0)
+      const row = yield* record("rolled-back")
+      assert.strictEqual(row?.state, "RETRYABLE_FAILURE")
+      assert.isNull(row?.response_body ?? null)
+    }).pipe(Effect.catchTag("SqlError", Effect.die)))
+
+  it.effect("a response can be committed only inside a database transaction", () =>
+    Effect.gen(function*() {
+      yield* seedTenant
+      const idempotency = yield* Idempotency
+      const exit = yield* Effect.exit(idempotency.run(scope("outside"), hashA, (commit) =>
+        Effect.as(commit({ status: 202, body: "{}" }), { status: 202, body: "{}" })))
+      assert.isTrue(Exit.hasDies(exit))
+      assert.strictEqual((yield* record("outside"))?.state, "RETRYABLE_FAILURE")
+    }))
+
+  it.effect("rule 5 after a crash: a request whose process is gone (its lock released) holds nothing: the retry executes at once", () =>
+    Effect.gen(function*() {
+      yield* seedTenant
+      const idempotency = yield* Idempotency
+      // Its heartbeat is fresh, but no session holds its lock: the process was killed a moment ago.
+      const gone = yield* otherInstance(new Date(Date.UTC(2100, 0, 1)))
+      yield* inProgressOf("orphan", gone.id)
+      const response = yield* idempotency.run(scope("orphan"), hashA, Effect.succeed({ status: 202, body: "{\"re\":1}" }))
+      assert.strictEqual(response.body, "{\"re\":1}")
+      assert.strictEqual((yield* record("orphan"))?.state, "COMPLETED")
+    }))
+
+  it.effect("rule 5 across processes: a live owner keeps its key; once its heartbeat is 20 s stale (host gone) a retry executes", () =>
+    Effect.gen(function*() {
+      yield* seedTenant
+      const sql = yield* SqlClient.SqlClient
+      const idempotency = yield* Idempotency
+      const live = yield* otherInstance(new Date(yield* Clock.currentTimeMillis))
+      // The other process's lock, held the way it holds it: on a session of its own.
+      const connection = yield* sql.reserve
+      yield* connection.execute("SELECT pg_advisory_lock($1, $2)", [instanceLockClassId, live.lockKey], undefined)
+      yield* inProgressOf("live-owner", live.id)
+      const busy = yield* Effect.flip(idempotency.run(scope("live-owner"), hashA, Effect.succeed({ status: 202, body: "{}" })))
+      assert.strictEqual(busy.message, inProgressMessage)
+      yield* TestClock.adjust(heartbeatStaleMillis - 1_000)
+      const stillBusy = yield* Effect.flip(
+        idempotency.run(scope("live-owner"), hashA, Effect.succeed({ status: 202, body: "{}" }))
+      )
+      assert.strictEqual(stillBusy.message, inProgressMessage)
+      yield* TestClock.adjust(1_001)
+      const taken = yield* idempotency.run(scope("live-owner"), hashA, Effect.succeed({ status: 202, body: "{\"b\":2}" }))
+      assert.strictEqual(taken.body, "{\"b\":2}")
+    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.provide(TestClock.layer())))
+
+  it.effect("a taken-over execution is fenced: its commit dies, its effect rolls back, and it leaves the new claim alone", () =>
+    Effect.gen(function*() {
+      yield* seedTenant
+      const sql = yield* SqlClient.SqlClient
+      const idempotency = yield* Idempotency
+      const effect = yield* effects
+      const started = yield* Deferred.make<void>()
+      const proceed = yield* Deferred.make<void>()
+      const first = yield* Effect.forkChild(Effect.exit(idempotency.run(scope("fenced"), hashA, (commit) =>
+        Effect.gen(function*() {
+          yield* Deferred.succeed(started, undefined)
+          yield* Deferred.await(proceed)
+          yield* sql.withTransaction(Effect.andThen(effect.apply("fenced"), commit({ status: 202, body: "{\"old\":1}" })))
+          return { status: 202, body: "{\"old\":1}" }
+        }))))
+      yield* Deferred.await(started)
+      // Another process took the request over (this one looked gone) and holds a new claim.
+      const takeover = crypto.randomUUID()
+      yield* sql`UPDATE idempotency_records SET claim_id = ${takeover} WHERE tenant_id = ${tenantId}
+        AND idempotency_key = 'fenced'`
+      yield* Deferred.succeed(proceed, undefined)
+      const exit = yield* Fiber.join(first)
+      assert.isTrue(Exit.hasDies(exit))
+      assert.strictEqual(yield* effect.count("fenced"), 0)
+      const row = yield* record("fenced")
+      assert.strictEqual(row?.state, "IN_PROGRESS")
+      assert.strictEqual(row?.claim_id, takeover)
+    }).pipe(Effect.catchTag("SqlError", Effect.die)))
+
+  it.effect("a starting process releases the IN_PROGRESS keys of processes that are gone, not those of live ones", () =>
+    Effect.gen(function*() {
+      yield* seedTenant
+      const sql = yield* SqlClient.SqlClient
+      const gone = yield* otherInstance(new Date(Date.UTC(2100, 0, 1)))
+      yield* inProgressOf("released-at-start", gone.id)
+      const self = yield* ServiceInstance
+      yield* inProgressOf("kept-at-start", self.id)
+      // A second process starts on the same database.
+      const started = yield* Layer.build(Layer.fresh(ServiceInstance.layer))
+      const second = started.mapUnsafe.get(ServiceInstance.key) as ServiceInstance["Service"]
+      assert.notStrictEqual(second.id, self.id)
+      const released = yield* record("released-at-start")
+      assert.strictEqual(released?.state, "RETRYABLE_FAILURE")
+      assert.isNull(released?.owner_instance ?? null)
+      assert.strictEqual((yield* record("kept-at-start"))?.state, "IN_PROGRESS")
+      // Released means free: the same request re-executes now, without waiting for rule 7's 60 s.
+      const idempotency = yield* Idempotency
+      const again = yield* idempotency.run(scope("released-at-start"), hashA, Effect.succeed({ status: 202, body: "{}" }))
+      assert.strictEqual(again.status, 202)
+      yield* sql`DELETE FROM idempotency_records WHERE idempotency_key = 'kept-at-start'`
+    }).pipe(Effect.catchTag("SqlError", Effect.die)))
 })
