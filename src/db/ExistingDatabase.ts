@@ -4,14 +4,14 @@
  *
  *   - `DATABASE_URL` set: that database.
  *   - Otherwise the embedded cluster under `DATA_DIR/pg`:
- *     - a process holds `DATA_DIR/owner.lock` (OwnerLock.ts), so the service runs it: connect to its server at the
+ *     - a process holds `DATA_DIR/owner.lock` (postgres/OwnerLock.ts), so the service runs it: connect to its server at the
  *       URL the service wrote to `DATA_DIR/pg-conn.json` (0600) when it started it;
  *     - nobody holds it: the service is stopped, so start the cluster here (EmbeddedPostgres.start, which takes the
  *       lock; the service cannot start until the tool is done) and stop it when the scope closes;
  *     - no cluster at all: refuse. initdb would only make an empty database to look at.
  *
  * The lock is probed and given back before `start` takes it again (nothing in a process may hold `owner.lock` open
- * twice, OwnerLock.ts): a service that starts in that instant wins, and `start` then fails saying who owns the
+ * twice, postgres/OwnerLock.ts): a service that starts in that instant wins, and `start` then fails saying who owns the
  * directory.
  */
 import { PgClient } from "@effect/sql-pg"
@@ -21,8 +21,8 @@ import { existsSync, readFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { AppConfig } from "../Config.ts"
 import { DatabaseStartupError } from "./Database.ts"
-import * as EmbeddedPostgres from "./EmbeddedPostgres.ts"
-import * as OwnerLock from "./OwnerLock.ts"
+import * as EmbeddedPostgres from "./postgres/EmbeddedPostgres.ts"
+import * as OwnerLock from "./postgres/OwnerLock.ts"
 
 /** A tool needs one connection; a second leaves room for a stray query without queueing. */
 const toolConnectionsMax = 2

@@ -1,7 +1,7 @@
 /**
  * `npm run ledger:check` without DATABASE_URL (db/ExistingDatabase.ts, README "Ledger audit"): it finds the embedded
  * PostgreSQL under DATA_DIR the way the service does, and never starts a second one over a directory whose owner
- * runs (db/OwnerLock.ts). This test process plays the running service: it starts the cluster and holds the lock.
+ * runs (db/postgres/OwnerLock.ts). This test process plays the running service: it starts the cluster and holds the lock.
  */
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
@@ -10,9 +10,9 @@ import { chmodSync, existsSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll } from "vitest"
-import * as EmbeddedPostgres from "../../src/db/EmbeddedPostgres.ts"
+import * as EmbeddedPostgres from "../../src/db/postgres/EmbeddedPostgres.ts"
 import { runMigrations } from "../../src/db/Migrations.ts"
-import * as OwnerLock from "../../src/db/OwnerLock.ts"
+import * as OwnerLock from "../../src/db/postgres/OwnerLock.ts"
 import { runLedgerCheck } from "./LedgerCheck.ts"
 
 const dataDir = mkdtempSync(join(tmpdir(), "coffer-ledger-check-"))
