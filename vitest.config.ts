@@ -37,6 +37,8 @@ export default defineConfig({
         test: {
           name: "process",
           include: processTests,
+          // One file at a time too: the crash tests restart the service many times and would load the timed one.
+          fileParallelism: false,
           sequence: { groupOrder: 1 }
         }
       }
