@@ -37,6 +37,7 @@ import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 import { TwoFactor, type TwoFactorError } from "../users/TwoFactor.ts"
 import { type Wallet, WalletRepository } from "../wallets/WalletRepository.ts"
 import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
+import { holdDailyLimit } from "./DailyLimit.ts"
 import { type QuoteError, TransferQuotes } from "./TransferQuotes.ts"
 
 export type Destination =
@@ -202,7 +203,8 @@ export class Transfers extends Context.Service<Transfers, {
             fee: quote.fee,
             destination: quote.destination,
             externalTxId: request.externalTxId,
-            note: request.note
+            note: request.note,
+            dailyLimit: quote.dailyLimit
           })
         }
         if (!canReceive(recipient)) return yield* new WalletNotActive({ message: "the recipient wallet cannot receive" })
@@ -227,9 +229,21 @@ export class Transfers extends Context.Service<Transfers, {
             ...(fee > 0n ? [{ account: { kind: "FEES" }, assetId: asset.assetId, bucket: "AVAILABLE", amount: fee } as const] : [])
           ]
         const id = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
-        const now = new Date(yield* Clock.currentTimeMillis)
+        const nowMillis = yield* Clock.currentTimeMillis
+        const now = new Date(nowMillis)
         const status = pending ? "PENDING_AUTHORIZATION" as const : "COMPLETED" as const
         yield* sql.withTransaction(Effect.gen(function*() {
+          // First in the transaction (lock order, docs/ledger.md): the daily limit, checked and taken atomically.
+          if (quote.dailyLimit !== undefined) {
+            yield* holdDailyLimit({
+              tenantId: tenant.id,
+              userId: payer.userId,
+              assetId: asset.assetId,
+              amount,
+              limit: quote.dailyLimit,
+              nowMillis
+            }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          }
           yield* sql`INSERT INTO transactions ${
             sql.insert({
               id,
