@@ -8,7 +8,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { expectError, fund, settings } from "../support/Funds.ts"
-import { makeTestAppLayer, provisionTenant, rawRequest, type TestTenant } from "../support/TestApp.ts"
+import { makeTestAppLayer, provisionTenant, type RawResponse, rawRequest, type TestTenant } from "../support/TestApp.ts"
 
 const eth = "ETH_SEPOLIA_ETH"
 const externalAddress = "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed"
@@ -33,7 +33,7 @@ const countedToday = (walletId: string) =>
     return { total: BigInt(row!.total), count: row!.n }
   })
 
-const outcome = (responses: ReadonlyArray<{ status: number; json: any; text: string }>) => {
+const outcome = (responses: ReadonlyArray<RawResponse>) => {
   const passed = responses.filter((response) => response.status === 202)
   const refused = responses.filter((response) => response.status !== 202)
   for (const response of refused) expectError(response, 422, "LIMIT_EXCEEDED", "daily limit exceeded")
