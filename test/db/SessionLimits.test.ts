@@ -5,12 +5,13 @@
  * holder outside them (another client) makes the waiting request fail fast with the retryable 503
  * PROVIDER_UNAVAILABLE of spec section 7, never a 500, and nothing moves.
  */
-import { assert, describe, layer } from "@effect/vitest"
+import { assert, describe, it, layer } from "@effect/vitest"
 import { Clock, Effect } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, SqlError } from "effect/sql"
 import pg from "pg"
 import {
   idleInTransactionTimeoutMillis,
+  isSessionLimitError,
   lockTimeoutMillis,
   sessionLimitParameters,
   withoutSessionLimits
@@ -73,6 +74,25 @@ const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     const value = yield* effect
     return { value, elapsedMillis: (yield* Clock.currentTimeMillis) - started }
   })
+
+const pgError = (code: string) => Object.assign(new Error(`server error ${code}`), { code })
+
+describe("which failures are the session limits (answered 503, spec section 7)", () => {
+  it("lock timeout, statement timeout and an ended idle session, bare or down a defect's cause chain; other SQL errors are not", () => {
+    const lock = new SqlError.SqlError({ reason: new SqlError.LockTimeoutError({ cause: pgError("55P03") }) })
+    const statement = new SqlError.SqlError({ reason: new SqlError.StatementTimeoutError({ cause: pgError("57014") }) })
+    const idle = new SqlError.SqlError({ reason: new SqlError.UnknownError({ cause: pgError("25P03") }) })
+    const unique = new SqlError.SqlError({ reason: new SqlError.UniqueViolation({ cause: pgError("23505"), constraint: "x" }) })
+    assert.isTrue(isSessionLimitError(lock))
+    assert.isTrue(isSessionLimitError(statement))
+    assert.isTrue(isSessionLimitError(idle))
+    // As the ledger wraps it: a defect whose cause is the SqlError.
+    assert.isTrue(isSessionLimitError(new Error("ledger entry refused", { cause: lock })))
+    assert.isFalse(isSessionLimitError(unique))
+    assert.isFalse(isSessionLimitError(new Error("connection lost")))
+    assert.isFalse(isSessionLimitError(undefined))
+  })
+})
 
 layer(makeTestAppLayer(), { excludeTestServices: true })("database session limits", (it) => {
   describe("every pool connection carries them; maintenance can lift them for one transaction", () => {
