@@ -11,6 +11,8 @@
  * two-step verification, payer wallet ACTIVE, recipient (404 / RECIPIENT_NOT_FOUND / SAME_USER_USE_WALLET_TRANSFER /
  * RECIPIENT_NO_WALLET / ASSET_MISMATCH / WALLET_NOT_ACTIVE), then the quote's checks (asset, family, network,
  * address, platform address, same wallet, limits; TransferQuotes.ts), the tenant's blocked addresses, the balance.
+ * The daily limit is checked again, binding, first inside the creating transaction (DailyLimit.ts), so parallel
+ * requests never overshoot it together.
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"

@@ -2,9 +2,9 @@
  * The tenant's and the operator's side of on-chain withdrawals: submission (SUBMITTED with amount + fee frozen and
  * TRANSACTION_CREATED, in one database transaction, under the daily limit's lock), cancellation (spec 4.4) and the
  * operator's decisions (operator-interface.md): approve a PENDING_AUTHORIZATION withdrawal, reject one that is not
- * yet signing (SUBMITTED, QUEUED, PENDING_AUTHORIZATION; decisions.md). Everything after submission is the withdrawal entity's
- * (WithdrawalProcessor.ts). Cancel and decide lock the transaction row and use the processor's conditional
- * transitions, so they serialize with the entity: whichever commits first wins, the other changes nothing.
+ * yet signing (SUBMITTED, QUEUED, PENDING_AUTHORIZATION; decisions.md). Everything after submission is the
+ * withdrawal entity's (WithdrawalProcessor.ts). Cancel and decide lock the transaction row and use the processor's
+ * conditional transitions, so they serialize with the entity: whichever commits first wins, the other changes nothing.
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import { Sharding } from "effect/cluster"
