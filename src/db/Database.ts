@@ -1,6 +1,7 @@
 /**
  * Storage for the whole service: one PostgreSQL pool, migrated before the layer is ready, so nothing above it ever
- * sees an old schema. DATABASE_URL when set (production); otherwise a private PostgreSQL under DATA_DIR
+ * sees an old schema. Its connections carry the session limits of SessionLimits.ts (lock, statement and
+ * idle-in-transaction timeouts), so a stuck holder of row locks is cut off in seconds. DATABASE_URL when set (production); otherwise a private PostgreSQL under DATA_DIR
  * (development), whose death stops the service: every query after it would fail anyway, and a clear crash beats a
  * service that answers 500 to everything.
  */
@@ -10,6 +11,7 @@ import { SqlClient } from "effect/sql"
 import { AppConfig } from "../Config.ts"
 import * as EmbeddedPostgres from "./postgres/EmbeddedPostgres.ts"
 import { runMigrations } from "./Migrations.ts"
+import { sessionLimitParameters } from "./SessionLimits.ts"
 
 export class DatabaseStartupError extends Data.TaggedError("DatabaseStartupError")<{
   readonly message: string
@@ -44,12 +46,16 @@ const describeUrl = (url: Redacted.Redacted<string>): string => {
 
 const connectAndMigrate = (url: Redacted.Redacted<string>) =>
   Effect.gen(function*() {
-    const client = yield* PgClient.make({ url, maxConnections: poolConnectionsMax })
-    const applied = yield* runMigrations.pipe(Effect.provideService(SqlClient.SqlClient, client))
+    // Migrations on a connection of their own, closed afterwards, without the session limits: a migration may run
+    // long, and a second process waits on the first one's migration lock for as long as that takes.
+    const applied = yield* Effect.scoped(Effect.gen(function*() {
+      const migrator = yield* PgClient.make({ url, maxConnections: 1 })
+      return yield* runMigrations.pipe(Effect.provideService(SqlClient.SqlClient, migrator))
+    }))
     if (applied.length > 0) {
       yield* Effect.logInfo(`applied migrations ${applied.map(([id, name]) => `${id}_${name}`).join(", ")}`)
     }
-    return client
+    return yield* PgClient.make({ url, maxConnections: poolConnectionsMax, startupParameters: sessionLimitParameters })
   }).pipe(
     Effect.mapError((error) =>
       new DatabaseStartupError({

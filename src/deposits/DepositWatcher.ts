@@ -10,8 +10,10 @@
  * 3. settles each confirming deposit whose block meets the network's confirmation rule: credited net of the
  *    deposit fee, or not credited (`BELOW_MIN_DEPOSIT`, `MANUAL_REVIEW`), with `TRANSACTION_STATUS_UPDATED`.
  *
- * Every step is one database transaction holding the network's cursor row (FOR UPDATE), so scans of one network
- * never overlap, across processes too, and a crash between steps leaves nothing half done. The ledger posting,
+ * Every step asks the chain first, outside any transaction, then writes in one database transaction holding the
+ * network's cursor row (FOR UPDATE) after checking that the cursor has not moved since (else the step starts over),
+ * so scans of one network never overlap, across processes too, a crash between steps leaves nothing half done, and
+ * no row stays locked while a node answers (docs/ledger.md "Locks and timeouts"). The ledger posting,
  * the status change and the event of a deposit commit together.
  *
  * Deposits in a block the chain dropped: a confirming one goes back to waiting for a block if the chain still has
@@ -22,7 +24,13 @@ import { Clock, Context, Effect, Exit, Layer, Schedule, Semaphore } from "effect
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { effectiveDepositFee } from "../catalog/Fees.ts"
-import { type ChainClient, ChainClients, type ChainHead, type ChainTransfer } from "../chains/ChainClient.ts"
+import {
+  type ChainClient,
+  ChainClients,
+  type ChainHead,
+  type ChainTransfer,
+  type TransactionState
+} from "../chains/ChainClient.ts"
 import { Entropy } from "../domain/Entropy.ts"
 import { depositCreditPostings, depositReversalPostings } from "./DepositPostings.ts"
 import { decideOrphanedDeposit, meetsConfirmationRule } from "./DepositDecisions.ts"
@@ -107,27 +115,46 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
       const statusEvent = (deposit: { tenant_id: string; id: string }, status: TransactionStatus, subStatus: SubStatus | null) =>
         provideEventContext(recordStatusUpdated(deposit.tenant_id, deposit.id, status, subStatus))
 
-      /** The cursor row, locked for this transaction; created at the chain's start (or head) on first use. */
-      const lockCursor = (client: ChainClient) =>
+      /**
+       * The cursor's height, read without a lock; created at the chain's start (or head) on first use. Where to start
+       * is asked of the chain before the rows are written, outside any transaction.
+       */
+      const cursorHeight = (client: ChainClient) =>
         Effect.gen(function*() {
-          const locked = () =>
-            sql<{ height: string }>`
-              SELECT height::text AS height FROM chain_cursors WHERE network_key = ${client.networkKey} FOR UPDATE`
-          const [existing] = yield* locked()
+          const read = () =>
+            sql<{ height: string }>`SELECT height::text AS height FROM chain_cursors WHERE network_key = ${client.networkKey}`
+          const [existing] = yield* read()
           if (existing !== undefined) return BigInt(existing.height)
           const head = yield* client.head
           const start = client.startFromGenesis ? 0n : head.height
           const block = yield* client.block(start)
-          yield* sql`
-            INSERT INTO chain_cursors (network_key, height, head_height, updated_at)
-            VALUES (${client.networkKey}, ${start.toString()}, ${head.height.toString()}, ${yield* now})
-            ON CONFLICT DO NOTHING`
-          if (block !== undefined) {
-            yield* sql`INSERT INTO chain_blocks (network_key, height, hash)
-              VALUES (${client.networkKey}, ${start.toString()}, ${block.hash}) ON CONFLICT DO NOTHING`
-          }
-          const [created] = yield* locked()
+          const at = yield* now
+          yield* sql.withTransaction(Effect.gen(function*() {
+            const created = yield* sql`
+              INSERT INTO chain_cursors (network_key, height, head_height, updated_at)
+              VALUES (${client.networkKey}, ${start.toString()}, ${head.height.toString()}, ${at})
+              ON CONFLICT DO NOTHING
+              RETURNING network_key`
+            // Another process created it first, maybe at another height: its start stands.
+            if (created.length > 0 && block !== undefined) {
+              yield* sql`INSERT INTO chain_blocks (network_key, height, hash)
+                VALUES (${client.networkKey}, ${start.toString()}, ${block.hash}) ON CONFLICT DO NOTHING`
+            }
+          }))
+          const [created] = yield* read()
           return BigInt(created!.height)
+        })
+
+      /**
+       * Locks the cursor row for this transaction; true when the cursor still stands at `height` with the block hash
+       * `stored` there, i.e. nothing moved since the step read them and asked the chain. Otherwise another scan got
+       * there first and the step starts over.
+       */
+      const lockCursorAt = (networkKey: string, height: bigint, stored: string | undefined) =>
+        Effect.gen(function*() {
+          const [row] = yield* sql<{ height: string }>`
+            SELECT height::text AS height FROM chain_cursors WHERE network_key = ${networkKey} FOR UPDATE`
+          return row !== undefined && BigInt(row.height) === height && (yield* storedHash(networkKey, height)) === stored
         })
 
       const storedHash = (networkKey: string, height: bigint) =>
@@ -152,10 +179,25 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
       })
 
       /**
-       * The deposits in blocks above `height` lose their block: the chain no longer has it. Runs inside the scan's
-       * transaction, before the cursor moves back to `height`.
+       * What the chain says now of the transactions of the deposits in blocks above `height`: asked before the
+       * rewind's transaction, so no row is locked while a node answers.
        */
-      const rewindTo = (client: ChainClient, height: bigint) =>
+      const orphanStates = (client: ChainClient, height: bigint) =>
+        Effect.gen(function*() {
+          const rows = yield* sql<{ tx_hash: string }>`
+            SELECT DISTINCT tx_hash FROM transactions
+            WHERE kind = 'DEPOSIT' AND network_key = ${client.networkKey} AND block_height > ${height.toString()}`
+          const states = new Map<string, TransactionState>()
+          for (const { tx_hash } of rows) states.set(tx_hash, yield* client.transactionState(tx_hash))
+          return states
+        })
+
+      /**
+       * The deposits in blocks above `height` lose their block: the chain no longer has it. Runs inside the scan's
+       * transaction, before the cursor moves back to `height`, with the chain's answers of `orphanStates`; undefined
+       * (and nothing changed) when a deposit there has no answer, so the step starts over.
+       */
+      const rewindTo = (client: ChainClient, height: bigint, states: ReadonlyMap<string, TransactionState>) =>
         Effect.gen(function*() {
           const orphaned = yield* sql<DepositRow>`
             SELECT ${depositColumns} FROM transactions
@@ -163,8 +205,9 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
             -- The column, not the text alias of the select list: heights order as numbers.
             ORDER BY transactions.block_height, transactions.id
             FOR UPDATE`
+          if (orphaned.some((deposit) => !states.has(deposit.tx_hash))) return undefined
           for (const deposit of orphaned) {
-            const state = yield* client.transactionState(deposit.tx_hash)
+            const state = states.get(deposit.tx_hash)!
             const decision = decideOrphanedDeposit({ status: deposit.status, subStatus: deposit.sub_status }, state)
             if (decision === "DROP") {
               yield* sql`UPDATE transactions SET status = 'FAILED', sub_status = 'DROPPED', updated_at = ${yield* now}
@@ -236,33 +279,48 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
           return recorded
         })
 
-      /** One step: verify the last processed block, then process the next one. Returns what happened. */
+      /**
+       * One step: verify the last processed block, then process the next one. Returns what happened. The chain is
+       * asked first, outside any transaction (a slow node must never hold the cursor or a deposit or balance row);
+       * the transaction then locks the cursor, checks that nothing moved meanwhile, and writes.
+       */
       const step = (client: ChainClient) =>
-        sql.withTransaction(Effect.gen(function*() {
-          const height = yield* lockCursor(client)
+        Effect.gen(function*() {
+          const height = yield* cursorHeight(client)
           const head = yield* client.head
-          const [onChain, stored] = [yield* client.block(height), yield* storedHash(client.networkKey, height)]
+          const onChain = yield* client.block(height)
+          const stored = yield* storedHash(client.networkKey, height)
+          const moved = { _tag: "Moved" as const, head }
           if (height > 0n && (onChain === undefined || (stored !== undefined && onChain.hash !== stored))) {
             // The block we stood on is gone: step back and undo what depended on it.
-            const rewound = yield* rewindTo(client, height - 1n)
-            yield* setCursor(client.networkKey, height - 1n, head.height)
-            return { _tag: "Rewound" as const, rewound, head }
+            const states = yield* orphanStates(client, height - 1n)
+            return yield* sql.withTransaction(Effect.gen(function*() {
+              if (!(yield* lockCursorAt(client.networkKey, height, stored))) return moved
+              const rewound = yield* rewindTo(client, height - 1n, states)
+              if (rewound === undefined) return moved
+              yield* setCursor(client.networkKey, height - 1n, head.height)
+              return { _tag: "Rewound" as const, rewound, head }
+            }))
           }
-          if (height >= head.height) {
-            yield* setCursor(client.networkKey, height, head.height)
+          const next = height >= head.height ? undefined : yield* client.block(height + 1n)
+          if (next === undefined) {
+            yield* sql.withTransaction(Effect.gen(function*() {
+              if (yield* lockCursorAt(client.networkKey, height, stored)) yield* setCursor(client.networkKey, height, head.height)
+            }))
             return { _tag: "AtHead" as const, head }
           }
-          const next = yield* client.block(height + 1n)
-          if (next === undefined) return { _tag: "AtHead" as const, head }
-          const recorded = yield* recordTransfers(client, next.height, next.hash, next.transfers)
-          yield* sql`INSERT INTO chain_blocks (network_key, height, hash)
-            VALUES (${client.networkKey}, ${next.height.toString()}, ${next.hash})
-            ON CONFLICT (network_key, height) DO UPDATE SET hash = EXCLUDED.hash`
-          yield* sql`DELETE FROM chain_blocks WHERE network_key = ${client.networkKey}
-            AND height < ${(next.height - BigInt(blockHistoryMax)).toString()}`
-          yield* setCursor(client.networkKey, next.height, head.height)
-          return { _tag: "Advanced" as const, recorded, head }
-        }))
+          return yield* sql.withTransaction(Effect.gen(function*() {
+            if (!(yield* lockCursorAt(client.networkKey, height, stored))) return moved
+            const recorded = yield* recordTransfers(client, next.height, next.hash, next.transfers)
+            yield* sql`INSERT INTO chain_blocks (network_key, height, hash)
+              VALUES (${client.networkKey}, ${next.height.toString()}, ${next.hash})
+              ON CONFLICT (network_key, height) DO UPDATE SET hash = EXCLUDED.hash`
+            yield* sql`DELETE FROM chain_blocks WHERE network_key = ${client.networkKey}
+              AND height < ${(next.height - BigInt(blockHistoryMax)).toString()}`
+            yield* setCursor(client.networkKey, next.height, head.height)
+            return { _tag: "Advanced" as const, recorded, head }
+          }))
+        })
 
       /** Credits (or settles without credit) one confirming deposit, if it still is one. */
       const settle = (depositId: string) =>
@@ -339,13 +397,15 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
         let recorded = 0
         let rewound = 0
         let head: ChainHead | undefined
-        // Each rewind or advance is one step; a deep reorg takes as many rewinds as blocks it replaced.
+        // Each rewind or advance is one step; a deep reorg takes as many rewinds as blocks it replaced. A step that
+        // found the cursor moved counts too, so two scans racing each other still end.
         for (let steps = 0; steps < blocksPerScanMax + blockHistoryMax; steps++) {
           const outcome = yield* step(client)
           head = outcome.head
           if (outcome._tag === "AtHead") break
+          // Moved: another scan of this network stepped first; this one reads the cursor again.
           if (outcome._tag === "Rewound") rewound += outcome.rewound
-          else recorded += outcome.recorded
+          else if (outcome._tag === "Advanced") recorded += outcome.recorded
           if (outcome._tag === "Advanced" && steps >= blocksPerScanMax) break
         }
         const settled = head === undefined ? 0 : yield* settleConfirmed(client, head)

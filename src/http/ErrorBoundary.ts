@@ -1,7 +1,8 @@
 /**
  * The router-level boundary of a listener: request ids, the 1 MiB body cap, the 30 s processing limit, and the one
  * error envelope for everything HttpApi does not answer itself (unknown route 404, wrong method 405, body too large
- * 413, timeouts 408, crashes 500 without internals). Spec sections 1 ("Common conventions"), 7 and 8.
+ * 413, timeouts 408, the database's session limits 503, crashes 500 without internals). Spec sections 1 ("Common
+ * conventions"), 7 and 8.
  */
 import { ByteSize, Cause, Context, Duration, Effect, Result, Schema, type Types } from "effect"
 import { FindMyWay, HttpIncomingMessage, HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -16,6 +17,7 @@ import {
   ProviderUnavailable,
   Unauthorized
 } from "../domain/ApiError.ts"
+import { isSessionLimitError } from "../db/SessionLimits.ts"
 import { uuidV7 } from "../domain/Ids.ts"
 import { apiErrorForSchemaError } from "./SchemaErrorsLive.ts"
 import { Entropy } from "../domain/Entropy.ts"
@@ -85,6 +87,10 @@ const classify = (cause: Cause.Cause<unknown>, url: string, allowed: (url: strin
     const error: unknown = reason._tag === "Fail" ? reason.error : reason._tag === "Die" ? reason.defect : undefined
     if (error instanceof RequestTimedOut) {
       return { status: 408, cls: ProviderUnavailable, message: "request processing exceeded 30 s" }
+    }
+    // A lock wait or statement cut by the database's session limits: busy, not broken; retry (docs/ledger.md).
+    if (isSessionLimitError(error)) {
+      return { status: 503, cls: ProviderUnavailable, message: "database busy, retry later" }
     }
     if (error instanceof HttpServerError.HttpServerError) {
       const inner = error.reason

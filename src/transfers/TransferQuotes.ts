@@ -32,6 +32,7 @@ import type { Tenant } from "../tenants/Tenants.ts"
 import type { TenantSettings } from "../tenants/TenantSettings.ts"
 import { type Wallet, WalletRepository } from "../wallets/WalletRepository.ts"
 import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
+import { dailyLimitExceededMessage, fitsDailyLimit } from "./DailyLimit.ts"
 
 /** How long a quote is good for (section 8: "about 2 minutes"). */
 export const quoteValidityMillis = 120_000
@@ -55,6 +56,11 @@ export interface Quote {
   readonly destination: string
   /** The tenant's wallet that owns `destination` on the asset's network, when there is one (off-chain). */
   readonly recipient: Wallet | undefined
+  /**
+   * The daily limit this movement counts against (decisions.md "Daily limit"), or undefined when none applies (no
+   * limit, or a transfer between one user's own wallets). The submission checks it again, atomically (DailyLimit.ts).
+   */
+  readonly dailyLimit: bigint | undefined
   readonly settlement: "ON_CHAIN" | "OFF_CHAIN"
   readonly validUntil: Date
 }
@@ -78,11 +84,6 @@ export const limitsFor = (asset: CatalogAsset, settings: TenantSettings) => {
   return own === undefined ? { single: asset.singleLimitCap, daily: asset.dailyLimitCap } : own
 }
 
-const startOfUtcDay = (millis: number) => {
-  const date = new Date(millis)
-  return new Date(Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), date.getUTCDate()))
-}
-
 export class TransferQuotes extends Context.Service<TransferQuotes, {
   readonly quote: (tenant: Tenant, request: QuoteRequest) => Effect.Effect<Quote, QuoteError>
 }>()("coffer/TransferQuotes") {
@@ -94,22 +95,6 @@ export class TransferQuotes extends Context.Service<TransferQuotes, {
       const wallets = yield* WalletRepository
       const platformAddresses = yield* PlatformAddresses
       const switches = yield* Switches
-
-      /**
-       * decisions.md "Daily limit": per user and asset, on-chain withdrawals and cross-user internal transfers
-       * created in the current UTC day that did not end FAILED, REJECTED or CANCELLED.
-       */
-      const spentToday = (tenantId: string, userId: string, assetId: string, now: number) =>
-        Effect.map(
-          sql<{ total: string }>`
-            SELECT coalesce(sum(amount), 0)::text AS total FROM transactions
-            WHERE tenant_id = ${tenantId} AND source_user_id = ${userId} AND asset_id = ${assetId}
-              AND created_at >= ${startOfUtcDay(now)}
-              AND status NOT IN ('FAILED', 'REJECTED', 'CANCELLED')
-              AND (kind = 'WITHDRAWAL'
-                OR (kind = 'INTERNAL_TRANSFER' AND destination_user_id IS DISTINCT FROM source_user_id))`,
-          ([row]) => BigInt(row!.total)
-        ).pipe(Effect.orDie)
 
       const quote = Effect.fn("TransferQuotes.quote")(function*(tenant: Tenant, request: QuoteRequest) {
         if (request.amount <= 0n) return yield* new BadRequest({ message: "amount must be positive" })
@@ -162,6 +147,7 @@ export class TransferQuotes extends Context.Service<TransferQuotes, {
         }
 
         const now = yield* Clock.currentTimeMillis
+        let dailyLimit: bigint | undefined
         if (limited) {
           const limits = limitsFor(asset, tenant.settings)
           // decisions.md: the single limit is compared with the amount; the fee does not count.
@@ -169,8 +155,16 @@ export class TransferQuotes extends Context.Service<TransferQuotes, {
             return yield* new LimitExceeded({ message: "single limit exceeded" })
           }
           if (limits.daily !== null) {
-            const spent = yield* spentToday(tenant.id, source.userId, asset.assetId, now)
-            if (spent + request.amount > limits.daily) return yield* new LimitExceeded({ message: "daily limit exceeded" })
+            dailyLimit = limits.daily
+            const fits = yield* fitsDailyLimit({
+              tenantId: tenant.id,
+              userId: source.userId,
+              assetId: asset.assetId,
+              amount: request.amount,
+              limit: limits.daily,
+              nowMillis: now
+            }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.orDie)
+            if (!fits) return yield* new LimitExceeded({ message: dailyLimitExceededMessage })
           }
         }
         return {
@@ -180,6 +174,7 @@ export class TransferQuotes extends Context.Service<TransferQuotes, {
           fee,
           destination,
           recipient,
+          dailyLimit,
           settlement: recipient === undefined ? "ON_CHAIN" as const : "OFF_CHAIN" as const,
           validUntil: new Date(now + quoteValidityMillis)
         }

@@ -11,6 +11,8 @@
  * two-step verification, payer wallet ACTIVE, recipient (404 / RECIPIENT_NOT_FOUND / SAME_USER_USE_WALLET_TRANSFER /
  * RECIPIENT_NO_WALLET / ASSET_MISMATCH / WALLET_NOT_ACTIVE), then the quote's checks (asset, family, network,
  * address, platform address, same wallet, limits; TransferQuotes.ts), the tenant's blocked addresses, the balance.
+ * The daily limit is checked again, binding, first inside the creating transaction (DailyLimit.ts), so parallel
+ * requests never overshoot it together.
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
@@ -37,6 +39,7 @@ import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 import { TwoFactor, type TwoFactorError } from "../users/TwoFactor.ts"
 import { type Wallet, WalletRepository } from "../wallets/WalletRepository.ts"
 import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
+import { holdDailyLimit } from "./DailyLimit.ts"
 import { type QuoteError, TransferQuotes } from "./TransferQuotes.ts"
 
 export type Destination =
@@ -212,7 +215,8 @@ export class Transfers extends Context.Service<Transfers, {
             destination: quote.destination,
             externalTxId: request.externalTxId,
             note: request.note,
-            recordReceipt: request.recordReceipt
+            recordReceipt: request.recordReceipt,
+            dailyLimit: quote.dailyLimit
           })
         }
         if (!canReceive(recipient, payer)) return yield* new WalletNotActive({ message: "the recipient wallet cannot receive" })
@@ -237,7 +241,8 @@ export class Transfers extends Context.Service<Transfers, {
             ...(fee > 0n ? [{ account: { kind: "FEES" }, assetId: asset.assetId, bucket: "AVAILABLE", amount: fee } as const] : [])
           ]
         const id = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
-        const now = new Date(yield* Clock.currentTimeMillis)
+        const nowMillis = yield* Clock.currentTimeMillis
+        const now = new Date(nowMillis)
         const status = pending ? "PENDING_AUTHORIZATION" as const : "COMPLETED" as const
         const receipt: InternalTransferReceipt = {
           settlement: "OFF_CHAIN",
@@ -251,6 +256,17 @@ export class Transfers extends Context.Service<Transfers, {
           fee: fee.toString()
         }
         yield* sql.withTransaction(Effect.gen(function*() {
+          // First in the transaction (lock order, docs/ledger.md): the daily limit, checked and taken atomically.
+          if (quote.dailyLimit !== undefined) {
+            yield* holdDailyLimit({
+              tenantId: tenant.id,
+              userId: payer.userId,
+              assetId: asset.assetId,
+              amount,
+              limit: quote.dailyLimit,
+              nowMillis
+            }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          }
           yield* sql`INSERT INTO transactions ${
             sql.insert({
               id,

@@ -1,21 +1,23 @@
 /**
  * The tenant's and the operator's side of on-chain withdrawals: submission (SUBMITTED with amount + fee frozen and
- * TRANSACTION_CREATED, in one database transaction), cancellation (spec 4.4) and the operator's decision on a
- * PENDING_AUTHORIZATION withdrawal (operator-interface.md). Everything after submission is the withdrawal entity's
- * (WithdrawalProcessor.ts). Cancel and decide lock the transaction row and use the processor's conditional
- * transitions, so they serialize with the entity: whichever commits first wins, the other changes nothing.
+ * TRANSACTION_CREATED, in one database transaction, under the daily limit's lock), cancellation (spec 4.4) and the
+ * operator's decisions (operator-interface.md): approve a PENDING_AUTHORIZATION withdrawal, reject one that is not
+ * yet signing (SUBMITTED, QUEUED, PENDING_AUTHORIZATION; decisions.md). Everything after submission is the
+ * withdrawal entity's (WithdrawalProcessor.ts). Cancel and decide lock the transaction row and use the processor's
+ * conditional transitions, so they serialize with the entity: whichever commits first wins, the other changes nothing.
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import { Sharding } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import type { CatalogAsset } from "../catalog/Catalog.ts"
 import { Catalog } from "../catalog/Catalog.ts"
-import { type InsufficientBalance, InvalidState, NotFound } from "../domain/ApiError.ts"
+import { type InsufficientBalance, InvalidState, type LimitExceeded, NotFound } from "../domain/ApiError.ts"
 import { Entropy } from "../domain/Entropy.ts"
 import { uuidV7 } from "../domain/Ids.ts"
 import { requestProcessing } from "../entities/WithdrawalEntity.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
+import { holdDailyLimit } from "../transfers/DailyLimit.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { recordTransactionCreated } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
@@ -50,6 +52,8 @@ export interface WithdrawalSubmission {
   readonly note: string | undefined
   /** Runs inside the transaction that creates the withdrawal, with its receipt (Transfers.ts `recordReceipt`). */
   readonly recordReceipt?: ((receipt: OnChainReceipt) => Effect.Effect<void>) | undefined
+  /** The daily limit the withdrawal counts against (TransferQuotes.ts), held inside the creating transaction. */
+  readonly dailyLimit: bigint | undefined
 }
 
 const receipt = (
@@ -72,9 +76,11 @@ const receipt = (
 
 /** The statuses a user may still cancel in (spec section 3: signing not yet started). */
 const cancellable = new Set(["SUBMITTED", "PENDING_AUTHORIZATION", "QUEUED"])
+/** The statuses the operator may reject in (decisions.md "Withdrawal life cycle"): the same, before signing. */
+const operatorRejectable = new Set(["SUBMITTED", "PENDING_AUTHORIZATION", "QUEUED"])
 
 export class Withdrawals extends Context.Service<Withdrawals, {
-  readonly submit: (submission: WithdrawalSubmission) => Effect.Effect<OnChainReceipt, InsufficientBalance>
+  readonly submit: (submission: WithdrawalSubmission) => Effect.Effect<OnChainReceipt, InsufficientBalance | LimitExceeded>
   readonly cancel: (tenantId: string, transactionId: string) => Effect.Effect<OnChainReceipt, NotFound | InvalidState>
   readonly decide: (
     tenantId: string,
@@ -108,7 +114,8 @@ export class Withdrawals extends Context.Service<Withdrawals, {
       const submit = Effect.fn("Withdrawals.submit")(function*(submission: WithdrawalSubmission) {
         const { tenant, payer, asset } = submission
         const id = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
-        const now = new Date(yield* Clock.currentTimeMillis)
+        const nowMillis = yield* Clock.currentTimeMillis
+        const now = new Date(nowMillis)
         const row = {
           id,
           asset_id: asset.assetId,
@@ -119,6 +126,17 @@ export class Withdrawals extends Context.Service<Withdrawals, {
         }
         const submitted = receipt(row, "SUBMITTED", null)
         yield* sql.withTransaction(Effect.gen(function*() {
+          // First in the transaction (lock order, docs/ledger.md): the daily limit, checked and taken atomically.
+          if (submission.dailyLimit !== undefined) {
+            yield* holdDailyLimit({
+              tenantId: tenant.id,
+              userId: payer.userId,
+              assetId: asset.assetId,
+              amount: submission.amount,
+              limit: submission.dailyLimit,
+              nowMillis
+            }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          }
           yield* sql`INSERT INTO transactions ${
             sql.insert({
               id,
@@ -188,18 +206,21 @@ export class Withdrawals extends Context.Service<Withdrawals, {
         yield* sql.withTransaction(Effect.gen(function*() {
           const locked = yield* lockedWithdrawal(tenantId, transactionId)
           const row = locked.kind === "WITHDRAWAL" ? yield* processor.load(transactionId) : undefined
-          const done = row !== undefined && row.status === "PENDING_AUTHORIZATION" && (yield* processor.transition(
-            row,
-            decision === "APPROVE"
-              ? { from: "PENDING_AUTHORIZATION", to: "QUEUED", subStatus: null }
-              : {
-                from: "PENDING_AUTHORIZATION",
-                to: "REJECTED",
-                subStatus: "REJECTED_BY_OPERATOR",
-                entries: [{ kind: "WITHDRAWAL_RELEASE", postings: releasePostings(row) }]
-              }
-          ))
-          if (!done) return yield* new InvalidState({ message: "transaction is not waiting for approval" })
+          if (decision === "APPROVE") {
+            const done = row !== undefined && row.status === "PENDING_AUTHORIZATION" &&
+              (yield* processor.transition(row, { from: "PENDING_AUTHORIZATION", to: "QUEUED", subStatus: null }))
+            if (!done) return yield* new InvalidState({ message: "transaction is not waiting for approval" })
+            return
+          }
+          // decisions.md: SUBMITTED/QUEUED (with or without INSUFFICIENT_FUNDS_PLATFORM) and PENDING_AUTHORIZATION
+          // can be rejected, released in the same transaction; from PENDING_SIGNATURE on the chain may have it.
+          const done = row !== undefined && operatorRejectable.has(row.status) && (yield* processor.transition(row, {
+            from: row.status,
+            to: "REJECTED",
+            subStatus: "REJECTED_BY_OPERATOR",
+            entries: [{ kind: "WITHDRAWAL_RELEASE", postings: releasePostings(row) }]
+          }))
+          if (!done) return yield* new InvalidState({ message: "transaction can no longer be rejected" })
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         if (decision === "APPROVE") yield* ask(transactionId, "approved")
         return (yield* transactions.find(tenantId, transactionId))!

@@ -1,0 +1,75 @@
+/**
+ * decisions.md "Daily limit": per user and asset, the sum of `amountRaw` of on-chain withdrawals and cross-user
+ * internal transfers created in the current UTC day that did not end FAILED, REJECTED or CANCELLED, including the new
+ * one. The quote reads the sum to refuse early (and for `estimate_fee`); the binding check is `holdDailyLimit`, run
+ * inside the database transaction that creates the movement, so N parallel requests that each fit but together
+ * exceed the limit never all pass (docs/transfers.md "Limits under concurrency").
+ */
+import { Effect } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import { LimitExceeded } from "../domain/ApiError.ts"
+
+export const dailyLimitExceededMessage = "daily limit exceeded"
+
+/** Midnight UTC of the day `millis` falls in: the daily limit's window starts there. */
+export const startOfUtcDay = (millis: number): Date => {
+  const date = new Date(millis)
+  return new Date(Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), date.getUTCDate()))
+}
+
+export interface DailyLimitRequest {
+  readonly tenantId: string
+  readonly userId: string
+  readonly assetId: string
+  /** The amount of the new movement (the fee does not count, decisions.md "Single limit"). */
+  readonly amount: bigint
+  readonly limit: bigint
+  /** The creation time of the new movement: the UTC day it counts in. */
+  readonly nowMillis: number
+}
+
+/** What counts against the user's daily limit of the asset today, as the database has it now. */
+export const spentToday = (
+  tenantId: string,
+  userId: string,
+  assetId: string,
+  nowMillis: number
+): Effect.Effect<bigint, SqlError.SqlError, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const [row] = yield* sql<{ total: string }>`
+      SELECT coalesce(sum(amount), 0)::text AS total FROM transactions
+      WHERE tenant_id = ${tenantId} AND source_user_id = ${userId} AND asset_id = ${assetId}
+        AND created_at >= ${startOfUtcDay(nowMillis)}
+        AND status NOT IN ('FAILED', 'REJECTED', 'CANCELLED')
+        AND (kind = 'WITHDRAWAL'
+          OR (kind = 'INTERNAL_TRANSFER' AND destination_user_id IS DISTINCT FROM source_user_id))`
+    return BigInt(row!.total)
+  })
+
+/** Whether the new amount fits beside what was spent today. */
+export const fitsDailyLimit = (request: DailyLimitRequest) =>
+  Effect.map(
+    spentToday(request.tenantId, request.userId, request.assetId, request.nowMillis),
+    (spent) => spent + request.amount <= request.limit
+  )
+
+/**
+ * The binding check: call it inside the transaction that inserts the movement, before anything else there. A
+ * transaction-scoped advisory lock per (user, asset) serializes the creators of movements that count against the same
+ * limit; each reads the sum only once it holds the lock, and in READ COMMITTED that read sees every movement an
+ * earlier holder committed. The lock is released at commit or rollback, so the insert that follows is counted by the
+ * next holder. Releases (FAILED, REJECTED, CANCELLED) need no lock: they only lower the sum.
+ *
+ * An advisory lock rather than a row of its own: it needs no table and no row to create first, and a hash collision
+ * between two (user, asset) pairs only serializes them, never lets one pass wrongly. It is always taken before the
+ * ledger's account rows (lock order in docs/ledger.md).
+ */
+export const holdDailyLimit = (
+  request: DailyLimitRequest
+): Effect.Effect<void, LimitExceeded | SqlError.SqlError, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`SELECT pg_advisory_xact_lock(hashtextextended(${`coffer-daily-limit:${request.userId}:${request.assetId}`}, 0))`
+    if (!(yield* fitsDailyLimit(request))) return yield* new LimitExceeded({ message: dailyLimitExceededMessage })
+  })
