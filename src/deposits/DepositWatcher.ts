@@ -28,7 +28,7 @@ import { depositCreditPostings, depositReversalPostings } from "./DepositPosting
 import { uuidV7 } from "../domain/Ids.ts"
 import { type EntryRequest, Ledger } from "../ledger/Ledger.ts"
 import { recordEvent } from "../outbox/Outbox.ts"
-import { Tenants } from "../tenants/Tenants.ts"
+import { type Tenant, Tenants } from "../tenants/Tenants.ts"
 import type { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
 import { recordStatusUpdated, recordTransactionChanges } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
@@ -316,11 +316,14 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
             FOR UPDATE OF t`
           const credits: Array<EntryRequest> = []
           const updates: Array<{ id: string; fee: string | null; sub_status: SubStatus | null }> = []
+          // Read once per transaction, not per deposit: a block's deposits mostly belong to a few tenants.
+          const tenantsRead = new Map<string, Tenant | undefined>()
           for (const deposit of deposits) {
             if (deposit.status !== "CONFIRMING" || deposit.block_height === null) continue
             const asset = catalog.asset(deposit.asset_id)!
             const network = catalog.network(asset.networkKey)!
-            const tenant = yield* tenants.get(deposit.tenant_id)
+            if (!tenantsRead.has(deposit.tenant_id)) tenantsRead.set(deposit.tenant_id, yield* tenants.get(deposit.tenant_id))
+            const tenant = tenantsRead.get(deposit.tenant_id)
             const amount = BigInt(deposit.amount)
             const fee = effectiveDepositFee(asset, tenant?.settings ?? {}, 0n)
             // The network may have been taken from the tenant since the address was handed out.
