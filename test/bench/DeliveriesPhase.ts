@@ -1,13 +1,14 @@
 /**
  * Deliveries: `eventCount` events fanned out to `endpointCount` endpoints on a local receiver (a process of its own,
  * Receiver.ts) by the service's dispatcher and endpoint entities: each delivery claimed, signed, POSTed, recorded
- * and marked DELIVERED; against raw keep-alive POSTs per second from one process (this one) to the same receiver,
+ * and marked DELIVERED; against raw keep-alive node:http POSTs per second from one process (this one) to the same receiver,
  * with as many in flight as the service allows (endpoints × per-endpoint concurrency).
  *
  *   deliveries/raw-post ratio = service deliveries/s ÷ raw POSTs/s
  *
- * One more endpoint of the same tenant answers only after 5 s and gets every event too: the ratio is measured with
- * it there, and its own progress is printed (it must slow no other endpoint).
+ * One more endpoint, of another tenant (a tenant has at most 10 active endpoints), answers only after 5 s and gets
+ * events of its own from the same outbox at the same time: the ratio is measured with it there, and its progress
+ * is printed (it must slow no other endpoint).
  *
  * The events are written straight into the outbox (one INSERT, as a burst of committed changes would leave them);
  * the clock runs from that commit to the last fast delivery marked DELIVERED.
@@ -15,11 +16,12 @@
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { spawn } from "node:child_process"
+import http from "node:http"
 import { createInterface } from "node:readline"
 import { deliveryConcurrencyPerEndpoint } from "../../src/webhooks/DeliverySettings.ts"
 import { repositoryRoot } from "../e2e/ServiceProcess.ts"
-import { type CpuMeter, type Database, log, monotonicMicros, rate, requestBytes, seconds, type SignedFetch, waitUntil } from "./BenchSupport.ts"
-import { type LoadResult, runLoad } from "./HttpLoad.ts"
+import { type CpuMeter, type Database, log, monotonicMicros, rate, seconds, type SignedFetch, waitUntil } from "./BenchSupport.ts"
+import type { LoadResult } from "./HttpLoad.ts"
 
 const deliveryTimeoutMs = 600_000
 /** A wallet object's size: what a WALLET_CREATED event carries. */
@@ -36,6 +38,62 @@ const sampleData = {
   createdAt: "2026-11-22T10:00:00.000Z"
 }
 
+/**
+ * The floor: node:http POSTs of a delivery's body and headers from this process over a keep-alive agent, `inFlight`
+ * at a time, counted in the window after a warm-up. node:http, not the raw-socket client, because the service
+ * needs an HTTP client too: the baseline is what sending alone costs with Node's own.
+ */
+const rawPosts = (
+  port: number,
+  body: string,
+  inFlight: number,
+  options: { readonly warmupMs: number; readonly durationMs: number }
+) =>
+  new Promise<{ ok: number; failed: number; perSecond: number }>((resolvePromise) => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: inFlight })
+    const bytes = Buffer.from(body)
+    const headers = {
+      "content-type": "application/json",
+      "content-length": String(bytes.byteLength),
+      "user-agent": "Coffer-Webhooks/1",
+      "x-coffer-event-id": "0194f3c2-7b1e-7c3a-9d4e-5f6a7b8c9d10",
+      "x-coffer-event-type": "WALLET_CREATED",
+      "x-coffer-timestamp": "1800000000",
+      "x-coffer-signature": `keyId=v1,sig=${"ab".repeat(64)}`
+    }
+    const windowStart = performance.now() + options.warmupMs
+    const windowEnd = windowStart + options.durationMs
+    let ok = 0
+    let failed = 0
+    let running = inFlight
+    const one = () => {
+      if (performance.now() >= windowEnd) {
+        if (--running === 0) {
+          agent.destroy()
+          resolvePromise({ ok, failed, perSecond: ok / (options.durationMs / 1000) })
+        }
+        return
+      }
+      const request = http.request({ host: "127.0.0.1", port, path: "/fast/raw", method: "POST", agent, headers }, (response) => {
+        response.on("data", () => undefined)
+        response.on("end", () => {
+          const now = performance.now()
+          if (now >= windowStart && now < windowEnd) {
+            if (response.statusCode === 200) ok++
+            else failed++
+          }
+          one()
+        })
+      })
+      request.on("error", () => {
+        failed++
+        one()
+      })
+      request.end(bytes)
+    }
+    for (let index = 0; index < inFlight; index++) one()
+  })
+
 const startReceiver = async () => {
   const child = spawn(process.execPath, ["test/bench/Receiver.ts"], { cwd: repositoryRoot, stdio: ["ignore", "pipe", "inherit"] })
   const lines = createInterface({ input: child.stdout! })
@@ -46,13 +104,16 @@ const startReceiver = async () => {
   return { port, stop: () => child.kill("SIGTERM") }
 }
 
-const deliveredCounts = (db: Database, tenantId: string) =>
+/** Events for the slow endpoint: more than it can take during the phase (4 per 5 s). */
+const slowEventCount = 200
+
+const deliveredCounts = (db: Database, tenantIds: ReadonlyArray<string>) =>
   db.run(Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const rows = yield* sql<{ slow: boolean; delivered: number }>`
       SELECT w.url LIKE '%/slow/%' AS slow, count(*)::int AS delivered
       FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
-      WHERE d.tenant_id = ${tenantId} AND d.status = 'DELIVERED' GROUP BY 1`
+      WHERE d.tenant_id IN (${tenantIds[0]!}, ${tenantIds[1]!}) AND d.status = 'DELIVERED' GROUP BY 1`
     return {
       fast: rows.find((row) => !row.slow)?.delivered ?? 0,
       slow: rows.find((row) => row.slow)?.delivered ?? 0
@@ -62,6 +123,9 @@ const deliveredCounts = (db: Database, tenantId: string) =>
 export const runDeliveriesPhase = async (options: {
   readonly db: Database
   readonly signedFetch: SignedFetch
+  /** The tenant of the slow endpoint. */
+  readonly slowSignedFetch: SignedFetch
+  readonly slowTenantId: string
   readonly tenantId: string
   readonly eventCount: number
   readonly endpointCount: number
@@ -77,7 +141,8 @@ export const runDeliveriesPhase = async (options: {
     for (let index = 0; index < endpointCount; index++) {
       await options.signedFetch("POST", "/v1/webhooks", { url: `${base}/fast/${index}` })
     }
-    const slow = await options.signedFetch("POST", "/v1/webhooks", { url: `${base}/slow/0` }) as { id: string }
+    const slow = await options.slowSignedFetch("POST", "/v1/webhooks", { url: `${base}/slow/0` }) as { id: string }
+    const tenants = [tenantId, options.slowTenantId] as const
     // Events must be younger than the endpoints' active_since (spec 6, rule 3: no back-fill).
     await new Promise((resolvePromise) => setTimeout(resolvePromise, 1_100))
 
@@ -89,20 +154,21 @@ export const runDeliveriesPhase = async (options: {
       const sql = yield* SqlClient.SqlClient
       yield* sql`
         INSERT INTO outbox_events (id, tenant_id, event_type, subject_id, dedupe_key, data, created_at)
-        SELECT uuidv7(), ${tenantId}, 'WALLET_CREATED', 'bench-' || n, 'created', ${JSON.stringify(sampleData)}::jsonb, now()
-        FROM generate_series(1, ${eventCount}) AS n`
+        SELECT uuidv7(), CASE WHEN n <= ${eventCount} THEN ${tenantId}::uuid ELSE ${options.slowTenantId}::uuid END,
+          'WALLET_CREATED', 'bench-' || n, 'created', ${JSON.stringify(sampleData)}::jsonb, now()
+        FROM generate_series(1, ${eventCount + slowEventCount}) AS n ORDER BY n`
     }))
     const expected = eventCount * endpointCount
-    await waitUntil("deliveries", async () => (await deliveredCounts(db, tenantId)).fast >= expected, deliveryTimeoutMs, 200)
+    await waitUntil("deliveries", async () => (await deliveredCounts(db, tenants)).fast >= expected, deliveryTimeoutMs, 200)
     const serviceMs = performance.now() - started
     const window = [windowStart, monotonicMicros()] as const
     log(meter.end("deliveries").line)
-    const counts = await deliveredCounts(db, tenantId)
+    const counts = await deliveredCounts(db, tenants)
     const perSecond = expected / (serviceMs / 1000)
     log(`  deliveries: ${expected} (${eventCount} events × ${endpointCount} endpoints) delivered in ${seconds(serviceMs)} ` +
       `(${rate(perSecond)}/s); meanwhile the endpoint answering after 5 s got ${counts.slow} delivered`)
     // Its remaining deliveries would keep going after the phase: the endpoint is switched off.
-    await options.signedFetch("PATCH", `/v1/webhooks/${slow.id}`, { active: false })
+    await options.slowSignedFetch("PATCH", `/v1/webhooks/${slow.id}`, { active: false })
 
     const body = JSON.stringify({
       eventId: "0194f3c2-7b1e-7c3a-9d4e-5f6a7b8c9d10",
@@ -111,23 +177,11 @@ export const runDeliveriesPhase = async (options: {
       createdAt: sampleData.createdAt,
       data: sampleData
     })
-    const request = requestBytes(`127.0.0.1:${receiver.port}`, "POST", "/fast/raw", {
-      "user-agent": "Coffer-Webhooks/1",
-      "x-coffer-event-id": "0194f3c2-7b1e-7c3a-9d4e-5f6a7b8c9d10",
-      "x-coffer-event-type": "WALLET_CREATED",
-      "x-coffer-timestamp": "1800000000",
-      "x-coffer-signature": `keyId=v1,sig=${"ab".repeat(64)}`
-    }, body)
-    const raw = await runLoad({
-      host: "127.0.0.1",
-      port: receiver.port,
-      connections: endpointCount * deliveryConcurrencyPerEndpoint,
-      warmupMs: options.warmupMs,
-      durationMs: options.durationMs,
-      nextRequest: () => request
-    })
-    options.describe("raw POSTs", raw)
-    return { deliveries: perSecond, raw: raw.requestsPerSecond, window }
+    const raw = await rawPosts(receiver.port, body, endpointCount * deliveryConcurrencyPerEndpoint, options)
+    log(`  raw POSTs: ${raw.ok} ok in ${seconds(options.durationMs)} (node:http, keep-alive agent, ` +
+      `${endpointCount * deliveryConcurrencyPerEndpoint} in flight): ${rate(raw.perSecond)}/s`)
+    if (raw.failed > 0) throw new Error(`raw POSTs: ${raw.failed} failed`)
+    return { deliveries: perSecond, raw: raw.perSecond, window }
   } finally {
     receiver.stop()
   }

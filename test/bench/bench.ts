@@ -367,9 +367,12 @@ const main = async () => {
     }
 
     if (runs("deliveries")) {
+      const slowTenant = await provisionTenant(service.opsUrl, opsToken, "bench-slow", 1, rateLimitPerSecond)
       const result = await runDeliveriesPhase({
         db,
         signedFetch,
+        slowSignedFetch: makeSignedFetch(service.publicUrl, slowTenant),
+        slowTenantId: slowTenant.tenantId,
         tenantId: tenant.tenantId,
         eventCount,
         endpointCount,
