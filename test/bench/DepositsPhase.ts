@@ -140,9 +140,12 @@ export const runDepositsPhase = async (options: {
     headers: { authorization: `Bearer ${options.opsToken}`, "content-type": "application/json" },
     body: JSON.stringify({ count: 2 })
   })
-  if (mined.status !== 200) throw new Error(`mining answered ${mined.status}: ${await mined.text()}`)
-  await mined.arrayBuffer()
+  // The blocks commit before the call scans; a scan longer than the request limit (30 s, a 408) is interrupted and
+  // rolled back step by step, and the background scan (every second) does the work instead: the clock keeps running.
+  if (mined.status !== 200 && mined.status !== 408) throw new Error(`mining answered ${mined.status}: ${await mined.text()}`)
+  const minedText = await mined.text()
   const minedMs = performance.now() - started
+  if (mined.status === 408) log(`  deposits: the mining call's own scan hit the request limit: ${minedText}`)
   const afterMine = await depositCounts(db, tenantId)
   await waitUntil("deposits credited", async () => (await depositCounts(db, tenantId)).completed >= transferCount, creditTimeoutMs)
   const serviceMs = performance.now() - started
