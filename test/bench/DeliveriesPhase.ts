@@ -21,7 +21,6 @@ import { createInterface } from "node:readline"
 import { deliveryConcurrencyPerEndpoint } from "../../src/webhooks/DeliverySettings.ts"
 import { repositoryRoot } from "../e2e/ServiceProcess.ts"
 import { type CpuMeter, type Database, log, monotonicMicros, rate, seconds, type SignedFetch, waitUntil } from "./BenchSupport.ts"
-import type { LoadResult } from "./HttpLoad.ts"
 
 const deliveryTimeoutMs = 600_000
 /** A wallet object's size: what a WALLET_CREATED event carries. */
@@ -131,7 +130,6 @@ export const runDeliveriesPhase = async (options: {
   readonly endpointCount: number
   readonly warmupMs: number
   readonly durationMs: number
-  readonly describe: (name: string, result: LoadResult) => void
   readonly meter: () => CpuMeter
 }) => {
   const { db, tenantId, eventCount, endpointCount } = options

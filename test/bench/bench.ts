@@ -389,7 +389,6 @@ const main = async () => {
         endpointCount,
         warmupMs: Math.min(warmupMs, 1_000),
         durationMs: Math.min(durationMs, 3_000),
-        describe: describeLoad,
         meter: cpuMeter
       })
       if (profilePhase === "deliveries") profileWindow = result.window
