@@ -35,11 +35,11 @@ import { Entropy } from "../domain/Entropy.ts"
 import { depositCreditPostings, depositReversalPostings } from "./DepositPostings.ts"
 import { decideOrphanedDeposit, meetsConfirmationRule } from "./DepositDecisions.ts"
 import { uuidV7 } from "../domain/Ids.ts"
-import { Ledger } from "../ledger/Ledger.ts"
+import { type EntryRequest, Ledger } from "../ledger/Ledger.ts"
 import { recordEvent } from "../outbox/Outbox.ts"
-import { Tenants } from "../tenants/Tenants.ts"
+import { type Tenant, Tenants } from "../tenants/Tenants.ts"
 import type { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
-import { recordStatusUpdated, recordTransactionCreated } from "../transactions/TransactionEvents.ts"
+import { recordStatusUpdated, recordTransactionChanges } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 
 // Its home is DepositDecisions.ts; exported here too for the callers that import it from the watcher.
@@ -52,7 +52,14 @@ export const blocksPerScanMax = 200
 /** Recent block hashes kept per network: reorganizations deeper than this are not detected. */
 export const blockHistoryMax = 1_000
 /** Deposits settled per scan at most; the rest wait for the next scan. */
-export const settlementsPerScanMax = 500
+export const settlementsPerScanMax = 10_000
+/**
+ * Deposits settled per database transaction: one commit (and one flush of the write-ahead log) for this many, and
+ * statements whose parameters stay far below PostgreSQL's limit.
+ */
+export const settlementsPerTransactionMax = 500
+/** Deposits recorded per statement. */
+const recordChunkRows = 1_000
 
 export interface ScanResult {
   readonly networkKey: string
@@ -252,29 +259,56 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
             WHERE a.network_key = ${client.networkKey}
               AND a.address IN (SELECT jsonb_array_elements_text(${JSON.stringify(addresses)}::jsonb))`
           const ownerOf = new Map(owners.map((owner) => [owner.address, owner]))
-          let recorded = 0
+          const at = yield* now
+          const rows: Array<Record<string, unknown>> = []
+          const seen = new Set<string>()
           for (const transfer of transfers) {
             const owner = ownerOf.get(transfer.to)
             const asset = catalog.asset(transfer.assetId)
             // Transfers to addresses nobody registered, or of assets outside the catalog, are not deposits.
             if (owner === undefined || asset === undefined || asset.networkKey !== client.networkKey) continue
-            const id = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
-            const at = yield* now
-            const [row] = yield* sql<{ id: string; inserted: boolean }>`
+            // One row per output: a statement may not upsert the same key twice.
+            const key = `${transfer.txHash}/${transfer.outputIndex}`
+            if (seen.has(key)) continue
+            seen.add(key)
+            rows.push({
+              id: yield* uuidV7.pipe(Effect.provideService(Entropy, entropy)),
+              tenant_id: owner.tenant_id,
+              asset_id: transfer.assetId,
+              amount: transfer.amount.toString(),
+              source_address: transfer.from,
+              destination_wallet_id: owner.wallet_id,
+              destination_address: transfer.to,
+              destination_user_id: owner.user_id,
+              tx_hash: transfer.txHash,
+              output_index: transfer.outputIndex
+            })
+          }
+          // All of a block's deposits in a few statements (a block may carry thousands): the rows travel as one JSON
+          // parameter per chunk, and the events of the new ones are recorded together.
+          let recorded = 0
+          for (let offset = 0; offset < rows.length; offset += recordChunkRows) {
+            const chunk = rows.slice(offset, offset + recordChunkRows)
+            const upserted = yield* sql<{ id: string; inserted: boolean }>`
               INSERT INTO transactions (id, tenant_id, kind, settlement, status, asset_id, network_key, amount,
                 source_address, destination_wallet_id, destination_address, destination_user_id, tx_hash,
                 output_index, block_height, block_hash, created_at, updated_at)
-              VALUES (${id}, ${owner.tenant_id}, 'DEPOSIT', 'ON_CHAIN', 'CONFIRMING', ${transfer.assetId},
-                ${client.networkKey}, ${transfer.amount.toString()}, ${transfer.from}, ${owner.wallet_id}, ${transfer.to},
-                ${owner.user_id}, ${transfer.txHash}, ${transfer.outputIndex}, ${height.toString()}, ${hash}, ${at}, ${at})
+              SELECT r.id, r.tenant_id, 'DEPOSIT', 'ON_CHAIN', 'CONFIRMING', r.asset_id, ${client.networkKey}, r.amount,
+                r.source_address, r.destination_wallet_id, r.destination_address, r.destination_user_id, r.tx_hash,
+                r.output_index, ${height.toString()}, ${hash}, ${at}, ${at}
+              FROM jsonb_to_recordset(${JSON.stringify(chunk)}::jsonb) AS r(id uuid, tenant_id uuid, asset_id text,
+                amount numeric, source_address text, destination_wallet_id uuid, destination_address text,
+                destination_user_id uuid, tx_hash text, output_index integer)
+              ORDER BY r.id
               ON CONFLICT (network_key, tx_hash, output_index) WHERE kind = 'DEPOSIT' DO UPDATE
                 SET block_height = EXCLUDED.block_height, block_hash = EXCLUDED.block_hash, updated_at = EXCLUDED.updated_at
                 WHERE transactions.status IN ('CONFIRMING', 'COMPLETED')
               RETURNING id, (xmax = 0) AS inserted`
-            if (row?.inserted === true) {
-              recorded++
-              yield* provideEventContext(recordTransactionCreated(owner.tenant_id, row.id))
-            }
+            const created = upserted.filter((row) => row.inserted)
+            recorded += created.length
+            yield* provideEventContext(recordTransactionChanges(
+              created.map((row) => ({ transactionId: row.id, change: "created" as const }))
+            ))
           }
           return recorded
         })
@@ -322,12 +356,17 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
           }))
         })
 
-      /** Credits (or settles without credit) one confirming deposit, if it still is one. */
-      const settle = (depositId: string) =>
+      /**
+       * Credits (or settles without credit) the deposits among `depositIds` that are still confirming, all in one
+       * database transaction: each deposit's ledger entry, status and event commit together (with the others').
+       * Answers how many were settled.
+       */
+      const settleMany = (depositIds: ReadonlyArray<string>) =>
         sql.withTransaction(Effect.gen(function*() {
           // The operator's switches are read here, in the settling transaction, so one set a moment ago holds
-          // (operator-interface.md, "Switches"; sql/0010_switches.sql).
-          const [deposit] = yield* sql<DepositRow & SwitchColumns & { watch_status: string; wallet_status: string }>`
+          // (operator-interface.md, "Switches"; sql/0010_switches.sql). Locked in id order, as every settlement
+          // locks them, so two processes never wait on each other in a cycle.
+          const deposits = yield* sql<DepositRow & SwitchColumns & { watch_status: string; wallet_status: string }>`
             SELECT t.id, t.tenant_id, t.status, t.sub_status, t.asset_id, t.amount::text AS amount, t.fee::text AS fee,
               t.tx_hash, t.block_height::text AS block_height, t.destination_wallet_id,
               a.watch_status, w.status AS wallet_status,
@@ -337,40 +376,56 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
             JOIN wallet_addresses a ON a.wallet_id = t.destination_wallet_id AND a.network_key = t.network_key
             JOIN networks n ON n.network_key = t.network_key
             JOIN assets s ON s.asset_id = t.asset_id
-            WHERE t.id = ${depositId}
+            WHERE t.id IN (SELECT value::uuid FROM jsonb_array_elements_text(${JSON.stringify(depositIds)}::jsonb))
+            ORDER BY t.id
             FOR UPDATE OF t`
-          if (deposit === undefined || deposit.status !== "CONFIRMING" || deposit.block_height === null) return false
-          const asset = catalog.asset(deposit.asset_id)!
-          const network = catalog.network(asset.networkKey)!
-          const tenant = yield* tenants.get(deposit.tenant_id)
-          const amount = BigInt(deposit.amount)
-          const fee = effectiveDepositFee(asset, tenant?.settings ?? {}, 0n)
-          const at = yield* now
-          // The network may have been taken from the tenant since the address was handed out.
-          const networkOfTenant = tenant !== undefined && tenant.networks.includes(network.networkKey)
-          const heldForReview = asset.status !== "ENABLED" || deposit.asset_switch_status !== "ENABLED" ||
-            !network.depositEnabled || !deposit.switch_deposit_enabled || !networkOfTenant ||
-            deposit.watch_status === "FROZEN" || deposit.switch_watch === "FROZEN" || deposit.wallet_status === "FROZEN"
-          const subStatus: SubStatus | null = heldForReview
-            ? "MANUAL_REVIEW"
-            : amount < asset.minDeposit || amount <= fee
-            ? "BELOW_MIN_DEPOSIT"
-            : null
-          if (subStatus === null) {
-            yield* ledger.post({
-              tenantId: deposit.tenant_id,
-              kind: "DEPOSIT_CREDIT",
-              referenceId: deposit.id,
-              postings: depositCreditPostings(creditOf(deposit), fee)
-            }).pipe(Effect.orDie)
-            yield* sql`UPDATE transactions SET status = 'COMPLETED', fee = ${fee.toString()}, updated_at = ${at}
-              WHERE id = ${deposit.id}`
-          } else {
-            yield* sql`UPDATE transactions SET status = 'COMPLETED', sub_status = ${subStatus}, updated_at = ${at}
-              WHERE id = ${deposit.id}`
+          const credits: Array<EntryRequest> = []
+          const updates: Array<{ id: string; fee: string | null; sub_status: SubStatus | null }> = []
+          // Read once per transaction, not per deposit: a block's deposits mostly belong to a few tenants.
+          const tenantsRead = new Map<string, Tenant | undefined>()
+          for (const deposit of deposits) {
+            if (deposit.status !== "CONFIRMING" || deposit.block_height === null) continue
+            const asset = catalog.asset(deposit.asset_id)!
+            const network = catalog.network(asset.networkKey)!
+            if (!tenantsRead.has(deposit.tenant_id)) tenantsRead.set(deposit.tenant_id, yield* tenants.get(deposit.tenant_id))
+            const tenant = tenantsRead.get(deposit.tenant_id)
+            const amount = BigInt(deposit.amount)
+            const fee = effectiveDepositFee(asset, tenant?.settings ?? {}, 0n)
+            // The network may have been taken from the tenant since the address was handed out.
+            const networkOfTenant = tenant !== undefined && tenant.networks.includes(network.networkKey)
+            const heldForReview = asset.status !== "ENABLED" || deposit.asset_switch_status !== "ENABLED" ||
+              !network.depositEnabled || !deposit.switch_deposit_enabled || !networkOfTenant ||
+              deposit.watch_status === "FROZEN" || deposit.switch_watch === "FROZEN" || deposit.wallet_status === "FROZEN"
+            const subStatus: SubStatus | null = heldForReview
+              ? "MANUAL_REVIEW"
+              : amount < asset.minDeposit || amount <= fee
+              ? "BELOW_MIN_DEPOSIT"
+              : null
+            if (subStatus === null) {
+              credits.push({
+                tenantId: deposit.tenant_id,
+                kind: "DEPOSIT_CREDIT",
+                referenceId: deposit.id,
+                postings: depositCreditPostings(creditOf(deposit), fee)
+              })
+            }
+            updates.push({ id: deposit.id, fee: subStatus === null ? fee.toString() : null, sub_status: subStatus })
           }
-          yield* statusEvent(deposit, "COMPLETED", subStatus)
-          return true
+          if (updates.length === 0) return 0
+          yield* ledger.postMany(credits).pipe(Effect.orDie)
+          const at = yield* now
+          yield* sql`
+            UPDATE transactions t SET status = 'COMPLETED', fee = coalesce(u.fee, t.fee), sub_status = u.sub_status,
+              updated_at = ${at}
+            FROM jsonb_to_recordset(${JSON.stringify(updates)}::jsonb) AS u(id uuid, fee numeric, sub_status text)
+            WHERE t.id = u.id`
+          yield* provideEventContext(recordTransactionChanges(updates.map((update) => ({
+            transactionId: update.id,
+            change: "status" as const,
+            status: "COMPLETED" as const,
+            subStatus: update.sub_status
+          }))))
+          return updates.length
         }))
 
       const settleConfirmed = (client: ChainClient, head: ChainHead) =>
@@ -383,10 +438,12 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
               AND block_height IS NOT NULL AND block_height <= ${head.height.toString()}
             ORDER BY transactions.block_height, transactions.id
             LIMIT ${settlementsPerScanMax}`
+          const due = waiting
+            .filter((deposit) => meetsConfirmationRule(network, head, BigInt(deposit.block_height)))
+            .map((deposit) => deposit.id)
           let settled = 0
-          for (const deposit of waiting) {
-            if (!meetsConfirmationRule(network, head, BigInt(deposit.block_height))) continue
-            if (yield* settle(deposit.id)) settled++
+          for (let offset = 0; offset < due.length; offset += settlementsPerTransactionMax) {
+            settled += yield* settleMany(due.slice(offset, offset + settlementsPerTransactionMax))
           }
           return settled
         })

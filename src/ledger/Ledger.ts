@@ -121,6 +121,12 @@ export class Ledger extends Context.Service<Ledger, {
    * Fails with InsufficientBalance (and posts nothing) when a debit would overdraw a wallet's available balance.
    */
   readonly post: (request: EntryRequest) => Effect.Effect<PostResult, InsufficientBalance>
+  /**
+   * Posts many entries with a handful of statements whatever their number (a block's deposit credits): the same
+   * rules and results as `post` for each, in request order, but one InsufficientBalance fails them all. Run it
+   * inside the transaction of the changes it books.
+   */
+  readonly postMany: (requests: ReadonlyArray<EntryRequest>) => Effect.Effect<ReadonlyArray<PostResult>, InsufficientBalance>
   /** A wallet's balances, one per asset that has had bookkeeping, by asset id. */
   readonly walletBalances: (walletId: string) => Effect.Effect<ReadonlyArray<Balance>>
   /** A user's balances summed over all the user's wallets, one per asset that has had bookkeeping, by asset id. */
@@ -189,6 +195,106 @@ export class Ledger extends Context.Service<Ledger, {
         )
       })
 
+      /** JSON text of a list, expanded by PostgreSQL: one parameter whatever the number of rows. */
+      const json = (value: unknown) => JSON.stringify(value)
+
+      const postMany = Effect.fn("Ledger.postMany")(function*(requests: ReadonlyArray<EntryRequest>) {
+        if (requests.length === 0) return []
+        yield* Effect.sync(() => requests.forEach(assertBalanced))
+        const now = new Date(yield* Clock.currentTimeMillis)
+        const entryIds: Array<string> = []
+        for (let index = 0; index < requests.length; index++) {
+          entryIds.push(yield* uuidV7.pipe(Effect.provideService(Entropy, entropy)))
+        }
+        const booked = sql.withTransaction(Effect.gen(function*() {
+          const created = yield* sql<{ id: string }>`
+            INSERT INTO ledger_entries (id, tenant_id, kind, reference_id, created_at)
+            SELECT e.id, e.tenant_id, e.kind, e.reference_id, ${now}
+            FROM jsonb_to_recordset(${json(requests.map((request, index) => ({
+            id: entryIds[index],
+            tenant_id: request.tenantId,
+            kind: request.kind,
+            reference_id: request.referenceId
+          })))}::jsonb) AS e(id uuid, tenant_id uuid, kind text, reference_id uuid)
+            ON CONFLICT ON CONSTRAINT ledger_entries_kind_reference_key DO NOTHING
+            RETURNING id`
+          const posted = new Set(created.map((row) => row.id))
+          const results: Array<PostResult> = []
+          const pending = requests.flatMap((request, index) => {
+            if (posted.has(entryIds[index]!)) {
+              results.push({ _tag: "Posted", entryId: entryIds[index]! })
+              return [[request, entryIds[index]!] as const]
+            }
+            results.push({ _tag: "AlreadyPosted", entryId: "" })
+            return []
+          })
+          if (posted.size < requests.length) {
+            const existing = yield* sql<{ id: string; tenant_id: string; kind: string; reference_id: string }>`
+              SELECT l.id, l.tenant_id, l.kind, l.reference_id FROM ledger_entries l
+              JOIN jsonb_to_recordset(${json(requests.map((request) => ({ kind: request.kind, reference_id: request.referenceId })))
+            }::jsonb) AS r(kind text, reference_id uuid) ON l.kind = r.kind AND l.reference_id = r.reference_id`
+            const byKey = new Map(existing.map((row) => [`${row.kind}/${row.reference_id}`, row]))
+            requests.forEach((request, index) => {
+              if (results[index]!._tag === "Posted") return
+              const row = byKey.get(`${request.kind}/${request.referenceId}`)!
+              if (row.tenant_id !== request.tenantId) {
+                throw new Error(`ledger reference ${request.referenceId} belongs to another tenant`)
+              }
+              results[index] = { _tag: "AlreadyPosted", entryId: row.id }
+            })
+          }
+          if (pending.length === 0) return results
+          // Every account the postings touch, opened at zero on first use, then all their ids in one read.
+          const owners = new Map<string, { tenant_id: string; kind: string; wallet_id: string | null; asset_id: string }>()
+          const ownerKey = (tenantId: string, posting: Posting) => `${tenantId}/${accountKey(posting)}`
+          for (const [request] of pending) {
+            for (const posting of request.postings) {
+              owners.set(ownerKey(request.tenantId, posting), {
+                tenant_id: request.tenantId,
+                kind: posting.account.kind,
+                wallet_id: posting.account.kind === "WALLET" ? posting.account.walletId : null,
+                asset_id: posting.assetId
+              })
+            }
+          }
+          const ownerRows = json([...owners.values()])
+          yield* sql`
+            INSERT INTO ledger_accounts (tenant_id, kind, wallet_id, asset_id, created_at)
+            SELECT o.tenant_id, o.kind, o.wallet_id, o.asset_id, ${now}
+            FROM jsonb_to_recordset(${ownerRows}::jsonb) AS o(tenant_id uuid, kind text, wallet_id uuid, asset_id text)
+            ORDER BY o.tenant_id, o.kind, o.wallet_id, o.asset_id
+            ON CONFLICT ON CONSTRAINT ledger_accounts_owner_key DO NOTHING`
+          const accounts = yield* sql<{ id: string; tenant_id: string; kind: string; wallet_id: string | null; asset_id: string }>`
+            SELECT a.id::text AS id, a.tenant_id, a.kind, a.wallet_id, a.asset_id FROM ledger_accounts a
+            JOIN jsonb_to_recordset(${ownerRows}::jsonb) AS o(tenant_id uuid, kind text, wallet_id uuid, asset_id text)
+              ON a.tenant_id = o.tenant_id AND a.kind = o.kind AND a.wallet_id IS NOT DISTINCT FROM o.wallet_id
+                AND a.asset_id = o.asset_id`
+          const idOf = new Map(accounts.map((row) => [
+            `${row.tenant_id}/${row.kind}/${row.wallet_id ?? ""}/${row.asset_id}`,
+            BigInt(row.id)
+          ]))
+          const rows = pending.flatMap(([request, entryId]) =>
+            request.postings.map((posting) => {
+              const id = idOf.get(ownerKey(request.tenantId, posting))!
+              return { entry_id: entryId, account_id: id.toString(), bucket: posting.bucket, amount: posting.amount.toString(), order: id }
+            })
+          )
+          // As in `post`: balances are updated (and locked) in ascending account order, here across the whole batch,
+          // in the order of the VALUES rows, which is the order the row trigger runs in.
+          rows.sort((a, b) => (a.order < b.order ? -1 : a.order > b.order ? 1 : a.bucket.localeCompare(b.bucket)))
+          const values = rows.map(({ order: _order, ...row }) => row)
+          if (!Arr.isArrayNonEmpty(values)) return yield* Effect.die(new Error("ledger entries without postings"))
+          yield* sql`INSERT INTO ledger_postings ${sql.insert(values)}`
+          return results
+        }))
+        return yield* booked.pipe(
+          Effect.catchTag("SqlError", (error) =>
+            sqlStateOf(error) === insufficientBalanceSqlState
+              ? Effect.fail(new InsufficientBalance({ message: "available balance below amount plus fee" }))
+              : Effect.die(refusedBy(requests[0]!, error)))
+        )
+      })
+
       const walletBalances = Effect.fn("Ledger.walletBalances")(function*(walletId: string) {
         const rows = yield* sql<BalanceRow>`
           SELECT asset_id, available::text AS available, frozen::text AS frozen FROM ledger_accounts
@@ -207,7 +313,7 @@ export class Ledger extends Context.Service<Ledger, {
         return rows.map(balanceFromRow)
       })
 
-      return { post, walletBalances, userBalances }
+      return { post, postMany, walletBalances, userBalances }
     })
   )
 }

@@ -34,6 +34,39 @@ export const recordEvent = (event: OutboxEvent): Effect.Effect<boolean, never, S
   })
 
 /**
+ * `recordEvent` for many events in one statement (a block's deposits); answers how many were new. Call inside the
+ * transaction of the changes.
+ */
+export const recordEvents = (
+  events: ReadonlyArray<OutboxEvent>
+): Effect.Effect<number, never, SqlClient.SqlClient | Entropy> =>
+  Effect.gen(function*() {
+    if (events.length === 0) return 0
+    const sql = yield* SqlClient.SqlClient
+    const now = new Date(yield* Clock.currentTimeMillis)
+    const rows: Array<Record<string, unknown>> = []
+    for (const event of events) {
+      rows.push({
+        id: yield* uuidV7,
+        tenant_id: event.tenantId,
+        event_type: event.type,
+        subject_id: event.subjectId,
+        dedupe_key: event.dedupeKey,
+        data: event.data
+      })
+    }
+    // One JSON parameter whatever the number of events; ids are time-ordered, so the list keeps the events' order.
+    const inserted = yield* sql`
+      INSERT INTO outbox_events (id, tenant_id, event_type, subject_id, dedupe_key, data, created_at)
+      SELECT e.id, e.tenant_id, e.event_type, e.subject_id, e.dedupe_key, e.data, ${now}
+      FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+        AS e(id uuid, tenant_id uuid, event_type text, subject_id text, dedupe_key text, data jsonb)
+      ON CONFLICT ON CONSTRAINT outbox_events_dedupe_key DO NOTHING
+      RETURNING id`.pipe(Effect.orDie)
+    return inserted.length
+  })
+
+/**
  * `recordEvent` for a caller that answers with the event's id (`POST /v1/webhooks/{id}/test`); undefined when the
  * dedupe key was used before. Call inside the transaction of the change.
  */

@@ -8,7 +8,7 @@ import type { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import type { Entropy } from "../domain/Entropy.ts"
 import { transactionObject } from "../http/TransactionViews.ts"
-import { recordEvent } from "../outbox/Outbox.ts"
+import { recordEvent, recordEvents } from "../outbox/Outbox.ts"
 import type { SubStatus, TransactionStatus } from "./Transaction.ts"
 import { TransactionRepository } from "./TransactionRepository.ts"
 
@@ -41,3 +41,39 @@ export const recordStatusUpdated = (
   status: TransactionStatus,
   subStatus: SubStatus | null
 ) => record(tenantId, transactionId, "TRANSACTION_STATUS_UPDATED", `${status}/${subStatus ?? ""}`)
+
+/** One change of a transaction to report: its creation, or the status (and sub-status) it reached. */
+export type TransactionChange =
+  | { readonly transactionId: string; readonly change: "created" }
+  | {
+    readonly transactionId: string
+    readonly change: "status"
+    readonly status: TransactionStatus
+    readonly subStatus: SubStatus | null
+  }
+
+/**
+ * The events of many changes with one read of the transactions and one insert (a block's deposits), each the same
+ * event `recordTransactionCreated` or `recordStatusUpdated` would record. Call inside the transaction of the changes.
+ */
+export const recordTransactionChanges = (
+  changes: ReadonlyArray<TransactionChange>
+): Effect.Effect<void, never, TransactionRepository | Catalog | SqlClient.SqlClient | Entropy> =>
+  Effect.gen(function*() {
+    if (changes.length === 0) return
+    const repository = yield* TransactionRepository
+    const catalog = yield* Catalog
+    const found = yield* repository.findMany([...new Set(changes.map((change) => change.transactionId))])
+    const byId = new Map(found.map((transaction) => [transaction.id, transaction]))
+    yield* recordEvents(changes.map((change) => {
+      const transaction = byId.get(change.transactionId)
+      if (transaction === undefined) throw new Error(`transaction ${change.transactionId} not found`)
+      return {
+        tenantId: transaction.tenantId,
+        type: change.change === "created" ? "TRANSACTION_CREATED" : "TRANSACTION_STATUS_UPDATED",
+        subjectId: transaction.id,
+        dedupeKey: change.change === "created" ? "created" : `${change.status}/${change.subStatus ?? ""}`,
+        data: transactionObject(catalog, transaction)
+      }
+    }))
+  })

@@ -29,6 +29,8 @@ export interface TransactionFilter {
 export class TransactionRepository extends Context.Service<TransactionRepository, {
   /** This tenant's transaction, or undefined (another tenant's is as missing as none). */
   readonly find: (tenantId: string, id: string) => Effect.Effect<Transaction | undefined>
+  /** Several transactions by id, of any tenant, in no particular order (for the services that changed them). */
+  readonly findMany: (ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Transaction>>
   readonly findByExternalTxId: (tenantId: string, externalTxId: string) => Effect.Effect<Transaction | undefined>
   /** Newest first; `nextBefore` is set exactly when the page is full (decisions.md). */
   readonly list: (
@@ -47,6 +49,14 @@ export class TransactionRepository extends Context.Service<TransactionRepository
           Effect.orDie
         )
         return rows[0] === undefined ? undefined : transactionFromRow(rows[0])
+      })
+
+      const findMany = Effect.fn("TransactionRepository.findMany")(function*(ids: ReadonlyArray<string>) {
+        if (ids.length === 0) return []
+        const rows = yield* sql<TransactionRow>`
+          ${select} WHERE t.id IN (SELECT value::uuid FROM jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb))`
+          .pipe(Effect.orDie)
+        return rows.map(transactionFromRow)
       })
 
       const findByExternalTxId = Effect.fn("TransactionRepository.findByExternalTxId")(function*(
@@ -80,7 +90,7 @@ export class TransactionRepository extends Context.Service<TransactionRepository
         return { items, nextBefore: items.length === filter.limit ? items[items.length - 1]!.id : null }
       })
 
-      return TransactionRepository.of({ find, findByExternalTxId, list })
+      return TransactionRepository.of({ find, findMany, findByExternalTxId, list })
     })
   )
 }

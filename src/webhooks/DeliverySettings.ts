@@ -27,8 +27,9 @@ export const testEventMessage = "This is a test event from Coffer."
 export interface WebhookTimingsShape {
   /**
    * While an attempt is in flight its delivery is leased until now + this; a process that dies mid-attempt loses the
-   * lease and the delivery is due again (at least once). Longer than the delivery timeout, so a live attempt is
-   * never taken twice.
+   * lease and the delivery is due again (at least once). A round claims all its deliveries when it starts, so this
+   * must outlast a whole round (deliveryBatchMax / deliveryConcurrencyPerEndpoint waves of at most the delivery
+   * timeout: 5 × 10 s = 50 s), or a live attempt could be taken twice.
    */
   readonly claimLeaseMillis: number
   /** How often the sweeper looks for due deliveries of endpoints whose entity is not running (restart, passivation). */

@@ -3,9 +3,9 @@
  * from its fiber. PostgreSQL holds the whole state, and every step is a conditional UPDATE, so two instances of one
  * endpoint (a restart, a shard move) at worst send a delivery twice, never record it wrongly:
  *
- * 1. claim: a PENDING delivery that is due gets a lease (`next_at` = now + lease), only if nobody changed it since
- *    it was read (same `attempt`); a process that dies mid-attempt leaves the lease to expire and the delivery is
- *    due again: at least once;
+ * 1. claim: the round's PENDING deliveries that are due get a lease (`next_at` = now + lease) in one statement,
+ *    skipping rows another round has locked; a process that dies mid-attempt leaves the lease to expire and the
+ *    delivery is due again: at least once;
  * 2. send: the body `{eventId, type, tenantId, createdAt, data}` with `data` rendered now (EventData.ts), signed over
  *    `<timestamp>.<body>` with a fresh timestamp, POSTed with a 10 s limit on Effect's Clock;
  * 3. record: DELIVERED on a 2xx; otherwise the next due time from the retry schedule, or DEAD after the sixth
@@ -90,17 +90,9 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
       const transport = yield* WebhookTransport
       const renderer = yield* EventDataRenderer
 
+      /** A delivery deliverDue claimed: send it and record the outcome. */
       const attemptOne = Effect.fn("WebhookDelivery.attempt")(function*(endpoint: EndpointRow, due: DueRow) {
         const timings = yield* WebhookTimings
-        const claimedAt = yield* Clock.currentTimeMillis
-        const claimed = yield* sql`
-          UPDATE webhook_deliveries SET next_at = ${new Date(claimedAt + timings.claimLeaseMillis)},
-            updated_at = ${new Date(claimedAt)}
-          WHERE id = ${due.id}::bigint AND status = 'PENDING' AND attempt = ${due.attempt}
-            AND next_at <= ${new Date(claimedAt)}
-          RETURNING id`
-        if (claimed.length === 0) return
-
         const data = yield* renderer.render({
           id: due.event_id,
           tenantId: due.tenant_id,
@@ -160,14 +152,29 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
         const [endpoint] = yield* sql<EndpointRow>`
           SELECT id, url, status FROM webhook_endpoints WHERE id = ${endpointId}`
         if (endpoint === undefined || endpoint.status !== "ACTIVE") return undefined
+        const timings = yield* WebhookTimings
         const now = yield* Clock.currentTimeMillis
-        const due = yield* sql<DueRow>`
-          SELECT d.id::text AS id, d.attempt, e.id AS event_id, e.tenant_id, e.event_type, e.subject_id, e.data,
+        // The round's due deliveries are claimed in one statement (a lease each, as one commit): rows another round
+        // holds are skipped, and a row changed since it was due is not taken (it no longer matches).
+        const claimed = yield* sql<DueRow & { due_at: Date }>`
+          WITH claimed AS (
+            UPDATE webhook_deliveries d SET next_at = ${new Date(now + timings.claimLeaseMillis)}, updated_at = ${new Date(now)}
+            FROM (
+              SELECT id, next_at AS due_at FROM webhook_deliveries
+              WHERE endpoint_id = ${endpointId} AND status = 'PENDING' AND next_at <= ${new Date(now)}
+              ORDER BY next_at, id
+              LIMIT ${deliveryBatchMax}
+              FOR UPDATE SKIP LOCKED
+            ) due
+            WHERE d.id = due.id AND d.status = 'PENDING'
+            RETURNING d.id, d.attempt, d.event_id, due.due_at
+          )
+          SELECT c.id::text AS id, c.attempt, c.due_at, e.id AS event_id, e.tenant_id, e.event_type, e.subject_id, e.data,
             e.created_at AS event_created_at
-          FROM webhook_deliveries d JOIN outbox_events e ON e.id = d.event_id
-          WHERE d.endpoint_id = ${endpointId} AND d.status = 'PENDING' AND d.next_at <= ${new Date(now)}
-          ORDER BY d.next_at, d.id
-          LIMIT ${deliveryBatchMax}`
+          FROM claimed c JOIN outbox_events e ON e.id = c.event_id`
+        const due = [...claimed].sort((a, b) =>
+          a.due_at.getTime() - b.due_at.getTime() || (BigInt(a.id) < BigInt(b.id) ? -1 : 1)
+        )
         yield* Effect.forEach(due, (row) => attemptOne(endpoint, row), {
           concurrency: deliveryConcurrencyPerEndpoint,
           discard: true

@@ -1,22 +1,29 @@
 /**
- * `npm run bench`: what signed-request authentication costs, on one service process started the way an operator
- * starts it (`node src/main.ts`, embedded PostgreSQL in a throw-away DATA_DIR, random loopback ports).
+ * `npm run bench`: one service process started the way an operator starts it (`node src/main.ts`, embedded
+ * PostgreSQL in a throw-away DATA_DIR, random loopback ports), measured phase by phase; each figure comes from one
+ * run and is printed as one line on stdout (details and CPU use go to stderr).
  *
+ * signed (what signed-request authentication costs):
  *   unsigned  req/s of GET /v1/webhooks/event_types (no authentication: the HTTP stack alone)
  *   signed    req/s of GET /v1/networks, a fresh JWT and nonce per request, every JWT signed before the phase
  *   verify    node:crypto Ed25519 verifications per second on one core, with a cached KeyObject
  *   efficiency = signed × (1/unsigned + 1/verify)
+ *   Efficiency 1.00 means a signed request costs the server exactly one unsigned request plus one signature check;
+ *   below that, something else in the authentication path (the nonce insert, the key lookup, parsing) costs time too.
+ * deposits (DepositsPhase.ts): `deposits/raw-insert ratio`
+ * transfers (TransfersPhase.ts, after the deposits phase, whose wallets it spends): `transfers/raw ratio`,
+ *   `one-payer/raw ratio`, then the ledger audit
+ * deliveries (DeliveriesPhase.ts): `deliveries/raw-post ratio`
  *
- * Efficiency 1.00 means a signed request costs the server exactly one unsigned request plus one signature check;
- * below that, something else in the authentication path (the nonce insert, the key lookup, parsing) costs time too.
- * Each phase is a warm-up then a fixed window; the run stops by itself and removes what it started.
+ * Each load is a warm-up then a fixed window; the run stops by itself and removes what it started.
  *
- * Flags: `--profile signed|unsigned` runs only that phase with the server under `--cpu-prof` and prints where its CPU
- * time went (test/bench/ProfileSummary.ts); `--duration <s>`, `--connections <n>`.
+ * Flags: `--only signed,deposits,transfers,deliveries` (any of them; transfers brings deposits along);
+ * `--profile <phase>` runs that phase alone (signed, unsigned, deposits, transfers, deliveries) with the server under
+ * `--cpu-prof` and prints where its CPU time went during the measured part (test/bench/ProfileSummary.ts);
+ * `--duration <s>`, `--warmup <s>`, `--connections <n>`; `--wallets <n>` (1000), `--deposits <n>` (10000),
+ * `--events <n>` (1000; 10000 is the full figure, minutes longer), `--endpoints <n>` (10).
  */
 import { ed25519 } from "@noble/curves/ed25519.js"
-import { Effect, Redacted } from "effect"
-import { FetchHttpClient } from "effect/http"
 import { generateKeyPairSync, randomBytes, sign, verify } from "node:crypto"
 import { cpus, loadavg } from "node:os"
 import { readdirSync } from "node:fs"
@@ -24,7 +31,6 @@ import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { rawPublicKeyHex } from "../../src/auth/Ed25519.ts"
 import { verifyJwt } from "../../src/auth/Jwt.ts"
-import { makeOpsClient } from "../../src/client/OpsClient.ts"
 import { signRequest } from "../../src/client/RequestSigner.ts"
 import {
   cleanUpNow,
@@ -37,21 +43,55 @@ import {
   stopService,
   waitForHealth
 } from "../e2e/ServiceProcess.ts"
-import { runLoad } from "./HttpLoad.ts"
+import {
+  type BenchKey,
+  type CpuMeter,
+  log,
+  makeDatabase,
+  makeSignedFetch,
+  provisionTenant,
+  rate,
+  requestBytes
+} from "./BenchSupport.ts"
+import { runDeliveriesPhase } from "./DeliveriesPhase.ts"
+import { runDepositsPhase } from "./DepositsPhase.ts"
+import { type LoadResult, runLoad } from "./HttpLoad.ts"
 import { summarizeProfile } from "./ProfileSummary.ts"
+import { runTransfersPhase } from "./TransfersPhase.ts"
 
 const { values: flags } = parseArgs({
   options: {
+    only: { type: "string" },
     profile: { type: "string" },
     duration: { type: "string", default: "5" },
     warmup: { type: "string", default: "2" },
-    connections: { type: "string", default: "48" }
+    connections: { type: "string", default: "48" },
+    wallets: { type: "string", default: "1000" },
+    deposits: { type: "string", default: "10000" },
+    // 1,000 events (10,000 deliveries) keep the default run to a few minutes; the issue's figure is `--events 10000`.
+    events: { type: "string", default: "1000" },
+    endpoints: { type: "string", default: "10" }
   }
 })
+const phaseNames = ["signed", "deposits", "transfers", "deliveries"] as const
+type PhaseName = (typeof phaseNames)[number]
 const profilePhase = flags.profile
-if (profilePhase !== undefined && profilePhase !== "signed" && profilePhase !== "unsigned") {
-  throw new Error("--profile takes signed or unsigned")
+const profileChoices = ["signed", "unsigned", "deposits", "transfers", "deliveries"]
+if (profilePhase !== undefined && !profileChoices.includes(profilePhase)) {
+  throw new Error(`--profile takes one of ${profileChoices.join(", ")}`)
 }
+const requested: ReadonlyArray<string> = profilePhase !== undefined
+  ? [profilePhase === "unsigned" ? "signed" : profilePhase]
+  : flags.only?.split(",").map((name) => name.trim()) ?? phaseNames
+for (const name of requested) {
+  if (!(phaseNames as ReadonlyArray<string>).includes(name)) throw new Error(`--only takes ${phaseNames.join(", ")}`)
+}
+const runs = (phase: PhaseName) =>
+  requested.includes(phase) || (phase === "deposits" && requested.includes("transfers"))
+const walletCount = Number(flags.wallets)
+const depositCount = Number(flags.deposits)
+const eventCount = Number(flags.events)
+const endpointCount = Number(flags.endpoints)
 const durationMs = Number(flags.duration) * 1000
 const warmupMs = Number(flags.warmup) * 1000
 const connections = Number(flags.connections)
@@ -68,8 +108,6 @@ const tokensWhenUnknown = 60_000
 const startTimeoutMs = 120_000
 const stopTimeoutMs = 20_000
 
-const log = (line: string) => process.stderr.write(`${line}\n`)
-const rate = (perSecond: number) => Math.round(perSecond).toLocaleString("en-US")
 
 // ---------------------------------------------------------------------------------------------------------------
 // verify: the cryptographic floor of a signed request
@@ -89,15 +127,24 @@ const sampleSigningInput = () => {
   }`)
 }
 
+/**
+ * Operations per second of this process's CPU time (user + system), not of the wall clock: on a shared machine the
+ * loop is descheduled for a part of the wall time, and "verifications per second on one core" means per CPU second.
+ */
 const perSecondFor = (durationMs: number, operation: () => void): number => {
+  const cpuMicros = () => {
+    const usage = process.cpuUsage()
+    return usage.user + usage.system
+  }
   const started = performance.now()
+  const startedCpu = cpuMicros()
   let count = 0
   while (performance.now() - started < durationMs) {
     // Batches of 64 keep the clock out of the measurement.
     for (let index = 0; index < 64; index++) operation()
     count += 64
   }
-  return count / ((performance.now() - started) / 1000)
+  return count / ((cpuMicros() - startedCpu) / 1e6)
 }
 
 const measureVerify = () => {
@@ -120,32 +167,8 @@ const measureVerify = () => {
 // The service
 
 interface Provisioned {
-  readonly keys: ReadonlyArray<{ readonly keyId: string; readonly privateKey: import("node:crypto").KeyObject }>
+  readonly keys: ReadonlyArray<BenchKey>
 }
-
-/** One tenant with `apiKeyCount` keys at the highest cap, made through the operator interface. */
-const provision = (opsUrl: string, token: string) =>
-  Effect.gen(function*() {
-    const ops = yield* makeOpsClient({ baseUrl: opsUrl, token: Redacted.make(token) })
-    const tenant = yield* ops.tenants.create({ payload: { name: "bench" } })
-    const keys = []
-    for (let index = 0; index < apiKeyCount; index++) {
-      const { privateKey, publicKey } = generateKeyPairSync("ed25519")
-      const key = yield* ops.tenants.createApiKey({
-        params: { tenantId: tenant.id },
-        payload: { name: `bench ${index}`, publicKey: rawPublicKeyHex(publicKey), rateLimitPerSecond }
-      })
-      keys.push({ keyId: key.keyId, privateKey })
-    }
-    return { keys } satisfies Provisioned
-  }).pipe(Effect.provide(FetchHttpClient.layer), Effect.runPromise)
-
-const requestBytes = (hostHeader: string, target: string, headers: Record<string, string> = {}) =>
-  Buffer.from(
-    `GET ${target} HTTP/1.1\r\nHost: ${hostHeader}\r\n` +
-      Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("") + "\r\n",
-    "latin1"
-  )
 
 /**
  * Every request of the signed phase, signed now: keys in turn (so each stays under its cap), a unique nonce each,
@@ -165,12 +188,12 @@ const presign = (provisioned: Provisioned, hostHeader: string, count: number): A
       nowSeconds,
       nonce: `${runId}-${index}`
     })
-    requests[index] = requestBytes(hostHeader, "/v1/networks", headers)
+    requests[index] = requestBytes(hostHeader, "GET", "/v1/networks", headers)
   }
   return requests
 }
 
-const describeLoad = (name: string, result: Awaited<ReturnType<typeof runLoad>>) => {
+const describeLoad = (name: string, result: LoadResult) => {
   const failed = [...result.failedByStatus].map(([status, count]) => `${count} × HTTP ${status}`).join(", ")
   log(
     `  ${name}: ${result.ok} ok in ${(result.measuredMs / 1000).toFixed(2)} s, p50 ${result.latencyP50Ms.toFixed(1)} ms, ` +
@@ -185,10 +208,12 @@ const describeLoad = (name: string, result: Awaited<ReturnType<typeof runLoad>>)
 // ---------------------------------------------------------------------------------------------------------------
 
 const main = async () => {
-  log(`coffer bench: node ${process.versions.node}, ${cpus().length} × ${cpus()[0]?.model ?? "unknown cpu"}`)
-  log(`  ${connections} keep-alive connections, ${warmupMs / 1000} s warm-up + ${durationMs / 1000} s per phase`)
+  log(`coffer bench: node ${process.versions.node}, ${cpus().length} × ${cpus()[0]?.model ?? "unknown cpu"}, ` +
+    `load average ${loadavg()[0]!.toFixed(1)}`)
+  log(`  ${connections} keep-alive connections, ${warmupMs / 1000} s warm-up + ${durationMs / 1000} s per load; ` +
+    `phases: ${phaseNames.filter(runs).join(", ")}`)
 
-  const verifyRates = profilePhase === undefined ? measureVerify() : undefined
+  const verifyRates = profilePhase === undefined && runs("signed") ? measureVerify() : undefined
   if (verifyRates !== undefined) {
     log(`  verify: node:crypto ${rate(verifyRates.nodeCrypto)}/s, @noble/curves ${rate(verifyRates.noble)}/s, ` +
       `whole JWT check (src/auth/Jwt.ts verifyJwt) ${rate(verifyRates.jwt)}/s`)
@@ -205,6 +230,9 @@ const main = async () => {
   process.once("exit", () => cleanUpNow(service, dataDir))
 
   const profileDirectory = profilePhase === undefined ? undefined : join(dataDir, "profile")
+  // Each figure is printed as soon as it is measured: a later phase that fails does not take it along.
+  const figure = (line: string) => console.log(line)
+  let database: ReturnType<typeof makeDatabase> | undefined
   try {
     const [port, opsPort] = [await freePort(), await freePort()]
     const opsToken = randomBytes(24).toString("hex")
@@ -217,20 +245,43 @@ const main = async () => {
     })
     const readyMs = await waitForHealth(service, opsToken, startTimeoutMs)
     log(`  service ready in ${(readyMs / 1000).toFixed(1)} s (pid ${service.child.pid}, ${dataDir})`)
-    const provisioned = await provision(service.opsUrl, opsToken)
+    const tenant = await provisionTenant(service.opsUrl, opsToken, "bench", apiKeyCount, rateLimitPerSecond)
+    const provisioned: Provisioned = tenant
     const hostHeader = `127.0.0.1:${port}`
     const serverPid = service.child.pid!
+    const db = database = makeDatabase(dataDir)
+    const signedFetch = makeSignedFetch(service.publicUrl, tenant)
     /** CPU used in the window by the service, its PostgreSQL and this client, in cores (1.0 = one core busy). */
-    const load = async (name: string, nextRequest: () => Buffer | undefined) => {
-      let before: { server: number; postgres: number; client: number; pids: ReadonlyArray<number>; at: number }
-      let usage = ""
-      let serviceCpuSeconds = 0
+    const cpuMeter = (): CpuMeter => {
       const sample = (pids: ReadonlyArray<number>) => ({
         server: cpuSeconds(serverPid),
         postgres: pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0),
         client: process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6,
         at: performance.now()
       })
+      let before: ReturnType<typeof sample> & { pids: ReadonlyArray<number> } | undefined
+      return {
+        start: () => {
+          const pids = postgresPids(dataDir)
+          before = { ...sample(pids), pids }
+        },
+        /** The line to print, and the service's CPU seconds in the window. */
+        end: (name: string) => {
+          const after = sample(before!.pids)
+          const seconds = (after.at - before!.at) / 1000
+          const cores = (value: number) => (value / seconds).toFixed(2)
+          return {
+            serviceCpuSeconds: after.server - before!.server,
+            line: `  ${name} CPU in cores: service ${cores(after.server - before!.server)}, ` +
+              `postgres ${cores(after.postgres - before!.postgres)}, client ${cores(after.client - before!.client)} ` +
+              `(machine: ${cpus().length} cores, load average ${loadavg()[0]!.toFixed(1)})`
+          }
+        }
+      }
+    }
+    const load = async (name: string, nextRequest: () => Buffer | undefined) => {
+      const meter = cpuMeter()
+      let usage = { serviceCpuSeconds: 0, line: "" }
       const result = await runLoad({
         host: "127.0.0.1",
         port,
@@ -238,57 +289,114 @@ const main = async () => {
         warmupMs,
         durationMs,
         nextRequest,
-        onWindowStart: () => {
-          const pids = postgresPids(dataDir)
-          before = { ...sample(pids), pids }
-        },
+        onWindowStart: meter.start,
         onWindowEnd: () => {
-          const after = sample(before.pids)
-          const seconds = (after.at - before.at) / 1000
-          const cores = (value: number) => (value / seconds).toFixed(2)
-          serviceCpuSeconds = after.server - before.server
-          usage = `  ${name} CPU in cores: service ${cores(after.server - before.server)}, ` +
-            `postgres ${cores(after.postgres - before.postgres)}, client ${cores(after.client - before.client)} ` +
-            `(machine: ${cpus().length} cores, load average ${loadavg()[0]!.toFixed(1)})`
+          usage = meter.end(name)
         }
       })
       describeLoad(name, result)
-      log(usage)
+      log(usage.line)
       // CPU time per request does not depend on how much of the machine the service got, unlike req/s.
-      return { ...result, serviceCpuMicrosPerRequest: (serviceCpuSeconds * 1e6) / Math.max(1, result.ok) }
+      return { ...result, serviceCpuMicrosPerRequest: (usage.serviceCpuSeconds * 1e6) / Math.max(1, result.ok) }
     }
-
     let profileWindow: readonly [number, number] | undefined
-    let unsigned: number | undefined
-    let unsignedCpuMicros = Number.NaN
-    let signedCpuMicros = Number.NaN
-    if (profilePhase !== "signed") {
-      const request = requestBytes(hostHeader, "/v1/webhooks/event_types")
-      const result = await load("unsigned", () => request)
-      unsigned = result.requestsPerSecond
-      unsignedCpuMicros = result.serviceCpuMicrosPerRequest
-      profileWindow = result.windowMonotonicMicros
+
+    if (runs("signed")) {
+      let unsigned: number | undefined
+      let unsignedCpuMicros = Number.NaN
+      let signedCpuMicros = Number.NaN
+      if (profilePhase !== "signed") {
+        const request = requestBytes(hostHeader, "GET", "/v1/webhooks/event_types")
+        const result = await load("unsigned", () => request)
+        unsigned = result.requestsPerSecond
+        unsignedCpuMicros = result.serviceCpuMicrosPerRequest
+        profileWindow = result.windowMonotonicMicros
+      }
+      let signed: number | undefined
+      if (profilePhase !== "unsigned") {
+        const count = Math.min(
+          tokensMax,
+          unsigned === undefined
+            ? tokensWhenUnknown
+            : Math.ceil(unsigned * ((warmupMs + durationMs) / 1000) * tokenMargin) + connections
+        )
+        const signingStarted = performance.now()
+        const requests = presign(provisioned, hostHeader, count)
+        log(`  pre-signed ${count} requests over ${apiKeyCount} keys in ` +
+          `${((performance.now() - signingStarted) / 1000).toFixed(1)} s`)
+        let next = 0
+        const result = await load("signed", () => requests[next++])
+        signed = result.requestsPerSecond
+        signedCpuMicros = result.serviceCpuMicrosPerRequest
+        profileWindow = result.windowMonotonicMicros
+      }
+      if (unsigned !== undefined) figure(`unsigned: ${rate(unsigned)} req/s`)
+      if (signed !== undefined) figure(`signed: ${rate(signed)} req/s`)
+      if (verifyRates !== undefined && unsigned !== undefined && signed !== undefined) {
+        figure(`verify: ${rate(verifyRates.nodeCrypto)} verifications/s`)
+        const verifyMicros = 1e6 / verifyRates.nodeCrypto
+        const byCpu = (unsignedCpuMicros + verifyMicros) / signedCpuMicros
+        log(`  service CPU per request: unsigned ${unsignedCpuMicros.toFixed(0)} µs, signed ${signedCpuMicros.toFixed(0)} µs, ` +
+          `verify ${verifyMicros.toFixed(0)} µs; efficiency by CPU time ${byCpu.toFixed(2)} ` +
+          `(steadier than req/s on a shared machine)`)
+        figure(`efficiency: ${(signed * (1 / unsigned + 1 / verifyRates.nodeCrypto)).toFixed(2)}`)
+        figure(`efficiency by CPU time: ${byCpu.toFixed(2)}`)
+      }
     }
 
-    let signed: number | undefined
-    if (profilePhase !== "unsigned") {
-      const count = Math.min(
-        tokensMax,
-        unsigned === undefined
-          ? tokensWhenUnknown
-          : Math.ceil(unsigned * ((warmupMs + durationMs) / 1000) * tokenMargin) + connections
-      )
-      const signingStarted = performance.now()
-      const requests = presign(provisioned, hostHeader, count)
-      log(`  pre-signed ${count} requests over ${apiKeyCount} keys in ` +
-        `${((performance.now() - signingStarted) / 1000).toFixed(1)} s`)
-      let next = 0
-      const result = await load("signed", () => requests[next++])
-      signed = result.requestsPerSecond
-      signedCpuMicros = result.serviceCpuMicrosPerRequest
-      profileWindow = result.windowMonotonicMicros
+    if (runs("deposits")) {
+      const result = await runDepositsPhase({
+        db,
+        signedFetch,
+        opsUrl: service.opsUrl,
+        opsToken,
+        tenantId: tenant.tenantId,
+        walletCount,
+        transferCount: depositCount,
+        meter: cpuMeter
+      })
+      if (profilePhase === "deposits") profileWindow = result.window
+      figure(`deposits/raw-insert ratio: ${result.ratio.toFixed(2)}`)
+
+      if (runs("transfers")) {
+        const transfers = await runTransfersPhase({
+          db,
+          tenant,
+          wallets: result.wallets,
+          host: "127.0.0.1",
+          port,
+          connections,
+          warmupMs,
+          durationMs,
+          describe: describeLoad,
+          meter: cpuMeter
+        })
+        if (profilePhase === "transfers") profileWindow = transfers.window
+        figure(`transfers/raw ratio: ${(transfers.transfers / transfers.raw).toFixed(2)}`)
+        figure(`one-payer/raw ratio: ${(transfers.onePayer / transfers.raw).toFixed(2)}`)
+      }
     }
 
+    if (runs("deliveries")) {
+      const slowTenant = await provisionTenant(service.opsUrl, opsToken, "bench-slow", 1, rateLimitPerSecond)
+      const result = await runDeliveriesPhase({
+        db,
+        signedFetch,
+        slowSignedFetch: makeSignedFetch(service.publicUrl, slowTenant),
+        slowTenantId: slowTenant.tenantId,
+        tenantId: tenant.tenantId,
+        eventCount,
+        endpointCount,
+        warmupMs: Math.min(warmupMs, 1_000),
+        durationMs: Math.min(durationMs, 3_000),
+        meter: cpuMeter
+      })
+      if (profilePhase === "deliveries") profileWindow = result.window
+      figure(`deliveries/raw-post ratio: ${(result.deliveries / result.raw).toFixed(2)}`)
+    }
+
+    await db.dispose()
+    database = undefined
     const ended = await stopService(service, stopTimeoutMs)
     if (ended.signal === "SIGKILL") log("  the service did not stop within 20 s of SIGTERM and was killed")
 
@@ -298,19 +406,8 @@ const main = async () => {
       log(`\nwhere the service's time went during the measured ${profilePhase} window:`)
       log(summarizeProfile(join(profileDirectory, file), profileWindow))
     }
-
-    if (unsigned !== undefined) console.log(`unsigned: ${rate(unsigned)} req/s`)
-    if (signed !== undefined) console.log(`signed: ${rate(signed)} req/s`)
-    if (verifyRates !== undefined && unsigned !== undefined && signed !== undefined) {
-      console.log(`verify: ${rate(verifyRates.nodeCrypto)} verifications/s`)
-      const verifyMicros = 1e6 / verifyRates.nodeCrypto
-      log(`  service CPU per request: unsigned ${unsignedCpuMicros.toFixed(0)} µs, signed ${signedCpuMicros.toFixed(0)} µs, ` +
-        `verify ${verifyMicros.toFixed(0)} µs; efficiency by CPU time ` +
-        `${((unsignedCpuMicros + verifyMicros) / signedCpuMicros).toFixed(2)} (steadier than req/s on a shared machine)`)
-      const efficiency = signed * (1 / unsigned + 1 / verifyRates.nodeCrypto)
-      console.log(`efficiency: ${efficiency.toFixed(2)}`)
-    }
   } finally {
+    if (database !== undefined) await database.dispose()
     if (service !== undefined) await stopService(service, stopTimeoutMs)
     cleanUpNow(service, dataDir)
   }

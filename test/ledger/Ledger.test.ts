@@ -143,6 +143,46 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("ledger", (it) => {
         assert.lengthOf(entries, 1)
       }))
 
+    it.effect("postMany books many entries as post would: new accounts opened, a repeat AlreadyPosted, one overdraft fails all", () =>
+      Effect.gen(function*() {
+        const ledger = yield* Ledger
+        const sql = yield* SqlClient.SqlClient
+        const tenant = yield* provisionTenant()
+        const first = yield* walletFor(tenant, "mia")
+        const second = yield* walletFor(tenant, "noah")
+        const credits = [
+          yield* depositCredit(tenant.tenantId, first, eth, 100n, 1n),
+          yield* depositCredit(tenant.tenantId, second, eth, 50n),
+          yield* depositCredit(tenant.tenantId, first, usdt, 7n)
+        ]
+        const results = yield* ledger.postMany(credits)
+        assert.deepStrictEqual(results.map((result) => result._tag), ["Posted", "Posted", "Posted"])
+        assert.deepStrictEqual(yield* walletBalances(tenant, first), [
+          { assetId: eth, available: "99", frozen: "0" },
+          { assetId: usdt, available: "7", frozen: "0" }
+        ])
+        assert.deepStrictEqual(yield* walletBalances(tenant, second), [{ assetId: eth, available: "50", frozen: "0" }])
+
+        // Decisions.md "one entry per (kind, reference)": a repeat books nothing and names the existing entry.
+        const another = yield* depositCredit(tenant.tenantId, second, eth, 5n)
+        const again = yield* ledger.postMany([credits[0]!, another])
+        assert.deepStrictEqual(again, [{ _tag: "AlreadyPosted", entryId: results[0]!.entryId }, again[1]!])
+        assert.strictEqual(again[1]!._tag, "Posted")
+        assert.deepStrictEqual(yield* walletBalances(tenant, first), [
+          { assetId: eth, available: "99", frozen: "0" },
+          { assetId: usdt, available: "7", frozen: "0" }
+        ])
+
+        // One entry that would overdraw: INSUFFICIENT_BALANCE and none of the batch is booked.
+        const fine = yield* debit(tenant.tenantId, first, eth, 9n)
+        const tooMuch = yield* debit(tenant.tenantId, second, eth, 56n)
+        const error = yield* Effect.flip(ledger.postMany([fine, tooMuch]))
+        assert.strictEqual(error._tag, "InsufficientBalance")
+        const references = [fine.referenceId, tooMuch.referenceId]
+        assert.lengthOf(yield* sql`SELECT 1 FROM ledger_entries WHERE reference_id IN ${sql.in(references)}`, 0)
+        assert.deepStrictEqual(yield* walletBalances(tenant, second), [{ assetId: eth, available: "55", frozen: "0" }])
+      }))
+
     it.effect("a debit beyond available is INSUFFICIENT_BALANCE and leaves no trace; 30 concurrent debits of 1 from 20: 20 pass", () =>
       Effect.gen(function*() {
         const ledger = yield* Ledger

@@ -1,0 +1,172 @@
+/**
+ * What the benchmark phases share: a tenant with API keys made through the operator interface, signed calls for
+ * setting up (fetch, a bounded number in flight), request bytes for the raw-socket load client, and a connection pool
+ * of our own on the service's embedded PostgreSQL (its URL is in `<DATA_DIR>/pg-conn.json`) for arranging data in
+ * bulk, observing progress, and the raw baselines the service is compared against.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
+import { FetchHttpClient } from "effect/http"
+import { SqlClient } from "effect/sql"
+import { generateKeyPairSync, type KeyObject, randomUUID } from "node:crypto"
+import { readFileSync } from "node:fs"
+import { join } from "node:path"
+import { rawPublicKeyHex } from "../../src/auth/Ed25519.ts"
+import { makeOpsClient } from "../../src/client/OpsClient.ts"
+import { signRequest } from "../../src/client/RequestSigner.ts"
+
+export const log = (line: string) => process.stderr.write(`${line}\n`)
+export const rate = (perSecond: number) => Math.round(perSecond).toLocaleString("en-US")
+export const seconds = (millis: number) => `${(millis / 1000).toFixed(2)} s`
+
+export interface BenchKey {
+  readonly keyId: string
+  readonly privateKey: KeyObject
+}
+
+export interface BenchTenant {
+  readonly tenantId: string
+  readonly keys: ReadonlyArray<BenchKey>
+}
+
+/** One tenant with `keyCount` keys at `rateLimitPerSecond` each, made through the operator interface. */
+export const provisionTenant = (
+  opsUrl: string,
+  token: string,
+  name: string,
+  keyCount: number,
+  rateLimitPerSecond: number
+): Promise<BenchTenant> =>
+  Effect.gen(function*() {
+    const ops = yield* makeOpsClient({ baseUrl: opsUrl, token: Redacted.make(token) })
+    const tenant = yield* ops.tenants.create({ payload: { name } })
+    const keys: Array<BenchKey> = []
+    for (let index = 0; index < keyCount; index++) {
+      const { privateKey, publicKey } = generateKeyPairSync("ed25519")
+      const key = yield* ops.tenants.createApiKey({
+        params: { tenantId: tenant.id },
+        payload: { name: `${name} ${index}`, publicKey: rawPublicKeyHex(publicKey), rateLimitPerSecond }
+      })
+      keys.push({ keyId: key.keyId, privateKey })
+    }
+    return { tenantId: tenant.id, keys }
+  }).pipe(Effect.provide(FetchHttpClient.layer), Effect.runPromise)
+
+/** Runs `task` over `items` with at most `limit` in flight; results in input order. */
+export const mapLimit = async <A, B>(
+  items: ReadonlyArray<A>,
+  limit: number,
+  task: (item: A, index: number) => Promise<B>
+): Promise<Array<B>> => {
+  const results = new Array<B>(items.length)
+  let next = 0
+  const worker = async () => {
+    for (let index = next++; index < items.length; index = next++) results[index] = await task(items[index]!, index)
+  }
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
+  return results
+}
+
+/** Signed tenant calls for arranging a phase (not measured); keys are used in turn to stay under their caps. */
+export const makeSignedFetch = (baseUrl: string, tenant: BenchTenant) => {
+  let turn = 0
+  return async (method: "GET" | "POST" | "PATCH", target: string, body?: unknown, extraHeaders: Record<string, string> = {}) => {
+    const key = tenant.keys[turn++ % tenant.keys.length]!
+    const bytes = body === undefined ? "" : JSON.stringify(body)
+    const headers = signRequest({
+      keyId: key.keyId,
+      privateKey: key.privateKey,
+      target,
+      body: bytes,
+      nowSeconds: Math.floor(Date.now() / 1000)
+    })
+    const response = await fetch(`${baseUrl}${target}`, {
+      method,
+      headers: { ...headers, ...(body === undefined ? {} : { "content-type": "application/json" }), ...extraHeaders },
+      ...(body === undefined ? {} : { body: bytes })
+    })
+    const text = await response.text()
+    if (response.status >= 300) throw new Error(`${method} ${target} answered ${response.status}: ${text}`)
+    return text === "" ? undefined : JSON.parse(text)
+  }
+}
+
+export type SignedFetch = ReturnType<typeof makeSignedFetch>
+
+/** A complete HTTP/1.1 request as bytes, for the raw-socket load client. */
+export const requestBytes = (
+  hostHeader: string,
+  method: "GET" | "POST",
+  target: string,
+  headers: Record<string, string> = {},
+  body = ""
+) =>
+  Buffer.from(
+    `${method} ${target} HTTP/1.1\r\nHost: ${hostHeader}\r\n` +
+      Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("") +
+      (method === "POST" ? `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` : "") +
+      `\r\n${body}`,
+    "latin1"
+  )
+
+/** A signed POST with a JSON body, as bytes. */
+export const signedPostBytes = (
+  hostHeader: string,
+  key: BenchKey,
+  target: string,
+  body: unknown,
+  nowSeconds: number,
+  nonce: string,
+  extraHeaders: Record<string, string> = {}
+) => {
+  const text = JSON.stringify(body)
+  const headers = signRequest({ keyId: key.keyId, privateKey: key.privateKey, target, body: text, nowSeconds, nonce })
+  return requestBytes(hostHeader, "POST", target, { ...headers, ...extraHeaders }, text)
+}
+
+export const uniqueKey = () => randomUUID()
+
+/** The service's database URL, as the embedded PostgreSQL left it in DATA_DIR for tools. */
+export const databaseUrl = (dataDir: string): string =>
+  JSON.parse(readFileSync(join(dataDir, "pg-conn.json"), "utf8")).url
+
+/**
+ * A pool of our own on the service's database. `maxConnections` defaults to the service's own pool size
+ * (src/db/Database.ts), so a raw baseline gets the same number of connections as the service.
+ */
+export const makeDatabase = (dataDir: string, maxConnections = 10) => {
+  const runtime = ManagedRuntime.make(
+    PgClient.layer({ url: Redacted.make(databaseUrl(dataDir)), maxConnections }).pipe(Layer.orDie)
+  )
+  return {
+    run: <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>): Promise<A> => runtime.runPromise(effect),
+    dispose: () => runtime.dispose()
+  }
+}
+
+export type Database = ReturnType<typeof makeDatabase>
+
+/** Polls `probe` until it answers true; resolves with the milliseconds it took, or throws after `timeoutMs`. */
+export const waitUntil = async (
+  what: string,
+  probe: () => Promise<boolean>,
+  timeoutMs: number,
+  intervalMs = 50
+): Promise<number> => {
+  const started = performance.now()
+  for (;;) {
+    if (await probe()) return performance.now() - started
+    if (performance.now() - started > timeoutMs) throw new Error(`${what}: not done within ${timeoutMs / 1000} s`)
+    await new Promise((resolvePromise) => setTimeout(resolvePromise, intervalMs))
+  }
+}
+
+/** CPU use of the service, its PostgreSQL and this process between `start` and `end` (bench.ts makes them). */
+export interface CpuMeter {
+  readonly start: () => void
+  /** The line to print, and the service's CPU seconds since `start`. */
+  readonly end: (name: string) => { readonly serviceCpuSeconds: number; readonly line: string }
+}
+
+/** Now on the system's monotonic clock in microseconds: the clock of `--cpu-prof` timestamps. */
+export const monotonicMicros = () => Number(process.hrtime.bigint() / 1000n)
