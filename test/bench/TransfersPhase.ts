@@ -7,11 +7,12 @@
  *
  *   transfers/raw ratio, one-payer/raw ratio = service transfers/s ÷ raw transfers/s
  *
- * Afterwards the ledger is audited (ledgerAudit below).
+ * Afterwards the ledger is audited with `npm run ledger:check`'s checks (ledgerAudit below).
  */
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomBytes } from "node:crypto"
+import { auditLedger, reportLines } from "../../src/ledger/LedgerAudit.ts"
 import { type BenchTenant, type CpuMeter, type Database, log, rate, signedPostBytes } from "./BenchSupport.ts"
 import { depositAsset, type FundedWallet } from "./DepositsPhase.ts"
 import { type LoadResult, runLoad } from "./HttpLoad.ts"
@@ -88,37 +89,11 @@ const rawTransfers = (db: Database, options: { warmupMs: number; durationMs: num
   }))
 
 /**
- * The ledger's own consistency, checked in SQL until the ledger audit (branch `ledger`, `npm run ledger:check`)
- * lands: every entry sums to zero per asset, every account's balances equal the sum of its postings, and each
- * tenant's accounts of an asset sum to zero (WALLET + FEES + NETWORK_FEES + CHAIN = 0, sql/0003_ledger.sql).
- * Answers the problems found (empty: none).
+ * The ledger audit of `npm run ledger:check` (src/ledger/LedgerAudit.ts) on the bench's database, after the load:
+ * answers its report lines when it finds a discrepancy (empty: the ledger is sound).
  */
-// TODO(ledger audit): replace the body with the audit module's call once branch `ledger` is merged.
 export const ledgerAudit = (db: Database): Promise<ReadonlyArray<string>> =>
-  db.run(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const unbalanced = yield* sql<{ entry_id: string; asset_id: string; total: string }>`
-      SELECT p.entry_id, a.asset_id, sum(p.amount)::text AS total
-      FROM ledger_postings p JOIN ledger_accounts a ON a.id = p.account_id
-      GROUP BY p.entry_id, a.asset_id HAVING sum(p.amount) <> 0 LIMIT 5`
-    const drifted = yield* sql<{ id: string }>`
-      SELECT a.id::text AS id FROM ledger_accounts a
-      LEFT JOIN (
-        SELECT account_id,
-          coalesce(sum(amount) FILTER (WHERE bucket = 'AVAILABLE'), 0) AS available,
-          coalesce(sum(amount) FILTER (WHERE bucket = 'FROZEN'), 0) AS frozen
-        FROM ledger_postings GROUP BY account_id
-      ) s ON s.account_id = a.id
-      WHERE a.available <> coalesce(s.available, 0) OR a.frozen <> coalesce(s.frozen, 0) LIMIT 5`
-    const nonZero = yield* sql<{ tenant_id: string; asset_id: string; total: string }>`
-      SELECT tenant_id, asset_id, sum(available + frozen)::text AS total FROM ledger_accounts
-      GROUP BY tenant_id, asset_id HAVING sum(available + frozen) <> 0 LIMIT 5`
-    return [
-      ...unbalanced.map((row) => `entry ${row.entry_id} sums to ${row.total} ${row.asset_id}`),
-      ...drifted.map((row) => `account ${row.id}: balance differs from the sum of its postings`),
-      ...nonZero.map((row) => `tenant ${row.tenant_id}: ${row.asset_id} accounts sum to ${row.total}`)
-    ]
-  }))
+  db.run(Effect.map(auditLedger, (report) => report.ok ? [] : reportLines("bench database", report)))
 
 export const runTransfersPhase = async (options: {
   readonly db: Database
@@ -166,7 +141,7 @@ export const runTransfersPhase = async (options: {
   log(`  raw two-row transfers: ${rate(raw)}/s (${options.connections} at once over a pool of 10 connections)`)
   const problems = await ledgerAudit(options.db)
   if (problems.length > 0) throw new Error(`ledger audit failed:\n  ${problems.join("\n  ")}`)
-  log("  ledger audit: every entry balances, every balance equals its postings, every tenant's asset sums to zero")
+  log("  ledger audit (npm run ledger:check's checks): ledger ok")
   return {
     transfers: many.requestsPerSecond,
     onePayer: onePayer.requestsPerSecond,
