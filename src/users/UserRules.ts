@@ -12,6 +12,8 @@ export const passwordRequiresEmailMessage = "password requires an email"
 export const weakPasswordMessage = "password must be 10-128 chars and contain letters and digits"
 export const nicknameMessage = "nickname must be at most 32 chars"
 export const statusMessage = "status must be ACTIVE or FROZEN"
+/** Spec section 2, "Frozen user effects": a frozen (or closed) payer cannot start withdrawals or transfers. */
+export const userFrozenMessage = "user is frozen"
 
 /** Trimmed `customerRefId` of a create call, or undefined when out of range. */
 export const normalizeCustomerRefId = (value: string): string | undefined => {
