@@ -11,7 +11,8 @@ import {
   WalletLimitReachedWire
 } from "../domain/ApiError.ts"
 import { Uuid } from "../domain/Ids.ts"
-import { ChainFamilyWire, PageLimit, WalletStatus } from "./Common.ts"
+import { storable } from "../domain/StorableText.ts"
+import { ChainFamilyWire, CustomerRefIdParam, PageLimit, WalletStatus } from "./Common.ts"
 import { WalletObject } from "./UsersApi.ts"
 
 export const WalletListItem = Schema.Struct({
@@ -59,11 +60,11 @@ export const WalletAddressItem = Schema.Struct({
 }).annotate({ identifier: "WalletAddressItem" })
 
 /** Field types only; `chainFamily` and lengths are business rules with their own messages (422). */
-export const CreateWalletBody = Schema.Struct({
+export const CreateWalletBody = storable(Schema.Struct({
   customerRefId: Schema.String,
   chainFamily: Schema.String,
   name: Schema.optional(Schema.NullOr(Schema.String))
-})
+}))
 
 const walletParams = { id: Uuid }
 
@@ -85,7 +86,7 @@ export class WalletsApi extends HttpApiGroup.make("wallets")
     }).annotate(OpenApi.Description, "Header `Idempotency-Key` is required (spec section 7)."),
     HttpApiEndpoint.get("list", "/v1/wallets", {
       query: {
-        customerRefId: Schema.optional(Schema.String),
+        customerRefId: Schema.optional(CustomerRefIdParam),
         limit: Schema.optional(PageLimit),
         before: Schema.optional(Uuid)
       },

@@ -6,6 +6,7 @@ import { Schema, SchemaTransformation } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { LimitExceededWire, NotFoundWire, SignerUnavailableWire } from "../domain/ApiError.ts"
 import { Uuid } from "../domain/Ids.ts"
+import { storable } from "../domain/StorableText.ts"
 import { PageLimit } from "./Common.ts"
 
 export const WebhookEndpointStatus = Schema.Literals(["ACTIVE", "DISABLED"])
@@ -38,17 +39,17 @@ export const WebhookDeliveryRecord = Schema.Struct({
 export type WebhookDeliveryRecord = typeof WebhookDeliveryRecord.Type
 
 /** Field types only: URL, event and description rules answer with their own messages (422). */
-export const CreateWebhookBody = Schema.Struct({
+export const CreateWebhookBody = storable(Schema.Struct({
   url: Schema.String,
   events: Schema.optional(Schema.NullOr(Schema.Array(Schema.String))),
   description: Schema.optional(Schema.NullOr(Schema.String))
-})
-export const PatchWebhookBody = Schema.Struct({
+}))
+export const PatchWebhookBody = storable(Schema.Struct({
   url: Schema.optional(Schema.String),
   events: Schema.optional(Schema.NullOr(Schema.Array(Schema.String))),
   description: Schema.optional(Schema.NullOr(Schema.String)),
   active: Schema.optional(Schema.Boolean)
-})
+}))
 
 /** A delivery id as `before`: digits only, a safe integer; anything else is 400 before authentication. */
 export const DeliveryIdParam = Schema.String.check(

@@ -5,6 +5,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { CurrentApiKey } from "../api/SignatureAuth.ts"
 import type { SubmitTransactionBody } from "../api/TransactionsApi.ts"
 import { sha256Hex } from "../client/RequestSigner.ts"
+import { externalTxIdKey } from "../idempotency/ExternalTxIdKey.ts"
 import { checkIdempotencyKey, Idempotency } from "../idempotency/Idempotency.ts"
 import { Transfers } from "../transfers/Transfers.ts"
 import { Withdrawals } from "../withdrawals/Withdrawals.ts"
@@ -12,6 +13,7 @@ import { Api } from "../api/Api.ts"
 import { pageLimitDefault } from "../api/Common.ts"
 import { Catalog } from "../catalog/Catalog.ts"
 import { BadRequest, NotFound } from "../domain/ApiError.ts"
+import { charCount } from "../domain/StorableText.ts"
 import { parseRfc3339, toRfc3339 } from "../domain/Time.ts"
 import { TransferQuotes } from "../transfers/TransferQuotes.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
@@ -65,11 +67,13 @@ export const TransactionsHandlers = HttpApiBuilder.group(Api, "transactions", (h
         Effect.gen(function*() {
           if (payload.source.type !== "WALLET") return yield* new BadRequest({ message: "source.type must be WALLET" })
           const externalTxId = payload.externalTxId
-          if (externalTxId !== undefined && (externalTxId.length < 1 || externalTxId.length > 128)) {
+          if (externalTxId !== undefined && (charCount(externalTxId) < 1 || charCount(externalTxId) > 128)) {
             return yield* new BadRequest({ message: "externalTxId must be 1-128 chars" })
           }
           // Spec 4.4: the Idempotency-Key header is needed only without an externalTxId, and ignored with one.
-          const key = externalTxId ?? (yield* checkIdempotencyKey(headers["idempotency-key"]))
+          const key = externalTxId === undefined
+            ? yield* checkIdempotencyKey(headers["idempotency-key"])
+            : externalTxIdKey(externalTxId)
           const destination = yield* destinationOf(payload.destination)
           if (payload.amountRaw <= 0n) return yield* new BadRequest({ message: "amount must be positive" })
           const request = yield* HttpServerRequest.HttpServerRequest

@@ -11,6 +11,7 @@ import { Catalog } from "../catalog/Catalog.ts"
 import { BadRequest, NotFound, Unauthorized } from "../domain/ApiError.ts"
 import { Entropy } from "../domain/Entropy.ts"
 import { parseRfc3339, toRfc3339 } from "../domain/Time.ts"
+import { checkParameters } from "../http/RequestParameters.ts"
 import { schemaErrorToApiError } from "../http/SchemaErrorsLive.ts"
 import { userObject } from "../http/UsersHandlers.ts"
 import { Signer } from "../signer/Signer.ts"
@@ -36,8 +37,10 @@ export const OpsAuthLive = Layer.effect(
   OpsAuth,
   Effect.gen(function*() {
     const token = Buffer.from(`Bearer ${Redacted.value(yield* OpsToken)}`)
-    return (httpEffect) =>
+    return (httpEffect, { endpoint }) =>
       Effect.gen(function*() {
+        // A path or query value that fails its type is 400 before the token is looked at, as on /v1.
+        yield* checkParameters(endpoint)
         const request = yield* HttpServerRequest.HttpServerRequest
         const given = Buffer.from(request.headers["authorization"] ?? "")
         if (given.length !== token.length || !timingSafeEqual(given, token)) {
