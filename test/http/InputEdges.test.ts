@@ -231,7 +231,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("input edges (spec sect
         assert.isObject(bodyCases[describeRoute(route)], `a body case for ${describeRoute(route)}`)
       }
       assert.isAtLeast(routes.length, 40)
-      assert.includeMembers(routes.find((route) => route.path === "/v1/transactions" && route.method === "GET")!.query, [
+      assert.includeMembers([...routes.find((route) => route.path === "/v1/transactions" && route.method === "GET")!.query], [
         "customerRefId",
         "assetId",
         "limit"
