@@ -1,6 +1,5 @@
 /** Wire pieces shared by several groups: paging, enumerations, path parameters (spec sections 2, 4, 7, 8). */
 import { Schema, SchemaTransformation } from "effect"
-import { charCount } from "../domain/StorableText.ts"
 
 /**
  * A non-negative integer query value, parsed strictly: decimal digits only (no sign, whitespace, exponent, hex or
@@ -21,19 +20,17 @@ export const pageLimitDefault = 50
 export const PageLimit = DecimalIntegerFromString({ minimum: 1, maximum: pageLimitMax })
   .annotate({ description: "page size, 1-200, default 50" })
 
-/** A string of 1 to `maximum` chars (code points), for identifiers whose length the spec bounds. */
-const boundedText = (maximum: number, description: string) =>
-  Schema.String.check(
-    Schema.makeFilter((text: string) => {
-      const length = charCount(text)
-      return (length >= 1 && length <= maximum) || `expected 1-${maximum} chars`
-    })
-  ).annotate({ description })
-
-/** `customerRefId` in a path or query: 1-128 chars (sections 1 and 8); longer cannot name a user, so 400. */
-export const CustomerRefIdParam = boundedText(128, "tenant-defined user id, 1-128 chars, URL-encoded in a path")
-/** `externalTxId` in a path: 1-128 chars (sections 1 and 8). */
-export const ExternalTxIdParam = boundedText(128, "tenant-generated id of a withdrawal or transfer, 1-128 chars, URL-encoded")
+/**
+ * `customerRefId` in a path. Its length rule (1-128 chars) is not a parse failure: spec 4.2 and section 8 answer it
+ * with 422 `customerRefId must be 1-128 chars`, so the handlers check it after authentication.
+ */
+export const CustomerRefIdParam = Schema.String.annotate({
+  description: "tenant-defined user id, 1-128 chars, URL-encoded"
+})
+/** `externalTxId` in a path; like `customerRefId`, its length rule is section 8's 422, checked by the handler. */
+export const ExternalTxIdParam = Schema.String.annotate({
+  description: "tenant-generated id of a withdrawal or transfer, 1-128 chars, URL-encoded"
+})
 
 export const ChainFamilyWire = Schema.Literals(["EVM", "TRON", "BTC", "SOL"])
 export const UserStatus = Schema.Literals(["ACTIVE", "FROZEN", "CLOSED"])

@@ -32,7 +32,7 @@ import { RawAmount } from "../domain/RawAmount.ts"
 import { Uuid } from "../domain/Ids.ts"
 import { TransactionKind, TransactionStatus } from "../transactions/Transaction.ts"
 import { storable } from "../domain/StorableText.ts"
-import { CustomerRefIdParam, ExternalTxIdParam, PageLimit } from "./Common.ts"
+import { ExternalTxIdParam, PageLimit } from "./Common.ts"
 
 export const TransactionParty = Schema.Struct({
   walletId: Schema.NullOr(Schema.String),
@@ -196,7 +196,7 @@ export class TransactionsApi extends HttpApiGroup.make("transactions")
     HttpApiEndpoint.get("list", "/v1/transactions", {
       query: {
         walletId: Schema.optional(Uuid),
-        customerRefId: Schema.optional(CustomerRefIdParam),
+        customerRefId: Schema.optional(Schema.String),
         kind: Schema.optional(Schema.Literals(TransactionKind)),
         status: Schema.optional(Schema.Literals(TransactionStatus)),
         assetId: Schema.optional(Schema.String),

@@ -12,7 +12,7 @@ import {
 } from "../domain/ApiError.ts"
 import { Uuid } from "../domain/Ids.ts"
 import { storable } from "../domain/StorableText.ts"
-import { ChainFamilyWire, CustomerRefIdParam, PageLimit, WalletStatus } from "./Common.ts"
+import { ChainFamilyWire, PageLimit, WalletStatus } from "./Common.ts"
 import { WalletObject } from "./UsersApi.ts"
 
 export const WalletListItem = Schema.Struct({
@@ -86,7 +86,7 @@ export class WalletsApi extends HttpApiGroup.make("wallets")
     }).annotate(OpenApi.Description, "Header `Idempotency-Key` is required (spec section 7)."),
     HttpApiEndpoint.get("list", "/v1/wallets", {
       query: {
-        customerRefId: Schema.optional(CustomerRefIdParam),
+        customerRefId: Schema.optional(Schema.String),
         limit: Schema.optional(PageLimit),
         before: Schema.optional(Uuid)
       },

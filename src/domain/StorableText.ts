@@ -1,7 +1,7 @@
 /**
  * Text the database can hold. PostgreSQL `text` and `jsonb` reject U+0000, and an unpaired UTF-16 surrogate (JSON
  * can carry one as a `\ud800` escape) has no UTF-8 encoding: either would reach SQL and fail there as a 500. Every
- * string a request brings in passes this rule at the edge instead (docs/architecture.md, "Input at the edge").
+ * string a request brings in passes this rule at the edge instead (docs/decisions.md, "Input at the edge").
  */
 import { Schema } from "effect"
 

@@ -25,6 +25,9 @@ const notFound = new NotFound({ message: "transaction not found" })
 /** The idempotency scope's endpoint name of submissions (section 7). */
 const submitEndpoint = "POST /v1/transactions"
 const badTime = new BadRequest({ message: "createdFrom/createdTo must be RFC 3339" })
+/** Sections 1 and 8: an `externalTxId` is 1-128 chars (code points), in a body or a path alike; else 422. */
+const isExternalTxIdLength = (value: string) => charCount(value) >= 1 && charCount(value) <= 128
+const badExternalTxId = new BadRequest({ message: "externalTxId must be 1-128 chars" })
 
 /** An optional RFC 3339 query value; the spec gives the message for both bounds. */
 const optionalTime = (value: string | undefined) =>
@@ -67,9 +70,7 @@ export const TransactionsHandlers = HttpApiBuilder.group(Api, "transactions", (h
         Effect.gen(function*() {
           if (payload.source.type !== "WALLET") return yield* new BadRequest({ message: "source.type must be WALLET" })
           const externalTxId = payload.externalTxId
-          if (externalTxId !== undefined && (charCount(externalTxId) < 1 || charCount(externalTxId) > 128)) {
-            return yield* new BadRequest({ message: "externalTxId must be 1-128 chars" })
-          }
+          if (externalTxId !== undefined && !isExternalTxIdLength(externalTxId)) return yield* badExternalTxId
           // Spec 4.4: the Idempotency-Key header is needed only without an externalTxId, and ignored with one.
           const key = externalTxId === undefined
             ? yield* checkIdempotencyKey(headers["idempotency-key"])
@@ -154,6 +155,7 @@ export const TransactionsHandlers = HttpApiBuilder.group(Api, "transactions", (h
       .handle("byExternalTxId", ({ params }) =>
         Effect.gen(function*() {
           const tenant = yield* currentTenant
+          if (!isExternalTxIdLength(params.externalTxId)) return yield* badExternalTxId
           return yield* found(yield* repository.findByExternalTxId(tenant.id, params.externalTxId))
         }))
   }))

@@ -13,7 +13,7 @@ import { Entropy } from "../domain/Entropy.ts"
 import { parseRfc3339, toRfc3339 } from "../domain/Time.ts"
 import { checkParameters } from "../http/RequestParameters.ts"
 import { schemaErrorToApiError } from "../http/SchemaErrorsLive.ts"
-import { userObject } from "../http/UsersHandlers.ts"
+import { requireCustomerRefId, userObject } from "../http/UsersHandlers.ts"
 import { Signer } from "../signer/Signer.ts"
 import { decodeSettings, encodeSettings, mergeEncodedSettings } from "../tenants/TenantSettings.ts"
 import { type Tenant, Tenants } from "../tenants/Tenants.ts"
@@ -146,14 +146,14 @@ export const OpsUsersHandlers = HttpApiBuilder.group(OpsApi, "users", (handlers)
         Effect.gen(function*() {
           const tenant = yield* existingTenant(tenants, params.tenantId)
           const secret = new Secret({ buffer: (yield* entropy.bytes(20)).buffer as ArrayBuffer })
-          yield* users.setTotpSecret(tenant.id, params.customerRefId, secret.base32)
+          yield* users.setTotpSecret(tenant.id, yield* requireCustomerRefId(params.customerRefId), secret.base32)
           const totp = new TOTP({ issuer: "Coffer", label: params.customerRefId, secret })
           return { secret: secret.base32, otpauthUrl: totp.toString() }
         }))
       .handle("unbindTotp", ({ params }) =>
         Effect.gen(function*() {
           const tenant = yield* existingTenant(tenants, params.tenantId)
-          yield* users.setTotpSecret(tenant.id, params.customerRefId, null)
+          yield* users.setTotpSecret(tenant.id, yield* requireCustomerRefId(params.customerRefId), null)
         }))
       .handle("update", ({ params, payload }) =>
         Effect.gen(function*() {
@@ -167,7 +167,7 @@ export const OpsUsersHandlers = HttpApiBuilder.group(OpsApi, "users", (handlers)
               cooldownUntil = parsed
             }
           }
-          const user = yield* users.operatorUpdate(tenant.id, params.customerRefId, {
+          const user = yield* users.operatorUpdate(tenant.id, yield* requireCustomerRefId(params.customerRefId), {
             cooldownUntil,
             status: payload.status
           })

@@ -271,31 +271,73 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("input edges (spec sect
   it.effect("shared decisions: path values that fail their declared type are 400 before authentication", () =>
     Effect.gen(function*() {
       const wrong: Record<string, ReadonlyArray<string>> = {
-        customerRefId: ["x".repeat(129), "%C3%A9".repeat(129), encodeURIComponent("a".repeat(2000))],
-        externalTxId: ["x".repeat(129), encodeURIComponent("😀".repeat(129))],
-        id: ["not-a-uuid", `${someUuid}0`],
+        id: ["not-a-uuid", `${someUuid}0`, "%20" + someUuid],
         eventId: ["not-a-uuid"],
         tenantId: ["not-a-uuid", "1"]
       }
+      let checked = 0
       for (const route of routes) {
         for (const param of route.params) {
           for (const value of wrong[param] ?? []) {
             const response = yield* unauthenticated(route, pathWith(route, { [param]: value }))
-            assertBadParameter(response, `${describeRoute(route)} ${param} of ${value.length} chars`)
+            assertBadParameter(response, `${describeRoute(route)} ${param}=${value}`)
+            checked++
           }
         }
       }
-      // At the limit the value is well formed: authentication is next (128 code points, 256 UTF-16 units).
-      const byExternalId = routes.find((route) => route.path === "/v1/transactions/external_tx_id/:externalTxId")!
-      for (const value of ["x".repeat(128), encodeURIComponent("😀".repeat(128))]) {
-        assertError(yield* unauthenticated(byExternalId, pathWith(byExternalId, { externalTxId: value })), 401, "UNAUTHORIZED")
+      assert.isAtLeast(checked, 30)
+    }))
+
+  it.effect("sections 4.2 and 8: a customerRefId or externalTxId path value over 128 chars is 422 with the spec's message, never 404", () =>
+    Effect.gen(function*() {
+      const tenant = yield* provisionTenant()
+      const opsUrl = yield* OpsAddress
+      // 129 chars; 129 code points of two bytes; 2000 chars (above what the router once accepted).
+      const tooLong = ["x".repeat(129), "%C3%A9".repeat(129), "a".repeat(2000)]
+      for (const value of tooLong) {
+        for (const [method, target, body] of [
+          ["GET", `/v1/users/${value}`, undefined],
+          ["PATCH", `/v1/users/${value}`, "{}"],
+          ["GET", `/v1/users/${value}/balances`, undefined],
+          ["POST", `/v1/users/${value}/deposit_address`, JSON.stringify({ networkKey: "ETH_SEPOLIA" })]
+        ] as const) {
+          const response = yield* rawRequest({
+            baseUrl: tenant.baseUrl,
+            method,
+            target,
+            tenant,
+            ...(body === undefined ? {} : { body })
+          })
+          assertError(response, 422, "BAD_REQUEST", "customerRefId must be 1-128 chars")
+        }
+        for (const [method, suffix] of [["POST", "/totp"], ["DELETE", "/totp"], ["PATCH", ""]] as const) {
+          const response = yield* rawRequest({
+            baseUrl: opsUrl,
+            method,
+            target: `/ops/tenants/${tenant.tenantId}/users/${value}${suffix}`,
+            headers: { authorization: `Bearer ${testOpsToken}` },
+            ...(method === "PATCH" ? { body: "{}" } : {})
+          })
+          assertError(response, 422, "BAD_REQUEST", "customerRefId must be 1-128 chars")
+        }
       }
-      const getUser = routes.find((route) => route.method === "GET" && route.path === "/v1/users/:customerRefId")!
-      assertError(
-        yield* unauthenticated(getUser, pathWith(getUser, { customerRefId: "%C3%A9".repeat(128) })),
-        401,
-        "UNAUTHORIZED"
-      )
+      for (const value of ["x".repeat(129), encodeURIComponent("😀".repeat(129))]) {
+        const response = yield* rawRequest({
+          baseUrl: tenant.baseUrl,
+          method: "GET",
+          target: `/v1/transactions/external_tx_id/${value}`,
+          tenant
+        })
+        assertError(response, 422, "BAD_REQUEST", "externalTxId must be 1-128 chars")
+      }
+      // At the limit (128 code points, 256 UTF-16 units for the emoji) the value names nothing yet: 404.
+      for (const target of [
+        `/v1/users/${"%C3%A9".repeat(128)}`,
+        `/v1/transactions/external_tx_id/${encodeURIComponent("😀".repeat(128))}`,
+        `/v1/transactions/external_tx_id/${"x".repeat(128)}`
+      ]) {
+        assertError(yield* rawRequest({ baseUrl: tenant.baseUrl, method: "GET", target, tenant }), 404, "NOT_FOUND")
+      }
     }))
 
   it.effect("section 8 / shared decisions: integer query values are decimal digits only, in range; else 400", () =>
