@@ -138,8 +138,8 @@ export class OpsAddress extends Context.Service<OpsAddress, string>()("coffer/Op
 
 /**
  * A `customerRefId` may be 128 characters, up to twelve times that URL-encoded: the router's default cap of 100
- * characters per path parameter would answer such paths 404, and one that is too long for its type is the schema's
- * 400 (spec section 7), not a route miss.
+ * characters per path parameter would answer such paths 404, and one that is too long for its rule gets the rule's
+ * answer (422 `customerRefId must be 1-128 chars`), not a route miss.
  */
 export const routerConfig = { maxParamLength: pathParamLengthMax }
 

@@ -50,7 +50,7 @@ const frameworkChecks = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
   const undecodable = undecodableTargetPart(request.url)
   if (undecodable !== undefined) {
-    return yield* new BadRequestParams({ message: `invalid ${undecodable === "path" ? "path" : "query"} parameter` })
+    return yield* new BadRequestParams({ message: `invalid ${undecodable} parameter` })
   }
   const contentLength = request.headers["content-length"]
   if (contentLength !== undefined && Number(contentLength) > requestBodyHardLimitBytes) {

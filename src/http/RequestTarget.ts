@@ -9,7 +9,7 @@ import { isStorableText } from "../domain/StorableText.ts"
 
 /**
  * Longest path parameter the routers accept, encoded. Node's 16 KiB header limit bounds the request line anyway;
- * below that, a parameter too long for its type is the schema's 400, not the router's 404.
+ * below that, a parameter too long for its rule gets that rule's error, not the router's 404.
  */
 export const pathParamLengthMax = 16 * 1024
 

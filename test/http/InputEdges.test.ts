@@ -4,8 +4,9 @@
  *
  * - a path or query that does not decode, or decodes to NUL (PostgreSQL text cannot hold it): 400 `BAD_REQUEST`
  *   before authentication (section 7, "path or query parameter cannot be parsed");
- * - a path or query value that fails its declared type (over-long `customerRefId`, non-UUID id, a `limit` that is
- *   not strictly decimal digits in range): 400 before authentication (shared decisions);
+ * - a path or query value that fails its declared type (non-UUID id, a `limit` that is not strictly decimal digits
+ *   in range): 400 before authentication (shared decisions);
+ * - a `customerRefId` or `externalTxId` path value over 128 chars: 422 with the spec's message (4.2, section 8);
  * - a body string holding NUL or an unpaired surrogate: 422 `BAD_REQUEST` (section 7, field validation);
  * - a body above 1 MiB: 413 `BAD_REQUEST` however it is framed, before authentication (sections 7 and 8).
  */
