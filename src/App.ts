@@ -22,6 +22,7 @@ import * as Database from "./db/Database.ts"
 import { Entropy } from "./domain/Entropy.ts"
 import { DisabledPaths } from "./http/DisabledPaths.ts"
 import { errorBoundary } from "./http/ErrorBoundary.ts"
+import { pathParamLengthMax } from "./http/RequestTarget.ts"
 import { ReferenceHandlers } from "./http/ReferenceHandlers.ts"
 import { SchemaErrorsLive } from "./http/SchemaErrorsLive.ts"
 import { TransactionsHandlers } from "./http/TransactionsHandlers.ts"
@@ -148,10 +149,11 @@ export class PublicAddress extends Context.Service<PublicAddress, string>()("cof
 export class OpsAddress extends Context.Service<OpsAddress, string>()("coffer/OpsAddress") {}
 
 /**
- * A `customerRefId` may be 128 characters, up to three times that URL-encoded: the router's default cap of 100
- * characters per path parameter would answer such paths 404.
+ * A `customerRefId` may be 128 characters, up to twelve times that URL-encoded: the router's default cap of 100
+ * characters per path parameter would answer such paths 404, and one that is too long for its rule gets the rule's
+ * answer (422 `customerRefId must be 1-128 chars`), not a route miss.
  */
-export const routerConfig = { maxParamLength: 1024 }
+export const routerConfig = { maxParamLength: pathParamLengthMax }
 
 const listener = <I, E, R>(
   routes: Layer.Layer<never, E, R>,

@@ -31,7 +31,8 @@ import {
 import { RawAmount } from "../domain/RawAmount.ts"
 import { Uuid } from "../domain/Ids.ts"
 import { TransactionKind, TransactionStatus } from "../transactions/Transaction.ts"
-import { PageLimit } from "./Common.ts"
+import { storable } from "../domain/StorableText.ts"
+import { ExternalTxIdParam, PageLimit } from "./Common.ts"
 
 export const TransactionParty = Schema.Struct({
   walletId: Schema.NullOr(Schema.String),
@@ -64,12 +65,12 @@ export const TransactionObject = Schema.Struct({
 }).annotate({ identifier: "TransactionObject" })
 export type TransactionObject = typeof TransactionObject.Type
 
-export const EstimateFeeBody = Schema.Struct({
+export const EstimateFeeBody = storable(Schema.Struct({
   assetId: Schema.String,
   sourceWalletId: Uuid,
   amountRaw: RawAmount,
   destination: Schema.String
-})
+}))
 
 export const FeeEstimate = Schema.Struct({
   assetId: Schema.String,
@@ -84,7 +85,7 @@ export const FeeEstimate = Schema.Struct({
 }).annotate({ identifier: "FeeEstimate" })
 
 /** Field types only: the rules (`source.type`, destination forms, lengths) have their own 422 messages. */
-export const SubmitTransactionBody = Schema.Struct({
+export const SubmitTransactionBody = storable(Schema.Struct({
   assetId: Schema.String,
   source: Schema.Struct({ type: Schema.String, id: Schema.String }),
   destination: Schema.Struct({
@@ -97,7 +98,7 @@ export const SubmitTransactionBody = Schema.Struct({
   amountRaw: RawAmount,
   externalTxId: Schema.optional(Schema.String),
   note: Schema.optional(Schema.NullOr(Schema.String))
-})
+}))
 
 /** Spec section 2, "Internal transfer receipt". */
 export const InternalTransferReceipt = Schema.Struct({
@@ -209,7 +210,7 @@ export class TransactionsApi extends HttpApiGroup.make("transactions")
       error: [BadRequestWire]
     }),
     HttpApiEndpoint.get("byExternalTxId", "/v1/transactions/external_tx_id/:externalTxId", {
-      params: { externalTxId: Schema.String },
+      params: { externalTxId: ExternalTxIdParam },
       success: TransactionObject,
       error: [NotFoundWire]
     }),

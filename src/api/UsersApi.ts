@@ -12,7 +12,8 @@ import {
   WalletLimitReachedWire
 } from "../domain/ApiError.ts"
 import { Uuid } from "../domain/Ids.ts"
-import { PageLimit, UserStatus } from "./Common.ts"
+import { storable } from "../domain/StorableText.ts"
+import { CustomerRefIdParam, PageLimit, UserStatus } from "./Common.ts"
 
 export const UserObject = Schema.Struct({
   id: Schema.String,
@@ -56,16 +57,20 @@ export const UserBalances = Schema.Struct({
 }).annotate({ identifier: "UserBalances" })
 
 /** Field types only: the business rules (lengths, email form, password strength) answer with their own messages. */
-export const CreateUserBody = Schema.Struct({
+export const CreateUserBody = storable(Schema.Struct({
   customerRefId: Schema.String,
   email: Schema.optional(Schema.NullOr(Schema.String)),
   password: Schema.optional(Schema.NullOr(Schema.String)),
   nickname: Schema.optional(Schema.NullOr(Schema.String))
-})
-export const PatchUserBody = Schema.Struct({
+}))
+export const PatchUserBody = storable(Schema.Struct({
   email: Schema.optional(Schema.NullOr(Schema.String)),
   status: Schema.optional(Schema.NullOr(Schema.String))
-})
+}))
+export const DepositAddressBody = storable(Schema.Struct({
+  networkKey: Schema.String,
+  email: Schema.optional(Schema.NullOr(Schema.String))
+}))
 
 export const DepositAddressResponse = Schema.Struct({
   customerRefId: Schema.String,
@@ -77,7 +82,7 @@ export const DepositAddressResponse = Schema.Struct({
   status: Schema.Literals(["READY", "PROVISIONING"])
 }).annotate({ identifier: "DepositAddress" })
 
-const customerRefIdParam = { customerRefId: Schema.String }
+const customerRefIdParam = { customerRefId: CustomerRefIdParam }
 
 export class UsersApi extends HttpApiGroup.make("users")
   .add(
@@ -112,7 +117,7 @@ export class UsersApi extends HttpApiGroup.make("users")
     }),
     HttpApiEndpoint.post("depositAddress", "/v1/users/:customerRefId/deposit_address", {
       params: customerRefIdParam,
-      payload: Schema.Struct({ networkKey: Schema.String, email: Schema.optional(Schema.NullOr(Schema.String)) }),
+      payload: DepositAddressBody,
       success: DepositAddressResponse,
       error: [ForbiddenWire, EmailTakenWire, NetworkDisabledWire, RateLimitedWire, WalletLimitReachedWire, SignerUnavailableWire]
     })

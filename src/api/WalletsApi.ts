@@ -11,6 +11,7 @@ import {
   WalletLimitReachedWire
 } from "../domain/ApiError.ts"
 import { Uuid } from "../domain/Ids.ts"
+import { storable } from "../domain/StorableText.ts"
 import { ChainFamilyWire, PageLimit, WalletStatus } from "./Common.ts"
 import { WalletObject } from "./UsersApi.ts"
 
@@ -59,11 +60,11 @@ export const WalletAddressItem = Schema.Struct({
 }).annotate({ identifier: "WalletAddressItem" })
 
 /** Field types only; `chainFamily` and lengths are business rules with their own messages (422). */
-export const CreateWalletBody = Schema.Struct({
+export const CreateWalletBody = storable(Schema.Struct({
   customerRefId: Schema.String,
   chainFamily: Schema.String,
   name: Schema.optional(Schema.NullOr(Schema.String))
-})
+}))
 
 const walletParams = { id: Uuid }
 

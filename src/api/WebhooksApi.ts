@@ -2,11 +2,12 @@
  * Webhook endpoints, deliveries and the verification key (spec 4.5, section 2 "Webhook endpoint object", "Webhook
  * delivery record"). `GET /v1/webhooks/event_types` is the unauthenticated group in WebhookInfoApi.ts.
  */
-import { Schema, SchemaTransformation } from "effect"
+import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { LimitExceededWire, NotFoundWire, SignerUnavailableWire } from "../domain/ApiError.ts"
 import { Uuid } from "../domain/Ids.ts"
-import { PageLimit } from "./Common.ts"
+import { storable } from "../domain/StorableText.ts"
+import { DecimalIntegerFromString, PageLimit } from "./Common.ts"
 
 export const WebhookEndpointStatus = Schema.Literals(["ACTIVE", "DISABLED"])
 export const WebhookDeliveryStatus = Schema.Literals(["PENDING", "DELIVERED", "DEAD"])
@@ -38,25 +39,20 @@ export const WebhookDeliveryRecord = Schema.Struct({
 export type WebhookDeliveryRecord = typeof WebhookDeliveryRecord.Type
 
 /** Field types only: URL, event and description rules answer with their own messages (422). */
-export const CreateWebhookBody = Schema.Struct({
+export const CreateWebhookBody = storable(Schema.Struct({
   url: Schema.String,
   events: Schema.optional(Schema.NullOr(Schema.Array(Schema.String))),
   description: Schema.optional(Schema.NullOr(Schema.String))
-})
-export const PatchWebhookBody = Schema.Struct({
+}))
+export const PatchWebhookBody = storable(Schema.Struct({
   url: Schema.optional(Schema.String),
   events: Schema.optional(Schema.NullOr(Schema.Array(Schema.String))),
   description: Schema.optional(Schema.NullOr(Schema.String)),
   active: Schema.optional(Schema.Boolean)
-})
+}))
 
-/** A delivery id as `before`: digits only, a safe integer; anything else is 400 before authentication. */
-export const DeliveryIdParam = Schema.String.check(
-  Schema.isPattern(/^[1-9][0-9]{0,14}$/, { message: "expected a positive integer" })
-).pipe(Schema.decodeTo(
-  Schema.Number,
-  SchemaTransformation.transform({ decode: (text: string) => Number(text), encode: (value: number) => String(value) })
-))
+/** A delivery id as `before`: decimal digits, a positive integer; anything else is 400 before authentication. */
+export const DeliveryIdParam = DecimalIntegerFromString({ minimum: 1, maximum: 999_999_999_999_999 })
 
 const endpointParams = { id: Uuid }
 

@@ -4,6 +4,7 @@
  */
 import type { KeyObject } from "node:crypto"
 import { verifyEd25519 } from "./Ed25519.ts"
+import { isStorableText } from "../domain/StorableText.ts"
 
 export interface JwtClaims {
   readonly uri: string
@@ -87,5 +88,6 @@ export const claimsMatch = (
   if (!(claims.exp - claims.iat <= jwtLifetimeSecondsMax)) return false
   if (claims.bodyHash.toLowerCase() !== request.bodySha256Hex) return false
   const nonceBytes = Buffer.byteLength(claims.nonce, "utf8")
-  return nonceBytes >= nonceBytesMin && nonceBytes <= nonceBytesMax
+  // The nonce is stored (check 10): one PostgreSQL cannot hold would fail the whole group commit.
+  return nonceBytes >= nonceBytesMin && nonceBytes <= nonceBytesMax && isStorableText(claims.nonce)
 }

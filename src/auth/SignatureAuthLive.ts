@@ -4,13 +4,13 @@
  * (section 7). The exact raw body bytes are read once (HttpServerRequest caches them, so the payload decoder
  * afterwards sees the same bytes) and the raw request target is compared with the `uri` claim.
  */
-import { Clock, Effect, Layer, Schema } from "effect"
-import { HttpRouter, HttpServerRequest } from "effect/http"
-import type { HttpApiEndpoint } from "effect/http-api"
+import { Clock, Effect, Layer } from "effect"
+import { HttpServerRequest } from "effect/http"
 import { createHash } from "node:crypto"
 import { CurrentApiKey, SignatureAuth } from "../api/SignatureAuth.ts"
 import { AppConfig } from "../Config.ts"
-import { BadRequest, BadRequestParams, Forbidden, RateLimited, Unauthorized } from "../domain/ApiError.ts"
+import { BadRequest, Forbidden, RateLimited, Unauthorized } from "../domain/ApiError.ts"
+import { checkParameters } from "../http/RequestParameters.ts"
 import { ApiKeys } from "./ApiKeys.ts"
 import { clientIp, makeIpMatcher } from "./IpAllowList.ts"
 import { verifyEd25519Async } from "./Ed25519.ts"
@@ -22,27 +22,6 @@ import { RateLimiter } from "./RateLimiter.ts"
 export const requestBodyLimitBytes = 256 * 1024
 
 const authenticationRequired = () => new Unauthorized({ message: "authentication required" })
-
-interface ParameterDecoders {
-  readonly params: ((input: unknown) => Effect.Effect<unknown, Schema.SchemaError>) | undefined
-  readonly query: ((input: unknown) => Effect.Effect<unknown, Schema.SchemaError>) | undefined
-}
-const decodersByEndpoint = new WeakMap<HttpApiEndpoint.Top, ParameterDecoders>()
-const parameterDecoders = (endpoint: HttpApiEndpoint.Top): ParameterDecoders => {
-  const cached = decodersByEndpoint.get(endpoint)
-  if (cached !== undefined) return cached
-  // Path and query schemas of this API need no services to decode.
-  const decoders: ParameterDecoders = {
-    params: endpoint.params === undefined
-      ? undefined
-      : Schema.decodeUnknownEffect(endpoint.params as Schema.Codec<unknown, unknown>),
-    query: endpoint.query === undefined
-      ? undefined
-      : Schema.decodeUnknownEffect(Schema.toCodecArrayFromSingle(endpoint.query as Schema.Codec<unknown, unknown>))
-  }
-  decodersByEndpoint.set(endpoint, decoders)
-  return decoders
-}
 
 export const SignatureAuthLive = Layer.effect(
   SignatureAuth,
@@ -59,21 +38,7 @@ export const SignatureAuthLive = Layer.effect(
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
 
-        const decoders = parameterDecoders(endpoint)
-        if (decoders.params !== undefined) {
-          const route = yield* HttpRouter.RouteContext
-          yield* Effect.mapError(
-            decoders.params(route.params),
-            () => new BadRequestParams({ message: "invalid path parameter" })
-          )
-        }
-        if (decoders.query !== undefined) {
-          const query = yield* HttpServerRequest.ParsedSearchParams
-          yield* Effect.mapError(
-            decoders.query(query),
-            () => new BadRequestParams({ message: "invalid query parameter" })
-          )
-        }
+        yield* checkParameters(endpoint)
 
         // 1, 2: the two headers.
         const keyId = request.headers["x-api-key"]

@@ -3,6 +3,10 @@
  * error envelope for everything HttpApi does not answer itself (unknown route 404, wrong method 405, body too large
  * 413, timeouts 408, the database's session limits 503, crashes 500 without internals). Spec sections 1 ("Common
  * conventions"), 7 and 8.
+ *
+ * Two framework checks run here, before routing and so before authentication: a request target that does not
+ * decode into storable text is 400, and a body above 1 MiB is 413 however it is framed (chunked, or a
+ * Content-Length that is too large), because the body is read here, under the cap, before any route sees it.
  */
 import { ByteSize, Cause, Context, Duration, Effect, Result, Schema, type Types } from "effect"
 import { FindMyWay, HttpIncomingMessage, HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -19,6 +23,7 @@ import {
 } from "../domain/ApiError.ts"
 import { isSessionLimitError } from "../db/SessionLimits.ts"
 import { uuidV7 } from "../domain/Ids.ts"
+import { pathParamLengthMax, undecodableTargetPart } from "./RequestTarget.ts"
 import { apiErrorForSchemaError } from "./SchemaErrorsLive.ts"
 import { Entropy } from "../domain/Entropy.ts"
 
@@ -34,6 +39,30 @@ class RequestTimedOut {
   readonly _tag = "RequestTimedOut"
 }
 
+/** A Content-Length above the cap: refused without reading a byte. */
+class DeclaredBodyTooLarge {
+  readonly _tag = "DeclaredBodyTooLarge"
+}
+
+/**
+ * The checks no route may skip. The body is read only when the request declares one; HttpServerRequest caches the
+ * bytes, so the signature check and the payload decoder later read the same bytes again without the socket.
+ */
+const frameworkChecks = Effect.gen(function*() {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  const undecodable = undecodableTargetPart(request.url)
+  if (undecodable !== undefined) {
+    return yield* new BadRequestParams({ message: `invalid ${undecodable} parameter` })
+  }
+  const contentLength = request.headers["content-length"]
+  if (contentLength !== undefined && Number(contentLength) > requestBodyHardLimitBytes) {
+    return yield* Effect.fail(new DeclaredBodyTooLarge())
+  }
+  const declaresBody = (contentLength !== undefined && contentLength !== "0") ||
+    request.headers["transfer-encoding"] !== undefined
+  if (declaresBody) yield* request.arrayBuffer
+})
+
 const methods = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const
 
 /**
@@ -46,7 +75,7 @@ export const makeAllowedMethods = <Id extends string, Groups extends HttpApiGrou
   api: HttpApi.HttpApi<Id, Groups>
 ) => {
   type Accepts = (params: Record<string, string | undefined>) => boolean
-  const knownRoutes = FindMyWay.make<Accepts>({ maxParamLength: 1024 })
+  const knownRoutes = FindMyWay.make<Accepts>({ maxParamLength: pathParamLengthMax })
   HttpApi.reflect(api, {
     onGroup: () => {},
     onEndpoint: ({ endpoint }) => {
@@ -88,6 +117,8 @@ const classify = (cause: Cause.Cause<unknown>, url: string, allowed: (url: strin
     if (error instanceof RequestTimedOut) {
       return { status: 408, cls: ProviderUnavailable, message: "request processing exceeded 30 s" }
     }
+    if (error instanceof DeclaredBodyTooLarge) return { status: 413, cls: BadRequest, message: "body too large" }
+    if (error instanceof BadRequestParams) return { status: BadRequestParams.status, cls: BadRequestParams, message: error.message }
     // A lock wait or statement cut by the database's session limits: busy, not broken; retry (docs/ledger.md).
     if (isSessionLimitError(error)) {
       return { status: 503, cls: ProviderUnavailable, message: "database busy, retry later" }
@@ -158,7 +189,7 @@ export const errorBoundary = <Id extends string, Groups extends HttpApiGroup.Con
           const requestId = supplied !== undefined && supplied.length > 0 && supplied.length <= 200
             ? supplied
             : yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
-          const response = yield* app.pipe(
+          const response = yield* Effect.andThen(frameworkChecks, app).pipe(
             Effect.timeoutOrElse({ duration: timeout, orElse: () => Effect.fail(new RequestTimedOut()) }),
             Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(requestBodyHardLimitBytes)),
             Effect.provideService(CurrentRequestId, requestId),

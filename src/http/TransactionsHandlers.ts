@@ -5,6 +5,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { CurrentApiKey } from "../api/SignatureAuth.ts"
 import type { SubmitTransactionBody } from "../api/TransactionsApi.ts"
 import { sha256Hex } from "../client/RequestSigner.ts"
+import { externalTxIdKey } from "../idempotency/ExternalTxIdKey.ts"
 import { checkIdempotencyKey, Idempotency } from "../idempotency/Idempotency.ts"
 import { type InternalTransferReceipt, Transfers } from "../transfers/Transfers.ts"
 import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
@@ -12,6 +13,7 @@ import { Api } from "../api/Api.ts"
 import { pageLimitDefault } from "../api/Common.ts"
 import { Catalog } from "../catalog/Catalog.ts"
 import { BadRequest, NotFound } from "../domain/ApiError.ts"
+import { charCount } from "../domain/StorableText.ts"
 import { parseRfc3339, toRfc3339 } from "../domain/Time.ts"
 import { TransferQuotes } from "../transfers/TransferQuotes.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
@@ -25,6 +27,9 @@ const submitEndpoint = "POST /v1/transactions"
 /** A submission's stored answer (section 7, rule 3). */
 const render = (receipt: InternalTransferReceipt | OnChainReceipt) => ({ status: 202, body: JSON.stringify(receipt) })
 const badTime = new BadRequest({ message: "createdFrom/createdTo must be RFC 3339" })
+/** Sections 1 and 8: an `externalTxId` is 1-128 chars (code points), in a body or a path alike; else 422. */
+const isExternalTxIdLength = (value: string) => charCount(value) >= 1 && charCount(value) <= 128
+const badExternalTxId = new BadRequest({ message: "externalTxId must be 1-128 chars" })
 
 /** An optional RFC 3339 query value; the spec gives the message for both bounds. */
 const optionalTime = (value: string | undefined) =>
@@ -67,11 +72,11 @@ export const TransactionsHandlers = HttpApiBuilder.group(Api, "transactions", (h
         Effect.gen(function*() {
           if (payload.source.type !== "WALLET") return yield* new BadRequest({ message: "source.type must be WALLET" })
           const externalTxId = payload.externalTxId
-          if (externalTxId !== undefined && (externalTxId.length < 1 || externalTxId.length > 128)) {
-            return yield* new BadRequest({ message: "externalTxId must be 1-128 chars" })
-          }
+          if (externalTxId !== undefined && !isExternalTxIdLength(externalTxId)) return yield* badExternalTxId
           // Spec 4.4: the Idempotency-Key header is needed only without an externalTxId, and ignored with one.
-          const key = externalTxId ?? (yield* checkIdempotencyKey(headers["idempotency-key"]))
+          const key = externalTxId === undefined
+            ? yield* checkIdempotencyKey(headers["idempotency-key"])
+            : externalTxIdKey(externalTxId)
           const destination = yield* destinationOf(payload.destination)
           if (payload.amountRaw <= 0n) return yield* new BadRequest({ message: "amount must be positive" })
           const request = yield* HttpServerRequest.HttpServerRequest
@@ -155,6 +160,7 @@ export const TransactionsHandlers = HttpApiBuilder.group(Api, "transactions", (h
       .handle("byExternalTxId", ({ params }) =>
         Effect.gen(function*() {
           const tenant = yield* currentTenant
+          if (!isExternalTxIdLength(params.externalTxId)) return yield* badExternalTxId
           return yield* found(yield* repository.findByExternalTxId(tenant.id, params.externalTxId))
         }))
   }))

@@ -4,8 +4,10 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { pageLimitDefault } from "../api/Common.ts"
 import type { UserObject } from "../api/UsersApi.ts"
+import { BadRequest } from "../domain/ApiError.ts"
 import { toRfc3339 } from "../domain/Time.ts"
 import { Ledger } from "../ledger/Ledger.ts"
+import { customerRefIdMessage, isCustomerRefIdLength } from "../users/UserRules.ts"
 import { type User, Users } from "../users/Users.ts"
 import { WalletRepository } from "../wallets/WalletRepository.ts"
 import { Wallets } from "../wallets/Wallets.ts"
@@ -24,6 +26,15 @@ export const userObject = (user: User): UserObject => ({
   status: user.status,
   cooldownUntil: user.cooldownUntil === null ? null : toRfc3339(user.cooldownUntil)
 })
+
+/**
+ * A `customerRefId` naming a user in a path: spec sections 4.2 and 8 give its length rule a 422 with their message
+ * (not a 400 parse failure: the value parses, it is just too long to name anyone).
+ */
+export const requireCustomerRefId = (customerRefId: string): Effect.Effect<string, BadRequest> =>
+  isCustomerRefIdLength(customerRefId)
+    ? Effect.succeed(customerRefId)
+    : Effect.fail(new BadRequest({ message: customerRefIdMessage }))
 
 export const UsersHandlers = HttpApiBuilder.group(Api, "users", (handlers) =>
   Effect.gen(function*() {
@@ -59,19 +70,19 @@ export const UsersHandlers = HttpApiBuilder.group(Api, "users", (handlers) =>
       .handle("get", ({ params }) =>
         Effect.gen(function*() {
           const tenant = yield* currentTenant
-          const user = yield* users.get(tenant.id, params.customerRefId)
+          const user = yield* users.get(tenant.id, yield* requireCustomerRefId(params.customerRefId))
           const userWallets = yield* walletRepository.listByUser(tenant.id, user.id)
           return { user: userObject(user), wallets: userWallets.map(walletObject) }
         }))
       .handle("update", ({ params, payload }) =>
         Effect.gen(function*() {
           const tenant = yield* currentTenant
-          return userObject(yield* users.update(tenant.id, params.customerRefId, payload))
+          return userObject(yield* users.update(tenant.id, yield* requireCustomerRefId(params.customerRefId), payload))
         }))
       .handle("balances", ({ params }) =>
         Effect.gen(function*() {
           const tenant = yield* currentTenant
-          const user = yield* users.get(tenant.id, params.customerRefId)
+          const user = yield* users.get(tenant.id, yield* requireCustomerRefId(params.customerRefId))
           const balances = yield* ledger.userBalances(user.id)
           return {
             customerRefId: user.customerRefId,

@@ -6,6 +6,8 @@ import { TransactionObject } from "../api/TransactionsApi.ts"
 import { UserObject, WalletObject } from "../api/UsersApi.ts"
 import { Uuid } from "../domain/Ids.ts"
 import { RawAmount } from "../domain/RawAmount.ts"
+import { storable } from "../domain/StorableText.ts"
+import { CustomerRefIdParam } from "../api/Common.ts"
 import {
   AssetNotSupportedWire,
   BadRequestParamsWire,
@@ -17,7 +19,8 @@ import {
 } from "../domain/ApiError.ts"
 
 export class OpsAuth extends HttpApiMiddleware.Service<OpsAuth>()("coffer/OpsAuth", {
-  error: [UnauthorizedWire]
+  // 400 first: path and query values are decoded before the token is checked (as on /v1, spec section 7).
+  error: [BadRequestParamsWire, UnauthorizedWire]
 }) {}
 
 export class OpsSchemaErrors extends HttpApiMiddleware.Service<OpsSchemaErrors>()("coffer/OpsSchemaErrors", {
@@ -57,12 +60,12 @@ export const HealthObject = Schema.Struct({
 
 /** A tenant id that is not a UUID cannot name a tenant: a path parse failure, 400 (as on /v1, spec section 7). */
 const tenantParams = { tenantId: Uuid }
-const userParams = { tenantId: Uuid, customerRefId: Schema.String }
+const userParams = { tenantId: Uuid, customerRefId: CustomerRefIdParam }
 
 export class OpsTenantsApi extends HttpApiGroup.make("tenants")
   .add(
     HttpApiEndpoint.post("create", "/ops/tenants", {
-      payload: Schema.Struct({ name: Schema.String, networks: Schema.optional(Schema.Array(Schema.String)) }),
+      payload: storable(Schema.Struct({ name: Schema.String, networks: Schema.optional(Schema.Array(Schema.String)) })),
       success: TenantObject.pipe(HttpApiSchema.status(201)),
       error: [BadRequestWire]
     }),
@@ -73,23 +76,23 @@ export class OpsTenantsApi extends HttpApiGroup.make("tenants")
     }),
     HttpApiEndpoint.patch("update", "/ops/tenants/:tenantId", {
       params: tenantParams,
-      payload: Schema.Struct({
+      payload: storable(Schema.Struct({
         status: Schema.optional(Schema.Literals(["ACTIVE", "SUSPENDED"])),
         subscriptionExpiresAt: Schema.optional(Schema.NullOr(Schema.String)),
         networks: Schema.optional(Schema.Array(Schema.String)),
         settings: Schema.optional(Schema.Record(Schema.String, Schema.Unknown))
-      }),
+      })),
       success: TenantObject,
       error: [NotFoundWire, BadRequestWire]
     }),
     HttpApiEndpoint.post("createApiKey", "/ops/tenants/:tenantId/api-keys", {
       params: tenantParams,
-      payload: Schema.Struct({
+      payload: storable(Schema.Struct({
         name: Schema.String,
         publicKey: Schema.String,
         allowedIps: Schema.optional(Schema.Array(Schema.String)),
         rateLimitPerSecond: Schema.optional(Schema.Number)
-      }),
+      })),
       success: ApiKeyObject.pipe(HttpApiSchema.status(201)),
       error: [NotFoundWire, BadRequestWire]
     }),
@@ -116,10 +119,10 @@ export class OpsUsersApi extends HttpApiGroup.make("users")
     }),
     HttpApiEndpoint.patch("update", "/ops/tenants/:tenantId/users/:customerRefId", {
       params: userParams,
-      payload: Schema.Struct({
+      payload: storable(Schema.Struct({
         cooldownUntil: Schema.optional(Schema.NullOr(Schema.String)),
         status: Schema.optional(Schema.Literals(["ACTIVE", "FROZEN", "CLOSED"]))
-      }),
+      })),
       success: UserObject,
       error: [NotFoundWire, BadRequestWire, InvalidStateWire]
     })
@@ -158,12 +161,12 @@ export class OpsDevnetApi extends HttpApiGroup.make("devnet")
   .add(
     HttpApiEndpoint.post("transfer", "/ops/devnet/:networkKey/transfers", {
       params: devnetParams,
-      payload: Schema.Struct({
+      payload: storable(Schema.Struct({
         to: Schema.String,
         assetId: Schema.String,
         amountRaw: RawAmount,
         from: Schema.optional(Schema.String)
-      }),
+      })),
       success: Schema.Struct({ txHash: Schema.String }),
       error: [NotFoundWire, BadRequestWire, InvalidAddressWire, AssetNotSupportedWire]
     }),
@@ -181,11 +184,11 @@ export class OpsDevnetApi extends HttpApiGroup.make("devnet")
     }),
     HttpApiEndpoint.patch("configure", "/ops/devnet/:networkKey", {
       params: devnetParams,
-      payload: Schema.Struct({
+      payload: storable(Schema.Struct({
         broadcastFails: Schema.optional(Schema.Boolean),
         networkFeeRaw: Schema.optional(RawAmount),
         hotWalletBalance: Schema.optional(Schema.Record(Schema.String, RawAmount))
-      }),
+      })),
       success: DevnetState,
       error: [NotFoundWire, AssetNotSupportedWire]
     }),

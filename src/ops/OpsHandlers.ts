@@ -11,8 +11,9 @@ import { Catalog } from "../catalog/Catalog.ts"
 import { BadRequest, NotFound, Unauthorized } from "../domain/ApiError.ts"
 import { Entropy } from "../domain/Entropy.ts"
 import { parseRfc3339, toRfc3339 } from "../domain/Time.ts"
+import { checkParameters } from "../http/RequestParameters.ts"
 import { schemaErrorToApiError } from "../http/SchemaErrorsLive.ts"
-import { userObject } from "../http/UsersHandlers.ts"
+import { requireCustomerRefId, userObject } from "../http/UsersHandlers.ts"
 import { Signer } from "../signer/Signer.ts"
 import { decodeSettings, encodeSettings, mergeEncodedSettings } from "../tenants/TenantSettings.ts"
 import { type Tenant, Tenants } from "../tenants/Tenants.ts"
@@ -36,8 +37,10 @@ export const OpsAuthLive = Layer.effect(
   OpsAuth,
   Effect.gen(function*() {
     const token = Buffer.from(`Bearer ${Redacted.value(yield* OpsToken)}`)
-    return (httpEffect) =>
+    return (httpEffect, { endpoint }) =>
       Effect.gen(function*() {
+        // A path or query value that fails its type is 400 before the token is looked at, as on /v1.
+        yield* checkParameters(endpoint)
         const request = yield* HttpServerRequest.HttpServerRequest
         const given = Buffer.from(request.headers["authorization"] ?? "")
         if (given.length !== token.length || !timingSafeEqual(given, token)) {
@@ -143,14 +146,14 @@ export const OpsUsersHandlers = HttpApiBuilder.group(OpsApi, "users", (handlers)
         Effect.gen(function*() {
           const tenant = yield* existingTenant(tenants, params.tenantId)
           const secret = new Secret({ buffer: (yield* entropy.bytes(20)).buffer as ArrayBuffer })
-          yield* users.setTotpSecret(tenant.id, params.customerRefId, secret.base32)
+          yield* users.setTotpSecret(tenant.id, yield* requireCustomerRefId(params.customerRefId), secret.base32)
           const totp = new TOTP({ issuer: "Coffer", label: params.customerRefId, secret })
           return { secret: secret.base32, otpauthUrl: totp.toString() }
         }))
       .handle("unbindTotp", ({ params }) =>
         Effect.gen(function*() {
           const tenant = yield* existingTenant(tenants, params.tenantId)
-          yield* users.setTotpSecret(tenant.id, params.customerRefId, null)
+          yield* users.setTotpSecret(tenant.id, yield* requireCustomerRefId(params.customerRefId), null)
         }))
       .handle("update", ({ params, payload }) =>
         Effect.gen(function*() {
@@ -164,7 +167,7 @@ export const OpsUsersHandlers = HttpApiBuilder.group(OpsApi, "users", (handlers)
               cooldownUntil = parsed
             }
           }
-          const user = yield* users.operatorUpdate(tenant.id, params.customerRefId, {
+          const user = yield* users.operatorUpdate(tenant.id, yield* requireCustomerRefId(params.customerRefId), {
             cooldownUntil,
             status: payload.status
           })

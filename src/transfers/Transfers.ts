@@ -37,6 +37,7 @@ import type { Transaction } from "../transactions/Transaction.ts"
 import { recordStatusUpdated, recordTransactionCreated } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 import { TwoFactor, type TwoFactorError } from "../users/TwoFactor.ts"
+import { userFrozenMessage } from "../users/UserRules.ts"
 import { type Wallet, WalletRepository } from "../wallets/WalletRepository.ts"
 import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
 import { holdDailyLimit } from "./DailyLimit.ts"
@@ -175,7 +176,7 @@ export class Transfers extends Context.Service<Transfers, {
           : undefined
         if (payer === undefined) return yield* new NotFound({ message: "wallet not found" })
         if ((yield* userStatus(payer.userId)) !== "ACTIVE") {
-          return yield* new Forbidden({ message: "the paying user is frozen" })
+          return yield* new Forbidden({ message: userFrozenMessage })
         }
         yield* twoFactor.verify(payer.userId, tenant.settings.apiRequireUser2fa === true, request.twoFactorCode)
         if (payer.status !== "ACTIVE") return yield* new WalletNotActive({ message: "the paying wallet is not active" })

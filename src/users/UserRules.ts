@@ -1,4 +1,5 @@
 /** The input rules for users (spec 4.2 and section 8), each stated once with the message the spec quotes. */
+import { charCount } from "../domain/StorableText.ts"
 
 export const customerRefIdLengthMax = 128
 export const nicknameLengthMax = 32
@@ -12,11 +13,19 @@ export const passwordRequiresEmailMessage = "password requires an email"
 export const weakPasswordMessage = "password must be 10-128 chars and contain letters and digits"
 export const nicknameMessage = "nickname must be at most 32 chars"
 export const statusMessage = "status must be ACTIVE or FROZEN"
+/** Spec section 2, "Frozen user effects": a frozen (or closed) payer cannot start withdrawals or transfers. */
+export const userFrozenMessage = "user is frozen"
+
+/** "1-128 chars" (sections 1 and 8), chars being code points as PostgreSQL's `char_length` counts them. */
+export const isCustomerRefIdLength = (value: string): boolean => {
+  const length = charCount(value)
+  return length >= 1 && length <= customerRefIdLengthMax
+}
 
 /** Trimmed `customerRefId` of a create call, or undefined when out of range. */
 export const normalizeCustomerRefId = (value: string): string | undefined => {
   const trimmed = value.trim()
-  return trimmed.length >= 1 && trimmed.length <= customerRefIdLengthMax ? trimmed : undefined
+  return isCustomerRefIdLength(trimmed) ? trimmed : undefined
 }
 
 /** One `@`, a dotted domain, no spaces: what a tenant's engineer would call an email; lower-cased. */
@@ -35,5 +44,5 @@ export const isStrongPassword = (value: string): boolean =>
 export const normalizeNickname = (value: string): string | null | undefined => {
   const trimmed = value.trim()
   if (trimmed.length === 0) return null
-  return trimmed.length <= nicknameLengthMax ? trimmed : undefined
+  return charCount(trimmed) <= nicknameLengthMax ? trimmed : undefined
 }

@@ -6,6 +6,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { uuidV7 } from "../../src/domain/Ids.ts"
+import { fund } from "../support/Funds.ts"
 import { makeTestAppLayer, provisionTenant, rawRequest, type TestTenant } from "../support/TestApp.ts"
 
 const get = (tenant: TestTenant, target: string) => rawRequest({ baseUrl: tenant.baseUrl, method: "GET", target, tenant })
@@ -118,6 +119,74 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("transactions read side
         assert.strictEqual(hidden.status, 404)
         assert.strictEqual(hidden.json.error.code, "NOT_FOUND")
         assert.strictEqual(hidden.json.error.message, "transaction not found")
+      }))
+
+    it.effect("any 1-128 char externalTxId the spec allows works end to end: submit, replay, lookup URL-encoded", () =>
+      Effect.gen(function*() {
+        const tenant = yield* provisionTenant()
+        const payer = yield* walletFor(tenant, "ext-payer")
+        const payee = yield* walletFor(tenant, "ext-payee")
+        yield* fund(tenant, payer.walletId, "ETH_SEPOLIA_ETH", 10n ** 18n)
+        // Spec sections 1 and 8: "1-128 chars", nothing more. Chars are code points: 128 emoji are 256 UTF-16 units.
+        const ids = [
+          "order/42",
+          "100%",
+          "%00",
+          "%2F",
+          "with spaces and tabs\t",
+          " leading and trailing ",
+          "a?b#c&d=e+f",
+          "заказ-№7",
+          "😀".repeat(128),
+          "x".repeat(128),
+          "Idempotency:style_key.1-2",
+          "\\back\\slash\"quote'"
+        ]
+        for (const externalTxId of ids) {
+          const body = {
+            assetId: "ETH_SEPOLIA_ETH",
+            source: { type: "WALLET", id: payer.walletId },
+            destination: { type: "WALLET", id: payee.walletId },
+            amountRaw: "1",
+            externalTxId,
+            note: `note for ${externalTxId}`
+          }
+          const first = yield* post(tenant, "/v1/transactions", body)
+          assert.strictEqual(first.status, 202, `${JSON.stringify(externalTxId)}: ${first.text}`)
+          const replay = yield* post(tenant, "/v1/transactions", body)
+          assert.strictEqual(replay.status, 202, replay.text)
+          assert.strictEqual(replay.text, first.text, "section 7 rule 3: the replay is the first answer")
+          const found = yield* get(tenant, `/v1/transactions/external_tx_id/${encodeURIComponent(externalTxId)}`)
+          assert.strictEqual(found.status, 200, `${JSON.stringify(externalTxId)}: ${found.text}`)
+          assert.strictEqual(found.json.id, first.json.transactionId)
+          assert.strictEqual(found.json.externalTxId, externalTxId)
+          // Rule 8: the same id with another body is a conflict, not a second transfer.
+          const reused = yield* post(tenant, "/v1/transactions", { ...body, amountRaw: "2" })
+          assert.strictEqual(reused.status, 409, reused.text)
+          assert.strictEqual(reused.json.error.code, "IDEMPOTENCY_CONFLICT")
+        }
+        // Ids differing only where a naive encoding would merge them stay distinct transactions.
+        const distinct = new Set<string>()
+        for (const externalTxId of ids) {
+          distinct.add((yield* get(tenant, `/v1/transactions/external_tx_id/${encodeURIComponent(externalTxId)}`)).json.id)
+        }
+        assert.strictEqual(distinct.size, ids.length)
+        const balances = yield* get(tenant, `/v1/wallets/${payee.walletId}/assets`)
+        const eth = (balances.json as Array<{ assetId: string; available: string }>).find((item) => item.assetId === "ETH_SEPOLIA_ETH")
+        assert.strictEqual(eth?.available, String(ids.length), "one transfer per id, none twice")
+
+        for (const externalTxId of ["", "x".repeat(129), "😀".repeat(129)]) {
+          const refused = yield* post(tenant, "/v1/transactions", {
+            assetId: "ETH_SEPOLIA_ETH",
+            source: { type: "WALLET", id: payer.walletId },
+            destination: { type: "WALLET", id: payee.walletId },
+            amountRaw: "1",
+            externalTxId
+          })
+          assert.strictEqual(refused.status, 422, refused.text)
+          assert.strictEqual(refused.json.error.code, "BAD_REQUEST")
+          assert.strictEqual(refused.json.error.message, "externalTxId must be 1-128 chars")
+        }
       }))
 
     it.effect("by externalTxId (URL-encoded), scoped to the tenant; a pending deposit has no fee or net amount yet", () =>

@@ -275,7 +275,8 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("internal transfers (sp
         yield* settings(tenant, { limits: null })
         const frozen = yield* call(tenant, "PATCH", "/v1/users/jack", { status: "FROZEN" })
         assert.strictEqual(frozen.status, 200, frozen.text)
-        expectError(yield* submit(tenant, base, fresh()), 403, "FORBIDDEN")
+        // Spec section 2, "Frozen user effects": the message is the spec's.
+        expectError(yield* submit(tenant, base, fresh()), 403, "FORBIDDEN", "user is frozen")
         yield* call(tenant, "PATCH", "/v1/users/jack", { status: "ACTIVE" })
         yield* call(tenant, "PATCH", "/v1/users/kate", { status: "FROZEN" })
         expectError(yield* submit(tenant, { ...base, destination: { type: "END_USER", customerRefId: "kate" } }, fresh()), 404, "RECIPIENT_NOT_FOUND")
