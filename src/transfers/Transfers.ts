@@ -41,6 +41,7 @@ import { userFrozenMessage } from "../users/UserRules.ts"
 import { type Wallet, WalletRepository } from "../wallets/WalletRepository.ts"
 import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
 import { holdDailyLimit } from "./DailyLimit.ts"
+import { holdPayer } from "./PayerHold.ts"
 import { type QuoteError, TransferQuotes } from "./TransferQuotes.ts"
 
 export type Destination =
@@ -268,6 +269,7 @@ export class Transfers extends Context.Service<Transfers, {
               nowMillis
             }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           }
+          yield* holdPayer(payer.id).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           yield* sql`INSERT INTO transactions ${
             sql.insert({
               id,

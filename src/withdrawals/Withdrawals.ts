@@ -11,13 +11,21 @@ import { Sharding } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import type { CatalogAsset } from "../catalog/Catalog.ts"
 import { Catalog } from "../catalog/Catalog.ts"
-import { type InsufficientBalance, InvalidState, type LimitExceeded, NotFound } from "../domain/ApiError.ts"
+import {
+  type Forbidden,
+  type InsufficientBalance,
+  InvalidState,
+  type LimitExceeded,
+  NotFound,
+  type WalletNotActive
+} from "../domain/ApiError.ts"
 import { Entropy } from "../domain/Entropy.ts"
 import { uuidV7 } from "../domain/Ids.ts"
 import { requestProcessing } from "../entities/WithdrawalEntity.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
 import { holdDailyLimit } from "../transfers/DailyLimit.ts"
+import { holdPayer } from "../transfers/PayerHold.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { recordTransactionCreated } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
@@ -80,7 +88,9 @@ const cancellable = new Set(["SUBMITTED", "PENDING_AUTHORIZATION", "QUEUED"])
 const operatorRejectable = new Set(["SUBMITTED", "PENDING_AUTHORIZATION", "QUEUED"])
 
 export class Withdrawals extends Context.Service<Withdrawals, {
-  readonly submit: (submission: WithdrawalSubmission) => Effect.Effect<OnChainReceipt, InsufficientBalance | LimitExceeded>
+  readonly submit: (
+    submission: WithdrawalSubmission
+  ) => Effect.Effect<OnChainReceipt, InsufficientBalance | LimitExceeded | Forbidden | NotFound | WalletNotActive>
   readonly cancel: (tenantId: string, transactionId: string) => Effect.Effect<OnChainReceipt, NotFound | InvalidState>
   readonly decide: (
     tenantId: string,
@@ -137,6 +147,7 @@ export class Withdrawals extends Context.Service<Withdrawals, {
               nowMillis
             }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           }
+          yield* holdPayer(payer.id).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           yield* sql`INSERT INTO transactions ${
             sql.insert({
               id,

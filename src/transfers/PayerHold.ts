@@ -1,0 +1,29 @@
+/**
+ * The payer's standing, checked again inside the transaction that moves its funds. The handlers check the user and
+ * wallet status first (spec 4.4, the ordered checks), but an operator freeze (PATCH /ops/tenants/{id}/wallets/{id},
+ * a user freeze) may commit between that read and the movement. Here the wallet and user rows are read `FOR SHARE`:
+ * a freeze's UPDATE and a movement then serialize, so a movement either commits before the freeze or sees it and
+ * fails with the same error the early check gives (operator-interface.md, "Switches": a `FROZEN` wallet cannot send).
+ */
+import { Effect } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import { Forbidden, NotFound, WalletNotActive } from "../domain/ApiError.ts"
+import { userFrozenMessage } from "../users/UserRules.ts"
+
+export const payerNotActiveMessage = "the paying wallet is not active"
+
+/** Call inside the moving transaction, after the daily limit's hold (lock order, docs/ledger.md). */
+export const holdPayer = (
+  walletId: string
+): Effect.Effect<void, Forbidden | NotFound | WalletNotActive | SqlError.SqlError, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const [row] = yield* sql<{ wallet_status: string; user_status: string }>`
+      SELECT w.status AS wallet_status, u.status AS user_status
+      FROM wallets w JOIN users u ON u.id = w.user_id
+      WHERE w.id = ${walletId}
+      FOR SHARE OF w, u`
+    if (row === undefined) return yield* new NotFound({ message: "wallet not found" })
+    if (row.user_status !== "ACTIVE") return yield* new Forbidden({ message: userFrozenMessage })
+    if (row.wallet_status !== "ACTIVE") return yield* new WalletNotActive({ message: payerNotActiveMessage })
+  })
