@@ -258,7 +258,7 @@ export class OpsSwitchesApi extends HttpApiGroup.make("switches")
     HttpApiEndpoint.patch("wallet", "/ops/tenants/:tenantId/wallets/:walletId", {
       params: { tenantId: Uuid, walletId: Uuid },
       // A string rather than literals, so CLOSED and PROVISIONING get a message that says what may be set.
-      payload: Schema.Struct({ status: Schema.String }),
+      payload: storable(Schema.Struct({ status: Schema.String })),
       success: WalletObject,
       error: [NotFoundWire, BadRequestWire, InvalidStateWire]
     })
