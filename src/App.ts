@@ -7,7 +7,7 @@
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Context, Effect, Layer } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
-import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
+import { HttpApiBuilder } from "effect/http-api"
 import { createServer } from "node:http"
 import { Api } from "./api/Api.ts"
 import { ApiKeyRegistry } from "./auth/ApiKeyRegistry.ts"
@@ -18,12 +18,12 @@ import { SignatureAuthLive } from "./auth/SignatureAuthLive.ts"
 import { Catalog } from "./catalog/Catalog.ts"
 import { Switches } from "./catalog/Switches.ts"
 import { AppConfig } from "./Config.ts"
-import * as Database from "./db/Database.ts"
 import { Entropy } from "./domain/Entropy.ts"
 import { DisabledPaths } from "./http/DisabledPaths.ts"
 import { errorBoundary } from "./http/ErrorBoundary.ts"
 import { pathParamLengthMax } from "./http/RequestTarget.ts"
 import { ReferenceHandlers } from "./http/ReferenceHandlers.ts"
+import { referencePage } from "./http/ReferencePage.ts"
 import { SchemaErrorsLive } from "./http/SchemaErrorsLive.ts"
 import { TransactionsHandlers } from "./http/TransactionsHandlers.ts"
 import { UsersHandlers } from "./http/UsersHandlers.ts"
@@ -68,6 +68,7 @@ import {
 } from "./ops/OpsHandlers.ts"
 import { OpsToken } from "./ops/OpsToken.ts"
 import { Signer } from "./signer/Signer.ts"
+import { StorageLayer } from "./StorageLayer.ts"
 import { Tenants } from "./tenants/Tenants.ts"
 import { Users } from "./users/Users.ts"
 import { WebhooksLayer } from "./webhooks/WebhooksLayer.ts"
@@ -114,7 +115,7 @@ export const DomainLayer = Layer.mergeAll(
 /** Routes of the public listener: /v1, OpenAPI, the reference page, the disabled portal paths. */
 export const PublicRoutes = Layer.mergeAll(
   HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }),
-  HttpApiScalar.layer(Api, { path: "/docs" }),
+  referencePage(Api),
   DisabledPaths,
   errorBoundary(Api)
 ).pipe(
@@ -183,10 +184,11 @@ export const ServiceLayer = Listeners.pipe(
   Layer.provideMerge(DomainLayer)
 )
 
-/** The whole service on its configured (or embedded) database. */
-export const AppLayer = ServiceLayer.pipe(
+/** The whole service over configuration and storage (StorageLayer.ts), which main.ts starts first. */
+export const ServiceOnStorage = ServiceLayer.pipe(
   Layer.provideMerge(Signer.layerConfig),
-  Layer.provideMerge(Entropy.layer),
-  Layer.provideMerge(Database.layer),
-  Layer.provideMerge(AppConfig.layerConfig)
+  Layer.provideMerge(Entropy.layer)
 )
+
+/** The whole service on its configured (or embedded) database. */
+export const AppLayer = ServiceOnStorage.pipe(Layer.provideMerge(StorageLayer))

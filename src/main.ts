@@ -10,6 +10,10 @@
  *   promise after a crash depends on.
  * Modules come from their own paths (`@effect/platform-node/NodeRuntime`, not the package index, which loads every
  * Node adapter): measured 0.2 s less of a restart's 2 s.
+ *
+ * Storage starts first and the rest of the service (App.ts, about 1 s of module loading) is imported once the
+ * embedded postmaster is spawned: loading blocks the event loop, but PostgreSQL's crash recovery runs in its own
+ * process meanwhile. Measured on 2 cores: 0.5 s of a restart's 2.8 s overlapped.
  */
 import { enableCompileCache } from "node:module"
 
@@ -17,7 +21,21 @@ process.env.UV_THREADPOOL_SIZE ??= "1"
 enableCompileCache()
 
 const NodeRuntime = await import("@effect/platform-node/NodeRuntime")
-const { Layer } = await import("effect")
-const { AppLayer } = await import("./App.ts")
+const { Deferred, Effect, Fiber, Layer } = await import("effect")
+const { StorageUnderway } = await import("./db/Database.ts")
+const { StorageLayer } = await import("./StorageLayer.ts")
 
-Layer.launch(AppLayer).pipe(NodeRuntime.runMain)
+const main = Effect.gen(function*() {
+  const underway = yield* Deferred.make<void>()
+  const storage = yield* Layer.build(StorageLayer).pipe(
+    Effect.provideService(StorageUnderway, () => Deferred.doneUnsafe(underway, Effect.void)),
+    Effect.forkScoped
+  )
+  // A storage failure before the spawn ends the wait too (and the start, at the join).
+  yield* Effect.raceFirst(Deferred.await(underway), Fiber.await(storage))
+  const { ServiceOnStorage } = yield* Effect.promise(() => import("./App.ts"))
+  const context = yield* Fiber.join(storage)
+  return yield* Layer.launch(ServiceOnStorage.pipe(Layer.provide(Layer.succeedContext(context))))
+}).pipe(Effect.scoped)
+
+main.pipe(NodeRuntime.runMain)

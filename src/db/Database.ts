@@ -6,7 +6,7 @@
  * service that answers 500 to everything.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Data, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Data, Effect, Layer, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { AppConfig } from "../Config.ts"
 import * as EmbeddedPostgres from "./postgres/EmbeddedPostgres.ts"
@@ -33,6 +33,14 @@ const describeCause = (error: unknown): string => {
   }
   return messages.length === 0 ? String(error) : messages.join(": ")
 }
+
+/**
+ * Called once bringing storage up no longer needs this process's event loop for a while: the embedded postmaster
+ * has been spawned (its crash recovery runs on its own), or there is nothing to spawn (DATABASE_URL). main.ts loads
+ * the rest of the service's modules then, so that loading and PostgreSQL's start overlap: the two are most of a
+ * restart's readiness promise (README).
+ */
+export const StorageUnderway = Context.Reference<() => void>("coffer/StorageUnderway", { defaultValue: () => () => {} })
 
 /** Where a URL points, without its credentials. */
 const describeUrl = (url: Redacted.Redacted<string>): string => {
@@ -79,7 +87,8 @@ export const layerEmbedded = (
   dataDir: string
 ): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, DatabaseStartupError> =>
   PgClient.layerFrom(Effect.gen(function*() {
-    const server = yield* EmbeddedPostgres.start(dataDir).pipe(
+    const onSpawned = yield* StorageUnderway
+    const server = yield* EmbeddedPostgres.start(dataDir, { onSpawned }).pipe(
       Effect.mapError((error) => new DatabaseStartupError({ message: error.message, cause: error }))
     )
     yield* Effect.logInfo(`embedded PostgreSQL ready on 127.0.0.1:${server.port} (pid ${server.pid}, ${dataDir}/pg)`)
@@ -102,8 +111,10 @@ export const layerEmbedded = (
 export const layer: Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, DatabaseStartupError, AppConfig> = Layer
   .unwrap(Effect.gen(function*() {
     const config = yield* AppConfig
-    return Option.match(config.databaseUrl, {
-      onSome: layerFromUrl,
-      onNone: () => layerEmbedded(config.dataDir)
-    })
+    if (Option.isSome(config.databaseUrl)) {
+      // Nothing to spawn: a server elsewhere is already up (or not), whatever this process does meanwhile.
+      ;(yield* StorageUnderway)()
+      return layerFromUrl(config.databaseUrl.value)
+    }
+    return layerEmbedded(config.dataDir)
   }))

@@ -254,6 +254,12 @@ layer(atRealisticTime(makeTestAppLayer()))("framework", (it) => {
       assert.strictEqual(response.status, 200)
       assert.match(response.headers.get("content-type") ?? "", /^text\/html/)
       assert.match(response.text, /<html/i)
+      // Scalar's bundle inline (loaded at the first request, ReferencePage.ts) and the OpenAPI document it renders.
+      assert.isAbove(response.text.length, 1_000_000)
+      assert.include(response.text, "createApiReference")
+      assert.include(response.text, `"/v1/transactions/estimate_fee"`)
+      const again = yield* request({ method: "GET", target: "/docs" })
+      assert.strictEqual(again.text, response.text)
     }))
 
   it.effect("4.6: portal self-registration answers 403 whatever the body", () =>

@@ -56,6 +56,11 @@ export interface EmbeddedPostgresServer {
 export interface StartOptions {
   /** Default: the port of the previous run when it is free, otherwise any free port. */
   readonly port?: number
+  /**
+   * Called once the postmaster process exists (it may still be recovering): main.ts loads the rest of the service
+   * while PostgreSQL starts on the other core.
+   */
+  readonly onSpawned?: () => void
 }
 
 /** Attempts with a fresh port when the chosen one was taken between our check and postgres's bind. */
@@ -95,7 +100,7 @@ const launch = async (
       ? candidate
       : await freePort()
     try {
-      started = await spawnPostmaster(pgdata, port, binaries, account)
+      started = await spawnPostmaster(pgdata, port, binaries, account, options.onSpawned)
     } catch (error) {
       if (!(error instanceof BindFailed) || options.port !== undefined || attempt >= bindAttemptsMax) throw error
       candidate = undefined

@@ -12,6 +12,8 @@ import { stopTimeoutMs } from "./Postmaster.ts"
 
 /** A postmaster whose parent died stays a zombie until pid 1 reaps it, which took about a second. */
 const zombieWaitMs = 5_000
+/** Line 7 of postmaster.pid: the key and id of the server's System V shared memory segment (PostgreSQL 16). */
+const segmentLine = 6
 const pollIntervalMs = 50
 
 type ProcessState = "running" | "zombie" | "gone"
@@ -43,6 +45,28 @@ const waitWhile = async (condition: () => boolean, timeoutMs: number): Promise<b
   return true
 }
 
+/**
+ * PostgreSQL's own test for a dead server's leftovers (its shared memory interlock): whether any process, an old
+ * backend that outlived its postmaster, is still attached to the segment postmaster.pid names. `undefined` when
+ * that cannot be read, so the caller keeps to the slower, always safe wait.
+ */
+const segmentAttached = (pidFileText: string): boolean | undefined => {
+  const id = pidFileText.split("\n")[segmentLine]?.trim().split(/\s+/)[1]
+  if (id === undefined || !/^\d+$/.test(id)) return undefined
+  let table: string
+  try {
+    table = readFileSync("/proc/sysvipc/shm", "utf8")
+  } catch {
+    return undefined
+  }
+  // Columns: key shmid perms size cpid lpid nattch ...
+  for (const line of table.split("\n").slice(1)) {
+    const fields = line.trim().split(/\s+/)
+    if (fields[1] === id) return fields[6] !== "0"
+  }
+  return false
+}
+
 const samePath = (a: string, b: string): boolean => {
   try {
     return realpathSync(a) === realpathSync(b)
@@ -61,13 +85,18 @@ const samePath = (a: string, b: string): boolean => {
 export const stopLeftoverServer = async (pgdata: string): Promise<void> => {
   const pidFile = join(pgdata, "postmaster.pid")
   if (!existsSync(pidFile)) return
-  const pid = Number((await readFile(pidFile, "utf8")).split("\n")[0])
+  const pidFileText = await readFile(pidFile, "utf8")
+  const pid = Number(pidFileText.split("\n")[0])
   // Malformed content is PostgreSQL's to report ("bogus data in lock file").
   if (!Number.isSafeInteger(pid) || pid <= 0) return
   const state = processState(pid)
   if (state === "gone") return // PostgreSQL removes a stale file by itself.
   if (state === "zombie") {
-    await waitWhile(() => processState(pid) === "zombie", zombieWaitMs)
+    // A zombie is dead: no port, no files, only its pid until pid 1 reaps it (about a second here, most of a
+    // restart's readiness promise). PostgreSQL takes a live pid for a running server, so the file goes; but not while
+    // a backend that outlived the postmaster is still attached to its shared memory, which is what PostgreSQL's own
+    // interlock guards against and the removal would bypass.
+    await waitWhile(() => processState(pid) === "zombie" && segmentAttached(pidFileText) !== false, zombieWaitMs)
     if (processState(pid) === "zombie") await rm(pidFile, { force: true })
     return
   }

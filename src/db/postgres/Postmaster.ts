@@ -47,7 +47,8 @@ export const spawnPostmaster = (
   pgdata: string,
   port: number,
   binaries: PostgresBinaries,
-  account: Option.Option<ServerAccount>
+  account: Option.Option<ServerAccount>,
+  onSpawned: () => void = () => {}
 ): Promise<Postmaster> =>
   new Promise((resolvePromise, reject) => {
     const child = spawn(binaries.postgres, [
@@ -69,6 +70,7 @@ export const spawnPostmaster = (
       detached: true,
       stdio: ["ignore", "ignore", "pipe"]
     })
+    onSpawned()
     const log: Array<string> = []
     let running = true
     let ready = false
