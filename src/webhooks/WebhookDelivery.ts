@@ -14,6 +14,7 @@
 import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { toRfc3339 } from "../domain/Time.ts"
+import { makeGroupCommit } from "../db/GroupCommit.ts"
 import { Signer } from "../signer/Signer.ts"
 import {
   deliveryAttemptsMax,
@@ -43,6 +44,25 @@ interface DueRow {
   readonly data: unknown
   readonly event_created_at: Date
 }
+
+/** What one attempt writes to its delivery row. */
+interface AttemptRecord {
+  readonly id: string
+  /** The attempt count the round claimed it at: the row is written only if it still has it. */
+  readonly claimedAttempt: number
+  readonly status: "DELIVERED" | "DEAD" | "PENDING"
+  readonly attempt: number
+  readonly url: string
+  readonly responseStatus: number | null
+  readonly lastError: string | null
+  readonly durationMs: number
+  readonly startedAt: number
+  readonly nextAt: number | null
+  readonly endedAt: number
+}
+
+/** Attempt records per UPDATE at most. */
+const recordBatchMax = 500
 
 /** What an attempt's outcome means for the record (spec 3, "Webhook delivery statuses"). */
 export interface AttemptResult {
@@ -89,6 +109,39 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
       const signer = yield* Signer
       const transport = yield* WebhookTransport
       const renderer = yield* EventDataRenderer
+
+      /**
+       * An attempt's outcome, recorded only if the delivery is still the one claimed. Attempts of every endpoint
+       * share one UPDATE per flush (GroupCommit.ts): a round's attempt returns only once its own row is written.
+       */
+      const record = yield* makeGroupCommit<AttemptRecord, void>({
+        batchMax: recordBatchMax,
+        write: (batch) =>
+          sql`
+            UPDATE webhook_deliveries d SET status = r.status, attempt = r.attempt, url = r.url,
+              response_status = r.response_status, last_error = r.last_error, duration_ms = r.duration_ms,
+              last_attempt_at = r.last_attempt_at, next_at = r.next_at, updated_at = r.updated_at
+            FROM jsonb_to_recordset(${
+            JSON.stringify(batch.map((row) => ({
+              id: row.id,
+              claimed_attempt: row.claimedAttempt,
+              status: row.status,
+              attempt: row.attempt,
+              url: row.url,
+              response_status: row.responseStatus,
+              last_error: row.lastError,
+              duration_ms: row.durationMs,
+              last_attempt_at: new Date(row.startedAt).toISOString(),
+              next_at: row.nextAt === null ? null : new Date(row.nextAt).toISOString(),
+              updated_at: new Date(row.endedAt).toISOString()
+            })))
+          }::jsonb) AS r(id bigint, claimed_attempt int, status text, attempt int, url text, response_status int,
+              last_error text, duration_ms int, last_attempt_at timestamptz, next_at timestamptz, updated_at timestamptz)
+            WHERE d.id = r.id AND d.status = 'PENDING' AND d.attempt = r.claimed_attempt`.pipe(
+            Effect.as(batch.map(() => undefined)),
+            Effect.orDie
+          )
+      })
 
       /** A delivery deliverDue claimed: send it and record the outcome. */
       const attemptOne = Effect.fn("WebhookDelivery.attempt")(function*(endpoint: EndpointRow, due: DueRow) {
@@ -139,13 +192,19 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
         const result = classifyOutcome(outcome)
         const attempt = due.attempt + 1
         const nextAt = result.delivered ? undefined : nextAttemptAt(attempt, endedAt)
-        const status = result.delivered ? "DELIVERED" : nextAt === undefined ? "DEAD" : "PENDING"
-        yield* sql`
-          UPDATE webhook_deliveries SET status = ${status}, attempt = ${attempt}, url = ${endpoint.url},
-            response_status = ${result.responseStatus}, last_error = ${result.lastError},
-            duration_ms = ${Math.max(0, endedAt - startedAt)}, last_attempt_at = ${new Date(startedAt)},
-            next_at = ${nextAt === undefined ? null : new Date(nextAt)}, updated_at = ${new Date(endedAt)}
-          WHERE id = ${due.id}::bigint AND status = 'PENDING' AND attempt = ${due.attempt}`
+        yield* record({
+          id: due.id,
+          claimedAttempt: due.attempt,
+          status: result.delivered ? "DELIVERED" : nextAt === undefined ? "DEAD" : "PENDING",
+          attempt,
+          url: endpoint.url,
+          responseStatus: result.responseStatus,
+          lastError: result.lastError,
+          durationMs: Math.max(0, endedAt - startedAt),
+          startedAt,
+          nextAt: nextAt ?? null,
+          endedAt
+        })
       }, (effect) => Effect.orDie(effect))
 
       const deliverDue = Effect.fn("WebhookDelivery.deliverDue")(function*(endpointId: string) {
