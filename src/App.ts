@@ -14,7 +14,7 @@ import { ApiKeyRegistry } from "./auth/ApiKeyRegistry.ts"
 import { ApiKeys } from "./auth/ApiKeys.ts"
 import { NonceStore } from "./auth/NonceStore.ts"
 import { RateLimiter } from "./auth/RateLimiter.ts"
-import { SignatureAuthLive } from "./auth/SignatureAuthLive.ts"
+import { SignatureAuthLayer } from "./auth/SignatureAuthLayer.ts"
 import { Catalog } from "./catalog/Catalog.ts"
 import { Switches } from "./catalog/Switches.ts"
 import { AppConfig } from "./Config.ts"
@@ -24,15 +24,15 @@ import { errorBoundary } from "./http/ErrorBoundary.ts"
 import { pathParamLengthMax } from "./http/RequestTarget.ts"
 import { ReferenceHandlers } from "./http/ReferenceHandlers.ts"
 import { referencePage } from "./http/ReferencePage.ts"
-import { SchemaErrorsLive } from "./http/SchemaErrorsLive.ts"
+import { SchemaErrorsLayer } from "./http/SchemaErrorsLayer.ts"
 import { TransactionsHandlers } from "./http/TransactionsHandlers.ts"
 import { UsersHandlers } from "./http/UsersHandlers.ts"
 import { WalletsHandlers } from "./http/WalletsHandlers.ts"
 import { WebhookInfoHandlers } from "./http/WebhookInfoHandlers.ts"
 import { WebhooksHandlers } from "./http/WebhooksHandlers.ts"
 import { ClusterLayer, ClusterRetention } from "./entities/Cluster.ts"
-import { WalletEntityLive } from "./entities/WalletEntity.ts"
-import { WithdrawalEntityLive } from "./entities/WithdrawalEntity.ts"
+import { WalletEntityLayer } from "./entities/WalletEntity.ts"
+import { WithdrawalEntityLayer } from "./entities/WithdrawalEntity.ts"
 import { WithdrawalProcessor } from "./withdrawals/WithdrawalProcessor.ts"
 import { Withdrawals } from "./withdrawals/Withdrawals.ts"
 import { WithdrawalSupervisor } from "./withdrawals/WithdrawalSupervisor.ts"
@@ -60,9 +60,9 @@ import { OpsManualHandlers } from "./ops/ManualHandlers.ts"
 import { OpsSwitchHandlers } from "./ops/SwitchHandlers.ts"
 import { OpsApi } from "./ops/OpsApi.ts"
 import {
-  OpsAuthLive,
+  OpsAuthLayer,
   OpsPlatformHandlers,
-  OpsSchemaErrorsLive,
+  OpsSchemaErrorsLayer,
   OpsTenantsHandlers,
   OpsUsersHandlers
 } from "./ops/OpsHandlers.ts"
@@ -86,14 +86,14 @@ export const DomainLayer = Layer.mergeAll(
   WithdrawalSupervisor
 ).pipe(
   Layer.provideMerge(Withdrawals.layer),
-  Layer.provideMerge(WithdrawalEntityLive),
+  Layer.provideMerge(WithdrawalEntityLayer),
   Layer.provideMerge(WithdrawalProcessor.layer),
   Layer.provideMerge(Layer.mergeAll(DepositWatcher.layer, ManualDepositCredit.layer, TransferQuotes.layer, TwoFactor.layer)),
   // The operator's switches combine with what each network's chain client can do.
   Layer.provideMerge(Layer.mergeAll(Switches.layer, WalletSwitch.layer)),
   Layer.provideMerge(chainClientsLayer),
   Layer.provideMerge(SimulatedChain.layer),
-  Layer.provideMerge(WalletEntityLive),
+  Layer.provideMerge(WalletEntityLayer),
   Layer.provideMerge(ClusterLayer),
   // What webhook deliveries carry as `data`: TRANSACTION_* events the transaction as it is at delivery time.
   Layer.provideMerge(latestTransactionEventData),
@@ -122,10 +122,10 @@ export const PublicRoutes = Layer.mergeAll(
   Layer.provide(
     Layer.mergeAll(ReferenceHandlers, UsersHandlers, WalletsHandlers, TransactionsHandlers, WebhookInfoHandlers)
   ),
-  Layer.provide(Layer.mergeAll(SignatureAuthLive, SchemaErrorsLive))
+  Layer.provide(Layer.mergeAll(SignatureAuthLayer, SchemaErrorsLayer))
 ).pipe(
   // The webhooks group, behind the same middleware as the groups above.
-  Layer.provide(WebhooksHandlers.pipe(Layer.provide(Layer.mergeAll(SignatureAuthLive, SchemaErrorsLive))))
+  Layer.provide(WebhooksHandlers.pipe(Layer.provide(Layer.mergeAll(SignatureAuthLayer, SchemaErrorsLayer))))
 )
 
 export const OpsRoutes = Layer.mergeAll(
@@ -142,7 +142,7 @@ export const OpsRoutes = Layer.mergeAll(
       OpsDevnetHandlers
     )
   ),
-  Layer.provide(Layer.mergeAll(OpsAuthLive, OpsSchemaErrorsLive))
+  Layer.provide(Layer.mergeAll(OpsAuthLayer, OpsSchemaErrorsLayer))
 )
 
 /** The base URL each listener actually listens on (port 0 in tests picks a free port). */

@@ -24,7 +24,7 @@ import {
 import { isSessionLimitError } from "../db/SessionLimits.ts"
 import { uuidV7 } from "../domain/Ids.ts"
 import { pathParamLengthMax, undecodableTargetPart } from "./RequestTarget.ts"
-import { apiErrorForSchemaError } from "./SchemaErrorsLive.ts"
+import { apiErrorForSchemaError } from "./SchemaErrorsLayer.ts"
 import { Entropy } from "../domain/Entropy.ts"
 
 /** Requests running longer answer 408 (spec section 8, "server processing time"). */

@@ -12,7 +12,7 @@ import { BadRequest, NotFound, Unauthorized } from "../domain/ApiError.ts"
 import { Entropy } from "../domain/Entropy.ts"
 import { parseRfc3339, toRfc3339 } from "../domain/Time.ts"
 import { checkParameters } from "../http/RequestParameters.ts"
-import { schemaErrorToApiError } from "../http/SchemaErrorsLive.ts"
+import { schemaErrorToApiError } from "../http/SchemaErrorsLayer.ts"
 import { requireCustomerRefId, userObject } from "../http/UsersHandlers.ts"
 import { Signer } from "../signer/Signer.ts"
 import { decodeSettings, encodeSettings, mergeEncodedSettings } from "../tenants/TenantSettings.ts"
@@ -33,7 +33,7 @@ export const tenantObject = (tenant: Tenant): TenantObject => ({
   createdAt: toRfc3339(tenant.createdAt)
 })
 
-export const OpsAuthLive = Layer.effect(
+export const OpsAuthLayer = Layer.effect(
   OpsAuth,
   Effect.gen(function*() {
     const token = Buffer.from(`Bearer ${Redacted.value(yield* OpsToken)}`)
@@ -51,7 +51,7 @@ export const OpsAuthLive = Layer.effect(
   })
 )
 
-export const OpsSchemaErrorsLive = HttpApiMiddleware.layerSchemaErrorTransform(OpsSchemaErrors, schemaErrorToApiError)
+export const OpsSchemaErrorsLayer = HttpApiMiddleware.layerSchemaErrorTransform(OpsSchemaErrors, schemaErrorToApiError)
 
 const tenantNotFound = () => new NotFound({ message: "tenant not found" })
 

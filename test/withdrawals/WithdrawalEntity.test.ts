@@ -18,7 +18,7 @@ import { AppConfig } from "../../src/Config.ts"
 import * as Database from "../../src/db/Database.ts"
 import { SignerUnavailable } from "../../src/domain/ApiError.ts"
 import { Entropy } from "../../src/domain/Entropy.ts"
-import { WithdrawalEntity, WithdrawalEntityLive } from "../../src/entities/WithdrawalEntity.ts"
+import { WithdrawalEntity, WithdrawalEntityLayer } from "../../src/entities/WithdrawalEntity.ts"
 import { Ledger } from "../../src/ledger/Ledger.ts"
 import { Signer } from "../../src/signer/Signer.ts"
 import { Tenants } from "../../src/tenants/Tenants.ts"
@@ -51,7 +51,7 @@ const signerWith = (state: { calls: number }, sign: (real: Signer["Service"]) =>
 
 /** The entity, its processor and the simulated chain over the test database, on the cluster's TestRunner. */
 const entityLayer = (signer: Layer.Layer<Signer>) =>
-  WithdrawalEntityLive.pipe(
+  WithdrawalEntityLayer.pipe(
     Layer.provideMerge(TestRunner.layer),
     Layer.provideMerge(WithdrawalProcessor.layer),
     Layer.provideMerge(chainClientsLayer),
