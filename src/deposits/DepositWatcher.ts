@@ -389,10 +389,18 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
             const network = catalog.network(asset.networkKey)!
             if (!tenantsRead.has(deposit.tenant_id)) tenantsRead.set(deposit.tenant_id, yield* tenants.get(deposit.tenant_id))
             const tenant = tenantsRead.get(deposit.tenant_id)
+            // Fail closed (docs/deposits.md, "A deposit whose tenant is missing"): never credit under default
+            // settings. The foreign keys make this unreachable; should it happen, the deposit is held for the
+            // operator like any other deposit the watcher may not credit, and the error is logged.
+            if (tenant === undefined) {
+              yield* Effect.logError(`deposit ${deposit.id}: its tenant ${deposit.tenant_id} does not exist; held for review`)
+              updates.push({ id: deposit.id, fee: null, sub_status: "MANUAL_REVIEW" })
+              continue
+            }
             const amount = BigInt(deposit.amount)
-            const fee = effectiveDepositFee(asset, tenant?.settings ?? {}, 0n)
+            const fee = effectiveDepositFee(asset, tenant.settings, 0n)
             // The network may have been taken from the tenant since the address was handed out.
-            const networkOfTenant = tenant !== undefined && tenant.networks.includes(network.networkKey)
+            const networkOfTenant = tenant.networks.includes(network.networkKey)
             const heldForReview = asset.status !== "ENABLED" || deposit.asset_switch_status !== "ENABLED" ||
               !network.depositEnabled || !deposit.switch_deposit_enabled || !networkOfTenant ||
               deposit.watch_status === "FROZEN" || deposit.switch_watch === "FROZEN" || deposit.wallet_status === "FROZEN"

@@ -49,7 +49,10 @@ export class ManualDepositCredit extends Context.Service<ManualDepositCredit, {
           const asset = catalog.asset(deposit.asset_id)!
           const amount = BigInt(deposit.amount)
           const tenant = yield* tenants.get(tenantId)
-          const usualFee = effectiveDepositFee(asset, tenant?.settings ?? {}, 0n)
+          // The deposit row names this tenant and the foreign key holds it: a missing tenant is a defect, never a
+          // credit under default settings (fail closed).
+          if (tenant === undefined) return yield* Effect.die(new Error(`deposit ${depositId}: tenant ${tenantId} does not exist`))
+          const usualFee = effectiveDepositFee(asset, tenant.settings, 0n)
           // The operator's decision to credit stands even for an amount the fee would swallow: then no fee is kept.
           const fee = amount > usualFee ? usualFee : 0n
           const deposited = { walletId: deposit.destination_wallet_id, assetId: deposit.asset_id, amount }

@@ -180,7 +180,12 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           switch (row.status) {
             case "SUBMITTED": {
               const tenant = yield* tenants.get(row.tenant_id)
-              const settings = tenant?.settings ?? {}
+              // Fail closed: without the tenant there is no blocklist or approval threshold to apply, so the
+              // withdrawal must not move on under defaults; it stays SUBMITTED and the failure is reported.
+              if (tenant === undefined) {
+                return yield* Effect.die(new Error(`withdrawal ${row.id}: its tenant ${row.tenant_id} does not exist`))
+              }
+              const settings = tenant.settings
               if ((settings.blockedAddresses ?? []).includes(row.destination_address)) {
                 yield* transition(row, { from: "SUBMITTED", to: "REJECTED", subStatus: "BLOCKED_BY_POLICY", entries: release(row) })
                 return "NEXT" as const
