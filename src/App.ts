@@ -19,6 +19,7 @@ import { Catalog } from "./catalog/Catalog.ts"
 import { Switches } from "./catalog/Switches.ts"
 import { AppConfig } from "./Config.ts"
 import { Entropy } from "./domain/Entropy.ts"
+import { Ids } from "./domain/Ids.ts"
 import { DisabledPaths } from "./http/DisabledPaths.ts"
 import { errorBoundary } from "./http/ErrorBoundary.ts"
 import { pathParamLengthMax } from "./http/RequestTarget.ts"
@@ -40,9 +41,11 @@ import { chainClientsLayer } from "./chains/ChainClientsLayer.ts"
 import { SimulatedChain } from "./chains/simulated/SimulatedChain.ts"
 import { DepositWatcher, DepositWatcherLoop } from "./deposits/DepositWatcher.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
+import { Outbox } from "./outbox/Outbox.ts"
 import { OutboxRetention } from "./outbox/OutboxRetention.ts"
 import { Ledger } from "./ledger/Ledger.ts"
 import { latestTransactionEventData } from "./transactions/TransactionEventData.ts"
+import { TransactionEvents } from "./transactions/TransactionEvents.ts"
 import { TransactionRepository } from "./transactions/TransactionRepository.ts"
 import { TransferQuotes } from "./transfers/TransferQuotes.ts"
 import { Transfers } from "./transfers/Transfers.ts"
@@ -97,6 +100,7 @@ export const DomainLayer = Layer.mergeAll(
   Layer.provideMerge(ClusterLayer),
   // What webhook deliveries carry as `data`: TRANSACTION_* events the transaction as it is at delivery time.
   Layer.provideMerge(latestTransactionEventData),
+  Layer.provideMerge(TransactionEvents.layer),
   Layer.provideMerge(Layer.mergeAll(
     Users.layer,
     ApiKeyRegistry.layer,
@@ -109,7 +113,10 @@ export const DomainLayer = Layer.mergeAll(
     Ledger.layer,
     TransactionRepository.layer
   )),
-  Layer.provideMerge(Layer.mergeAll(Tenants.layer, ApiKeys.layer, Catalog.layer))
+  Layer.provideMerge(Layer.mergeAll(Tenants.layer, ApiKeys.layer, Catalog.layer)),
+  // Provided once, here: ids, the outbox and the transaction events are services, never passed by hand.
+  Layer.provideMerge(Outbox.layer),
+  Layer.provideMerge(Ids.layer)
 )
 
 /** Routes of the public listener: /v1, OpenAPI, the reference page, the disabled portal paths. */

@@ -6,8 +6,7 @@ import { Clock, Context, Effect, Layer } from "effect"
 import { PgClient } from "@effect/sql-pg"
 import { SqlClient } from "effect/sql"
 import { announceConfigChange, onConfigChange } from "../auth/ConfigChanges.ts"
-import { Entropy } from "../domain/Entropy.ts"
-import { uuidV7 } from "../domain/Ids.ts"
+import { Ids } from "../domain/Ids.ts"
 import { decodeStoredSettings, type TenantSettings } from "./TenantSettings.ts"
 
 export const tenantCacheTtlMillis = 5_000
@@ -69,7 +68,7 @@ export class Tenants extends Context.Service<Tenants, {
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const pg = yield* PgClient.PgClient
-      const entropy = yield* Entropy
+      const ids = yield* Ids
       const cache = new Map<string, { readonly tenant: Tenant | undefined; readonly loadedAtMillis: number }>()
       const columns = sql`id, seq, name, status, subscription_expires_at, settings, networks, created_at`
       // A text[] parameter passed as JSON, so no array literal is ever built by hand.
@@ -94,7 +93,7 @@ export class Tenants extends Context.Service<Tenants, {
         })
 
       const create = Effect.fn("Tenants.create")(function*(input: { name: string; networks: ReadonlyArray<string> }) {
-        const id = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
+        const id = yield* ids.uuidV7
         const now = new Date(yield* Clock.currentTimeMillis)
         const rows = yield* sql<Row>`
           INSERT INTO tenants (id, name, networks, created_at)

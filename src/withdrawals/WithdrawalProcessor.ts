@@ -22,13 +22,11 @@ import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { ChainClients, type SignedWithdrawal, type WithdrawalTransfer } from "../chains/ChainClient.ts"
 import { meetsConfirmationRule } from "../deposits/DepositWatcher.ts"
-import { Entropy } from "../domain/Entropy.ts"
 import { Ledger, type EntryKind, type Posting } from "../ledger/Ledger.ts"
 import { Signer } from "../signer/Signer.ts"
 import { Tenants } from "../tenants/Tenants.ts"
 import type { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
-import { recordStatusUpdated } from "../transactions/TransactionEvents.ts"
-import { TransactionRepository } from "../transactions/TransactionRepository.ts"
+import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
 import { withdrawalRequest } from "./WithdrawalRequests.ts"
 
@@ -116,8 +114,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
       const signer = yield* Signer
       const tenants = yield* Tenants
       const platformAddresses = yield* PlatformAddresses
-      const transactions = yield* TransactionRepository
-      const entropy = yield* Entropy
+      const transactionEvents = yield* TransactionEvents
 
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -150,12 +147,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
             yield* ledger.post({ tenantId: row.tenant_id, kind: entry.kind, referenceId: row.id, postings: entry.postings })
               .pipe(Effect.orDie)
           }
-          yield* recordStatusUpdated(row.tenant_id, row.id, step.to, step.subStatus).pipe(
-            Effect.provideService(TransactionRepository, transactions),
-            Effect.provideService(Catalog, catalog),
-            Effect.provideService(SqlClient.SqlClient, sql),
-            Effect.provideService(Entropy, entropy)
-          )
+          yield* transactionEvents.statusUpdated(row.tenant_id, row.id, step.to, step.subStatus)
           return true
         })).pipe(Effect.orDie)
       })
