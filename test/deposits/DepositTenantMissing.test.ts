@@ -3,11 +3,12 @@
  * read is never credited under default settings: it is held MANUAL_REVIEW. The foreign keys make a missing tenant
  * impossible in normal operation, so the test removes the row with the foreign-key triggers off (as a broken restore
  * would leave it) and drops the outbox's tenant key so the hold's event can be written; this file has a database of
- * its own, so the dangling rows reach no other test.
+ * its own, so the dangling rows reach no other test. The manual credit of such a deposit fails as a defect.
  */
 import { assert, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Cause, Effect, Exit } from "effect"
 import { SqlClient } from "effect/sql"
+import { ManualDepositCredit } from "../../src/deposits/ManualDepositCredit.ts"
 import { makeTestAppLayer, opsClient, provisionTenant, rawRequest } from "../support/TestApp.ts"
 
 layer(makeTestAppLayer(), { excludeTestServices: true })("a deposit whose tenant vanished", (it) => {
@@ -48,5 +49,19 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("a deposit whose tenant
       const entries = yield* sql<{ count: string }>`
         SELECT count(*)::text AS count FROM ledger_entries WHERE reference_id = ${recorded!.id}`
       assert.strictEqual(entries[0]!.count, "0")
+
+      // The operator's manual credit (which the ops route guards with a 404 first) fails as a defect too, rather
+      // than crediting under default fees: still held, still no ledger entry.
+      const manualCredit = yield* ManualDepositCredit
+      const exit = yield* Effect.exit(manualCredit.credit(tenant.tenantId, recorded!.id))
+      // The service's own defect, not a foreign-key failure further on: the tenant check comes before any write.
+      assert.isTrue(Exit.isFailure(exit) && Cause.hasDies(exit.cause), String(exit))
+      if (Exit.isFailure(exit)) assert.include(String(Cause.squash(exit.cause)), `tenant ${tenant.tenantId} does not exist`)
+      const [held] = yield* sql<{ status: string; sub_status: string | null }>`
+        SELECT status, sub_status FROM transactions WHERE id = ${recorded!.id}`
+      assert.deepStrictEqual(held, { status: "COMPLETED", sub_status: "MANUAL_REVIEW" })
+      const entriesAfter = yield* sql<{ count: string }>`
+        SELECT count(*)::text AS count FROM ledger_entries WHERE reference_id = ${recorded!.id}`
+      assert.strictEqual(entriesAfter[0]!.count, "0")
     }))
 })
