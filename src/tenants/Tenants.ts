@@ -6,6 +6,7 @@ import { Clock, Context, Effect, Layer } from "effect"
 import { PgClient } from "@effect/sql-pg"
 import { SqlClient } from "effect/sql"
 import { announceConfigChange, onConfigChange } from "../auth/ConfigChanges.ts"
+import { NotFound } from "../domain/ApiError.ts"
 import { Ids } from "../domain/Ids.ts"
 import { decodeStoredSettings, type TenantSettings } from "./TenantSettings.ts"
 
@@ -58,6 +59,8 @@ export interface TenantPatch {
 export class Tenants extends Context.Service<Tenants, {
   readonly create: (input: { readonly name: string; readonly networks: ReadonlyArray<string> }) => Effect.Effect<Tenant>
   readonly get: (tenantId: string) => Effect.Effect<Tenant | undefined>
+  /** The tenant, or 404 `tenant not found`: a missing tenant is an error, never a default (operator paths). */
+  readonly require: (tenantId: string) => Effect.Effect<Tenant, NotFound>
   /** For request paths: may be up to `tenantCacheTtlMillis` old unless invalidated. */
   readonly getCached: (tenantId: string) => Effect.Effect<Tenant | undefined>
   readonly update: (tenantId: string, patch: TenantPatch) => Effect.Effect<Tenant | undefined>
@@ -124,7 +127,11 @@ export class Tenants extends Context.Service<Tenants, {
 
       const invalidate = Effect.sync(() => cache.clear())
       yield* onConfigChange(invalidate)
-      return Tenants.of({ create, get, getCached, update, invalidate })
+      const require = (tenantId: string): Effect.Effect<Tenant, NotFound> =>
+        Effect.flatMap(get(tenantId), (tenant) =>
+          tenant === undefined ? Effect.fail(new NotFound({ message: "tenant not found" })) : Effect.succeed(tenant))
+
+      return Tenants.of({ create, get, require, getCached, update, invalidate })
     })
   )
 }
