@@ -14,25 +14,26 @@ import { ApiKeyRegistry } from "./auth/ApiKeyRegistry.ts"
 import { ApiKeys } from "./auth/ApiKeys.ts"
 import { NonceStore } from "./auth/NonceStore.ts"
 import { RateLimiter } from "./auth/RateLimiter.ts"
-import { SignatureAuthLive } from "./auth/SignatureAuthLive.ts"
+import { SignatureAuthLayer } from "./auth/SignatureAuthLayer.ts"
 import { Catalog } from "./catalog/Catalog.ts"
 import { Switches } from "./catalog/Switches.ts"
 import { AppConfig } from "./Config.ts"
 import { Entropy } from "./domain/Entropy.ts"
+import { Ids } from "./domain/Ids.ts"
 import { DisabledPaths } from "./http/DisabledPaths.ts"
 import { errorBoundary } from "./http/ErrorBoundary.ts"
 import { pathParamLengthMax } from "./http/RequestTarget.ts"
 import { ReferenceHandlers } from "./http/ReferenceHandlers.ts"
 import { referencePage } from "./http/ReferencePage.ts"
-import { SchemaErrorsLive } from "./http/SchemaErrorsLive.ts"
+import { SchemaErrorsLayer } from "./http/SchemaErrorsLayer.ts"
 import { TransactionsHandlers } from "./http/TransactionsHandlers.ts"
 import { UsersHandlers } from "./http/UsersHandlers.ts"
 import { WalletsHandlers } from "./http/WalletsHandlers.ts"
 import { WebhookInfoHandlers } from "./http/WebhookInfoHandlers.ts"
 import { WebhooksHandlers } from "./http/WebhooksHandlers.ts"
 import { ClusterLayer, ClusterRetention } from "./entities/Cluster.ts"
-import { WalletEntityLive } from "./entities/WalletEntity.ts"
-import { WithdrawalEntityLive } from "./entities/WithdrawalEntity.ts"
+import { WalletEntityLayer } from "./entities/WalletEntity.ts"
+import { WithdrawalEntityLayer } from "./entities/WithdrawalEntity.ts"
 import { WithdrawalProcessor } from "./withdrawals/WithdrawalProcessor.ts"
 import { Withdrawals } from "./withdrawals/Withdrawals.ts"
 import { WithdrawalSupervisor } from "./withdrawals/WithdrawalSupervisor.ts"
@@ -40,9 +41,11 @@ import { chainClientsLayer } from "./chains/ChainClientsLayer.ts"
 import { SimulatedChain } from "./chains/simulated/SimulatedChain.ts"
 import { DepositWatcher, DepositWatcherLoop } from "./deposits/DepositWatcher.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
+import { Outbox } from "./outbox/Outbox.ts"
 import { OutboxRetention } from "./outbox/OutboxRetention.ts"
 import { Ledger } from "./ledger/Ledger.ts"
 import { latestTransactionEventData } from "./transactions/TransactionEventData.ts"
+import { TransactionEvents } from "./transactions/TransactionEvents.ts"
 import { TransactionRepository } from "./transactions/TransactionRepository.ts"
 import { TransferQuotes } from "./transfers/TransferQuotes.ts"
 import { Transfers } from "./transfers/Transfers.ts"
@@ -60,9 +63,9 @@ import { OpsManualHandlers } from "./ops/ManualHandlers.ts"
 import { OpsSwitchHandlers } from "./ops/SwitchHandlers.ts"
 import { OpsApi } from "./ops/OpsApi.ts"
 import {
-  OpsAuthLive,
+  OpsAuthLayer,
   OpsPlatformHandlers,
-  OpsSchemaErrorsLive,
+  OpsSchemaErrorsLayer,
   OpsTenantsHandlers,
   OpsUsersHandlers
 } from "./ops/OpsHandlers.ts"
@@ -86,17 +89,18 @@ export const DomainLayer = Layer.mergeAll(
   WithdrawalSupervisor
 ).pipe(
   Layer.provideMerge(Withdrawals.layer),
-  Layer.provideMerge(WithdrawalEntityLive),
+  Layer.provideMerge(WithdrawalEntityLayer),
   Layer.provideMerge(WithdrawalProcessor.layer),
   Layer.provideMerge(Layer.mergeAll(DepositWatcher.layer, ManualDepositCredit.layer, TransferQuotes.layer, TwoFactor.layer)),
   // The operator's switches combine with what each network's chain client can do.
   Layer.provideMerge(Layer.mergeAll(Switches.layer, WalletSwitch.layer)),
   Layer.provideMerge(chainClientsLayer),
   Layer.provideMerge(SimulatedChain.layer),
-  Layer.provideMerge(WalletEntityLive),
+  Layer.provideMerge(WalletEntityLayer),
   Layer.provideMerge(ClusterLayer),
   // What webhook deliveries carry as `data`: TRANSACTION_* events the transaction as it is at delivery time.
   Layer.provideMerge(latestTransactionEventData),
+  Layer.provideMerge(TransactionEvents.layer),
   Layer.provideMerge(Layer.mergeAll(
     Users.layer,
     ApiKeyRegistry.layer,
@@ -109,7 +113,10 @@ export const DomainLayer = Layer.mergeAll(
     Ledger.layer,
     TransactionRepository.layer
   )),
-  Layer.provideMerge(Layer.mergeAll(Tenants.layer, ApiKeys.layer, Catalog.layer))
+  Layer.provideMerge(Layer.mergeAll(Tenants.layer, ApiKeys.layer, Catalog.layer)),
+  // Provided once, here: ids, the outbox and the transaction events are services, never passed by hand.
+  Layer.provideMerge(Outbox.layer),
+  Layer.provideMerge(Ids.layer)
 )
 
 /** Routes of the public listener: /v1, OpenAPI, the reference page, the disabled portal paths. */
@@ -122,10 +129,10 @@ export const PublicRoutes = Layer.mergeAll(
   Layer.provide(
     Layer.mergeAll(ReferenceHandlers, UsersHandlers, WalletsHandlers, TransactionsHandlers, WebhookInfoHandlers)
   ),
-  Layer.provide(Layer.mergeAll(SignatureAuthLive, SchemaErrorsLive))
+  Layer.provide(Layer.mergeAll(SignatureAuthLayer, SchemaErrorsLayer))
 ).pipe(
   // The webhooks group, behind the same middleware as the groups above.
-  Layer.provide(WebhooksHandlers.pipe(Layer.provide(Layer.mergeAll(SignatureAuthLive, SchemaErrorsLive))))
+  Layer.provide(WebhooksHandlers.pipe(Layer.provide(Layer.mergeAll(SignatureAuthLayer, SchemaErrorsLayer))))
 )
 
 export const OpsRoutes = Layer.mergeAll(
@@ -142,7 +149,7 @@ export const OpsRoutes = Layer.mergeAll(
       OpsDevnetHandlers
     )
   ),
-  Layer.provide(Layer.mergeAll(OpsAuthLive, OpsSchemaErrorsLive))
+  Layer.provide(Layer.mergeAll(OpsAuthLayer, OpsSchemaErrorsLayer))
 )
 
 /** The base URL each listener actually listens on (port 0 in tests picks a free port). */

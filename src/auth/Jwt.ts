@@ -1,6 +1,6 @@
 /**
  * The request JWT of spec section 5: a compact JWS, alg EdDSA, six typed claims. Parsing and verification are pure
- * so the checks can be tested one by one; the order of the checks lives in SignatureAuthLive.
+ * so the checks can be tested one by one; the order of the checks lives in SignatureAuthLayer.
  */
 import type { KeyObject } from "node:crypto"
 import { verifyEd25519 } from "./Ed25519.ts"

@@ -31,16 +31,14 @@ import {
   type ChainTransfer,
   type TransactionState
 } from "../chains/ChainClient.ts"
-import { Entropy } from "../domain/Entropy.ts"
 import { depositCreditPostings, depositReversalPostings } from "./DepositPostings.ts"
 import { decideOrphanedDeposit, meetsConfirmationRule } from "./DepositDecisions.ts"
-import { uuidV7 } from "../domain/Ids.ts"
+import { Ids } from "../domain/Ids.ts"
 import { type EntryRequest, Ledger } from "../ledger/Ledger.ts"
-import { recordEvent } from "../outbox/Outbox.ts"
+import { Outbox } from "../outbox/Outbox.ts"
 import { type Tenant, Tenants } from "../tenants/Tenants.ts"
 import type { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
-import { recordStatusUpdated, recordTransactionChanges } from "../transactions/TransactionEvents.ts"
-import { TransactionRepository } from "../transactions/TransactionRepository.ts"
+import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 
 // Its home is DepositDecisions.ts; exported here too for the callers that import it from the watcher.
 export { meetsConfirmationRule } from "./DepositDecisions.ts"
@@ -104,23 +102,14 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
       const clients = yield* ChainClients
       const ledger = yield* Ledger
       const tenants = yield* Tenants
-      const transactions = yield* TransactionRepository
-      const entropy = yield* Entropy
+      const ids = yield* Ids
+      const outbox = yield* Outbox
+      const transactionEvents = yield* TransactionEvents
 
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
-      const provideEventContext = <A, E>(
-        effect: Effect.Effect<A, E, TransactionRepository | Catalog | SqlClient.SqlClient | Entropy>
-      ) =>
-        effect.pipe(
-          Effect.provideService(TransactionRepository, transactions),
-          Effect.provideService(Catalog, catalog),
-          Effect.provideService(SqlClient.SqlClient, sql),
-          Effect.provideService(Entropy, entropy)
-        )
-
       const statusEvent = (deposit: { tenant_id: string; id: string }, status: TransactionStatus, subStatus: SubStatus | null) =>
-        provideEventContext(recordStatusUpdated(deposit.tenant_id, deposit.id, status, subStatus))
+        transactionEvents.statusUpdated(deposit.tenant_id, deposit.id, status, subStatus)
 
       /**
        * The cursor's height, read without a lock; created at the chain's start (or head) on first use. Where to start
@@ -233,13 +222,13 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
                 postings: depositReversalPostings(creditOf(deposit), fee)
               }).pipe(Effect.orDie)
               yield* sql`UPDATE transactions SET status = 'REVERSED', updated_at = ${yield* now} WHERE id = ${deposit.id}`
-              yield* recordEvent({
+              yield* outbox.record({
                 tenantId: deposit.tenant_id,
                 type: "DEPOSIT_REVERSED",
                 subjectId: deposit.id,
                 dedupeKey: "reversed",
                 data: { depositId: deposit.id }
-              }).pipe(Effect.provideService(Entropy, entropy))
+              })
               yield* statusEvent(deposit, "REVERSED", null)
             }
             // KEEP: nothing to undo (see DepositDecisions.ts).
@@ -272,7 +261,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
             if (seen.has(key)) continue
             seen.add(key)
             rows.push({
-              id: yield* uuidV7.pipe(Effect.provideService(Entropy, entropy)),
+              id: yield* ids.uuidV7,
               tenant_id: owner.tenant_id,
               asset_id: transfer.assetId,
               amount: transfer.amount.toString(),
@@ -306,9 +295,9 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
               RETURNING id, (xmax = 0) AS inserted`
             const created = upserted.filter((row) => row.inserted)
             recorded += created.length
-            yield* provideEventContext(recordTransactionChanges(
+            yield* transactionEvents.changes(
               created.map((row) => ({ transactionId: row.id, change: "created" as const }))
-            ))
+            )
           }
           return recorded
         })
@@ -389,10 +378,18 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
             const network = catalog.network(asset.networkKey)!
             if (!tenantsRead.has(deposit.tenant_id)) tenantsRead.set(deposit.tenant_id, yield* tenants.get(deposit.tenant_id))
             const tenant = tenantsRead.get(deposit.tenant_id)
+            // Fail closed (docs/deposits.md, "A deposit whose tenant is missing"): never credit under default
+            // settings. The foreign keys make this unreachable; should it happen, the deposit is held for the
+            // operator like any other deposit the watcher may not credit, and the error is logged.
+            if (tenant === undefined) {
+              yield* Effect.logError(`deposit ${deposit.id}: its tenant ${deposit.tenant_id} does not exist; held for review`)
+              updates.push({ id: deposit.id, fee: null, sub_status: "MANUAL_REVIEW" })
+              continue
+            }
             const amount = BigInt(deposit.amount)
-            const fee = effectiveDepositFee(asset, tenant?.settings ?? {}, 0n)
+            const fee = effectiveDepositFee(asset, tenant.settings, 0n)
             // The network may have been taken from the tenant since the address was handed out.
-            const networkOfTenant = tenant !== undefined && tenant.networks.includes(network.networkKey)
+            const networkOfTenant = tenant.networks.includes(network.networkKey)
             const heldForReview = asset.status !== "ENABLED" || deposit.asset_switch_status !== "ENABLED" ||
               !network.depositEnabled || !deposit.switch_deposit_enabled || !networkOfTenant ||
               deposit.watch_status === "FROZEN" || deposit.switch_watch === "FROZEN" || deposit.wallet_status === "FROZEN"
@@ -419,12 +416,12 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
               updated_at = ${at}
             FROM jsonb_to_recordset(${JSON.stringify(updates)}::jsonb) AS u(id uuid, fee numeric, sub_status text)
             WHERE t.id = u.id`
-          yield* provideEventContext(recordTransactionChanges(updates.map((update) => ({
+          yield* transactionEvents.changes(updates.map((update) => ({
             transactionId: update.id,
             change: "status" as const,
             status: "COMPLETED" as const,
             subStatus: update.sub_status
-          }))))
+          })))
           return updates.length
         }))
 

@@ -8,12 +8,11 @@ import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { effectiveDepositFee } from "../catalog/Fees.ts"
 import { InvalidState, NotFound } from "../domain/ApiError.ts"
-import { Entropy } from "../domain/Entropy.ts"
 import { Ledger } from "../ledger/Ledger.ts"
-import { recordEvent } from "../outbox/Outbox.ts"
+import { Outbox } from "../outbox/Outbox.ts"
 import { Tenants } from "../tenants/Tenants.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
-import { recordStatusUpdated } from "../transactions/TransactionEvents.ts"
+import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 import { depositCreditPostings } from "./DepositPostings.ts"
 
@@ -28,7 +27,8 @@ export class ManualDepositCredit extends Context.Service<ManualDepositCredit, {
       const catalog = yield* Catalog
       const tenants = yield* Tenants
       const transactions = yield* TransactionRepository
-      const entropy = yield* Entropy
+      const outbox = yield* Outbox
+      const transactionEvents = yield* TransactionEvents
 
       const credit = Effect.fn("ManualDepositCredit.credit")(function*(tenantId: string, depositId: string) {
         const credited = yield* sql.withTransaction(Effect.gen(function*() {
@@ -49,7 +49,10 @@ export class ManualDepositCredit extends Context.Service<ManualDepositCredit, {
           const asset = catalog.asset(deposit.asset_id)!
           const amount = BigInt(deposit.amount)
           const tenant = yield* tenants.get(tenantId)
-          const usualFee = effectiveDepositFee(asset, tenant?.settings ?? {}, 0n)
+          // The deposit row names this tenant and the foreign key holds it: a missing tenant is a defect, never a
+          // credit under default settings (fail closed).
+          if (tenant === undefined) return yield* Effect.die(new Error(`deposit ${depositId}: tenant ${tenantId} does not exist`))
+          const usualFee = effectiveDepositFee(asset, tenant.settings, 0n)
           // The operator's decision to credit stands even for an amount the fee would swallow: then no fee is kept.
           const fee = amount > usualFee ? usualFee : 0n
           const deposited = { walletId: deposit.destination_wallet_id, assetId: deposit.asset_id, amount }
@@ -61,7 +64,7 @@ export class ManualDepositCredit extends Context.Service<ManualDepositCredit, {
           }).pipe(Effect.orDie)
           yield* sql`UPDATE transactions SET sub_status = NULL, fee = ${fee.toString()},
             updated_at = ${new Date(yield* Clock.currentTimeMillis)} WHERE id = ${depositId}`
-          yield* recordEvent({
+          yield* outbox.record({
             tenantId,
             type: "MANUAL_DEPOSIT_CREDITED",
             subjectId: depositId,
@@ -73,13 +76,9 @@ export class ManualDepositCredit extends Context.Service<ManualDepositCredit, {
               amountRaw: (amount - fee).toString()
             }
           })
-          yield* recordStatusUpdated(tenantId, depositId, "COMPLETED", null)
+          yield* transactionEvents.statusUpdated(tenantId, depositId, "COMPLETED", null)
           return yield* transactions.find(tenantId, depositId)
         })).pipe(
-          Effect.provideService(Entropy, entropy),
-          Effect.provideService(TransactionRepository, transactions),
-          Effect.provideService(Catalog, catalog),
-          Effect.provideService(SqlClient.SqlClient, sql),
           Effect.catchTag("SqlError", Effect.die)
         )
         return credited!

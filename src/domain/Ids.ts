@@ -1,8 +1,9 @@
 /**
  * Entity ids are UUID v7 (spec section 1, "Common conventions"): 48-bit Unix milliseconds from the Clock, then
  * random bits from Entropy, so ids are time-ordered and deterministic under TestClock with a seeded Entropy.
+ * `Ids` is the generator as a service: built once over Entropy, so no caller passes Entropy around by hand.
  */
-import { Clock, Effect, Schema } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { Entropy } from "./Entropy.ts"
 
 export const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
@@ -27,13 +28,12 @@ export const formatUuidV7 = (millis: number, random: Uint8Array): string => {
 /**
  * The last timestamp and the 12-bit counter in `rand_a` (RFC 9562 section 6.2, method 1): ids made by this process
  * within one millisecond still sort in creation order, which is what "newest first" lists rely on. The state lives
- * with the Entropy instance, so each layer (each test) starts afresh and stays reproducible.
+ * with the layer instance, so each layer (each test) starts afresh and stays reproducible.
  */
 interface Monotonic {
   millis: number
   counter: number
 }
-const monotonicByEntropy = new WeakMap<Entropy["Service"], Monotonic>()
 
 const nextStamp = (monotonic: Monotonic, now: number): { readonly millis: number; readonly counter: number } => {
   if (now > monotonic.millis) {
@@ -47,17 +47,27 @@ const nextStamp = (monotonic: Monotonic, now: number): { readonly millis: number
   return { millis: monotonic.millis, counter: monotonic.counter }
 }
 
-export const uuidV7: Effect.Effect<string, never, Entropy> = Effect.gen(function*() {
-  const now = yield* Clock.currentTimeMillis
-  const entropy = yield* Entropy
-  let monotonic = monotonicByEntropy.get(entropy)
-  if (monotonic === undefined) {
-    monotonic = { millis: -1, counter: 0 }
-    monotonicByEntropy.set(entropy, monotonic)
-  }
-  const random = yield* entropy.bytes(10)
-  const { counter, millis } = nextStamp(monotonic, now)
-  random[0] = (counter >> 8) & 0x0f
-  random[1] = counter & 0xff
-  return formatUuidV7(millis, random)
-})
+export class Ids extends Context.Service<Ids, {
+  /** A new UUID v7, at the Clock of the calling fiber (TestClock in tests). */
+  readonly uuidV7: Effect.Effect<string>
+}>()("coffer/Ids") {
+  static readonly layer = Layer.effect(
+    Ids,
+    Effect.gen(function*() {
+      const entropy = yield* Entropy
+      const monotonic: Monotonic = { millis: -1, counter: 0 }
+      const uuidV7 = Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const random = yield* entropy.bytes(10)
+        const { counter, millis } = nextStamp(monotonic, now)
+        random[0] = (counter >> 8) & 0x0f
+        random[1] = counter & 0xff
+        return formatUuidV7(millis, random)
+      })
+      return Ids.of({ uuidV7 })
+    })
+  )
+}
+
+/** `Ids.uuidV7` for code that has the service in its context (tests, one-off effects). */
+export const uuidV7: Effect.Effect<string, never, Ids> = Ids.use((ids) => ids.uuidV7)

@@ -18,7 +18,7 @@ export const Provision = Rpc.make("Provision", {
 
 export const WalletEntity = Entity.make("Wallet", [Provision])
 
-export const WalletEntityLive = WalletEntity.toLayer(
+export const WalletEntityLayer = WalletEntity.toLayer(
   Effect.gen(function*() {
     const provisioner = yield* WalletProvisioner
     const { entityId } = yield* Entity.CurrentAddress

@@ -71,7 +71,7 @@ export const webhookEndpointEntityLayer = (options: { readonly maxIdleTime?: Dur
     }
   )
 
-export const WebhookEndpointEntityLive = webhookEndpointEntityLayer()
+export const WebhookEndpointEntityLayer = webhookEndpointEntityLayer()
 
 /** Wakes the endpoints' entities (fire and forget); a wake that cannot be sent is left to the sweeper. */
 export const wakeEndpoints = (endpointIds: Iterable<string>): Effect.Effect<void, never, Sharding.Sharding> =>

@@ -20,7 +20,7 @@ export const Process = Rpc.make("Process", {
 
 export const WithdrawalEntity = Entity.make("Withdrawal", [Process])
 
-export const WithdrawalEntityLive = WithdrawalEntity.toLayer(
+export const WithdrawalEntityLayer = WithdrawalEntity.toLayer(
   Effect.gen(function*() {
     const processor = yield* WithdrawalProcessor
     const { entityId } = yield* Entity.CurrentAddress

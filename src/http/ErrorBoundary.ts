@@ -22,10 +22,9 @@ import {
   Unauthorized
 } from "../domain/ApiError.ts"
 import { isSessionLimitError } from "../db/SessionLimits.ts"
-import { uuidV7 } from "../domain/Ids.ts"
+import { Ids } from "../domain/Ids.ts"
 import { pathParamLengthMax, undecodableTargetPart } from "./RequestTarget.ts"
-import { apiErrorForSchemaError } from "./SchemaErrorsLive.ts"
-import { Entropy } from "../domain/Entropy.ts"
+import { apiErrorForSchemaError } from "./SchemaErrorsLayer.ts"
 
 /** Requests running longer answer 408 (spec section 8, "server processing time"). */
 export const RequestTimeout = Context.Reference<Duration.Input>("coffer/RequestTimeout", {
@@ -179,7 +178,7 @@ export const errorBoundary = <Id extends string, Groups extends HttpApiGroup.Con
   return HttpRouter.middleware(
     Effect.gen(function*() {
       const timeout = yield* RequestTimeout
-      const entropy = yield* Entropy
+      const ids = yield* Ids
       return (
         app: Effect.Effect<HttpServerResponse.HttpServerResponse, Types.unhandled>
       ): Effect.Effect<HttpServerResponse.HttpServerResponse, Types.unhandled, HttpServerRequest.HttpServerRequest> =>
@@ -188,7 +187,7 @@ export const errorBoundary = <Id extends string, Groups extends HttpApiGroup.Con
           const supplied = request.headers["x-request-id"]
           const requestId = supplied !== undefined && supplied.length > 0 && supplied.length <= 200
             ? supplied
-            : yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
+            : yield* ids.uuidV7
           const response = yield* Effect.andThen(frameworkChecks, app).pipe(
             Effect.timeoutOrElse({ duration: timeout, orElse: () => Effect.fail(new RequestTimedOut()) }),
             Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(requestBodyHardLimitBytes)),

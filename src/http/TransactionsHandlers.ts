@@ -19,7 +19,7 @@ import { TransferQuotes } from "../transfers/TransferQuotes.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 import { currentTenant } from "./CurrentTenant.ts"
-import { transactionObject } from "./TransactionViews.ts"
+import { transactionObject } from "../transactions/TransactionView.ts"
 
 const notFound = new NotFound({ message: "transaction not found" })
 /** The idempotency scope's endpoint name of submissions (section 7). */

@@ -13,8 +13,7 @@
 import { Cause, Clock, Context, Effect, Exit, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { BadRequest, IdempotencyConflict } from "../domain/ApiError.ts"
-import { Entropy } from "../domain/Entropy.ts"
-import { uuidV7 } from "../domain/Ids.ts"
+import { Ids } from "../domain/Ids.ts"
 import { CrashPoints } from "./CrashPoints.ts"
 import { ownerIsLive, ServiceInstance } from "./ServiceInstance.ts"
 
@@ -103,7 +102,7 @@ export class Idempotency extends Context.Service<Idempotency, {
       const sql = yield* SqlClient.SqlClient
       const instance = yield* ServiceInstance
       const crash = yield* CrashPoints
-      const newClaimId = uuidV7.pipe(Effect.provideService(Entropy, yield* Entropy))
+      const newClaimId = (yield* Ids).uuidV7
 
       const where = (scope: IdempotencyScope) =>
         sql`tenant_id = ${scope.tenantId} AND key_id = ${scope.keyId} AND endpoint = ${scope.endpoint}

@@ -8,8 +8,7 @@
 import { Array as Arr, Clock, Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { InsufficientBalance } from "../domain/ApiError.ts"
-import { Entropy } from "../domain/Entropy.ts"
-import { uuidV7 } from "../domain/Ids.ts"
+import { Ids } from "../domain/Ids.ts"
 import { fromNumeric } from "../domain/RawAmount.ts"
 
 export type AccountKind = "WALLET" | "FEES" | "NETWORK_FEES" | "CHAIN"
@@ -136,7 +135,7 @@ export class Ledger extends Context.Service<Ledger, {
     Ledger,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const entropy = yield* Entropy
+      const ids = yield* Ids
 
       /** The account's id, opening it (at zero) on first use. */
       const accountId = (tenantId: string, posting: Posting, now: Date) =>
@@ -157,7 +156,7 @@ export class Ledger extends Context.Service<Ledger, {
 
       const post = Effect.fn("Ledger.post")(function*(request: EntryRequest) {
         yield* Effect.sync(() => assertBalanced(request))
-        const entryId = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
+        const entryId = yield* ids.uuidV7
         const now = new Date(yield* Clock.currentTimeMillis)
         const booked = sql.withTransaction(Effect.gen(function*() {
           const created = yield* sql<{ id: string }>`
@@ -204,7 +203,7 @@ export class Ledger extends Context.Service<Ledger, {
         const now = new Date(yield* Clock.currentTimeMillis)
         const entryIds: Array<string> = []
         for (let index = 0; index < requests.length; index++) {
-          entryIds.push(yield* uuidV7.pipe(Effect.provideService(Entropy, entropy)))
+          entryIds.push(yield* ids.uuidV7)
         }
         const booked = sql.withTransaction(Effect.gen(function*() {
           const created = yield* sql<{ id: string }>`

@@ -3,8 +3,7 @@ import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Catalog } from "../catalog/Catalog.ts"
 import { ManualDepositCredit } from "../deposits/ManualDepositCredit.ts"
-import { NotFound } from "../domain/ApiError.ts"
-import { transactionObject } from "../http/TransactionViews.ts"
+import { transactionObject } from "../transactions/TransactionView.ts"
 import { Tenants } from "../tenants/Tenants.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 import { Transfers } from "../transfers/Transfers.ts"
@@ -22,20 +21,17 @@ export const OpsManualHandlers = HttpApiBuilder.group(OpsApi, "manual", (handler
     /** A pending withdrawal goes on to QUEUED or is rejected; a pending internal transfer completes or is rejected. */
     const decide = (tenantId: string, id: string, decision: "APPROVE" | "REJECT") =>
       Effect.gen(function*() {
-        const tenant = yield* tenantOf(tenantId)
+        const tenant = yield* tenants.require(tenantId)
         const transaction = yield* transactions.find(tenant.id, id)
         const decided = transaction?.kind === "WITHDRAWAL"
           ? yield* withdrawals.decide(tenant.id, id, decision)
           : yield* transfers.decide(tenant.id, id, decision)
         return transactionObject(catalog, decided)
       })
-    const tenantOf = (tenantId: string) =>
-      Effect.flatMap(tenants.get(tenantId), (tenant) =>
-        tenant === undefined ? Effect.fail(new NotFound({ message: "tenant not found" })) : Effect.succeed(tenant))
     return handlers
       .handle("creditDeposit", ({ params }) =>
         Effect.gen(function*() {
-          const tenant = yield* tenantOf(params.tenantId)
+          const tenant = yield* tenants.require(params.tenantId)
           return transactionObject(catalog, yield* manualCredit.credit(tenant.id, params.id))
         }))
       .handle("approve", ({ params }) => decide(params.tenantId, params.id, "APPROVE"))

@@ -12,7 +12,7 @@ import { BadRequest, NotFound, Unauthorized } from "../domain/ApiError.ts"
 import { Entropy } from "../domain/Entropy.ts"
 import { parseRfc3339, toRfc3339 } from "../domain/Time.ts"
 import { checkParameters } from "../http/RequestParameters.ts"
-import { schemaErrorToApiError } from "../http/SchemaErrorsLive.ts"
+import { schemaErrorToApiError } from "../http/SchemaErrorsLayer.ts"
 import { requireCustomerRefId, userObject } from "../http/UsersHandlers.ts"
 import { Signer } from "../signer/Signer.ts"
 import { decodeSettings, encodeSettings, mergeEncodedSettings } from "../tenants/TenantSettings.ts"
@@ -33,7 +33,7 @@ export const tenantObject = (tenant: Tenant): TenantObject => ({
   createdAt: toRfc3339(tenant.createdAt)
 })
 
-export const OpsAuthLive = Layer.effect(
+export const OpsAuthLayer = Layer.effect(
   OpsAuth,
   Effect.gen(function*() {
     const token = Buffer.from(`Bearer ${Redacted.value(yield* OpsToken)}`)
@@ -51,14 +51,9 @@ export const OpsAuthLive = Layer.effect(
   })
 )
 
-export const OpsSchemaErrorsLive = HttpApiMiddleware.layerSchemaErrorTransform(OpsSchemaErrors, schemaErrorToApiError)
+export const OpsSchemaErrorsLayer = HttpApiMiddleware.layerSchemaErrorTransform(OpsSchemaErrors, schemaErrorToApiError)
 
 const tenantNotFound = () => new NotFound({ message: "tenant not found" })
-
-/** The tenant of an operator path, or 404. */
-const existingTenant = (tenants: Tenants["Service"], tenantId: string) =>
-  Effect.flatMap(tenants.get(tenantId), (tenant) =>
-    tenant === undefined ? Effect.fail(tenantNotFound()) : Effect.succeed(tenant))
 
 export const OpsTenantsHandlers = HttpApiBuilder.group(OpsApi, "tenants", (handlers) =>
   Effect.gen(function*() {
@@ -71,7 +66,6 @@ export const OpsTenantsHandlers = HttpApiBuilder.group(OpsApi, "tenants", (handl
       const unknown = networks.find((key) => catalog.network(key) === undefined)
       return unknown === undefined ? Effect.void : Effect.fail(new BadRequest({ message: `unknown network ${unknown}` }))
     }
-    const existing = (tenantId: string) => existingTenant(tenants, tenantId)
 
     return handlers
       .handle("create", ({ payload }) =>
@@ -82,10 +76,10 @@ export const OpsTenantsHandlers = HttpApiBuilder.group(OpsApi, "tenants", (handl
           yield* checkNetworks(networks)
           return tenantObject(yield* tenants.create({ name, networks: [...new Set(networks)] }))
         }))
-      .handle("get", ({ params }) => Effect.map(existing(params.tenantId), tenantObject))
+      .handle("get", ({ params }) => Effect.map(tenants.require(params.tenantId), tenantObject))
       .handle("update", ({ params, payload }) =>
         Effect.gen(function*() {
-          const tenant = yield* existing(params.tenantId)
+          const tenant = yield* tenants.require(params.tenantId)
           if (payload.networks !== undefined) yield* checkNetworks(payload.networks)
           let subscriptionExpiresAt: Date | null | undefined
           if (payload.subscriptionExpiresAt !== undefined) {
@@ -117,7 +111,7 @@ export const OpsTenantsHandlers = HttpApiBuilder.group(OpsApi, "tenants", (handl
         }))
       .handle("createApiKey", ({ params, payload }) =>
         Effect.gen(function*() {
-          const tenant = yield* existing(params.tenantId)
+          const tenant = yield* tenants.require(params.tenantId)
           const key = yield* registry.create(tenant.id, payload)
           return {
             keyId: key.keyId,
@@ -130,7 +124,7 @@ export const OpsTenantsHandlers = HttpApiBuilder.group(OpsApi, "tenants", (handl
         }))
       .handle("revokeApiKey", ({ params }) =>
         Effect.gen(function*() {
-          const tenant = yield* existing(params.tenantId)
+          const tenant = yield* tenants.require(params.tenantId)
           yield* registry.revoke(tenant.id, params.keyId)
         }))
   }))
@@ -144,7 +138,7 @@ export const OpsUsersHandlers = HttpApiBuilder.group(OpsApi, "users", (handlers)
     return handlers
       .handle("bindTotp", ({ params }) =>
         Effect.gen(function*() {
-          const tenant = yield* existingTenant(tenants, params.tenantId)
+          const tenant = yield* tenants.require(params.tenantId)
           const secret = new Secret({ buffer: (yield* entropy.bytes(20)).buffer as ArrayBuffer })
           yield* users.setTotpSecret(tenant.id, yield* requireCustomerRefId(params.customerRefId), secret.base32)
           const totp = new TOTP({ issuer: "Coffer", label: params.customerRefId, secret })
@@ -152,12 +146,12 @@ export const OpsUsersHandlers = HttpApiBuilder.group(OpsApi, "users", (handlers)
         }))
       .handle("unbindTotp", ({ params }) =>
         Effect.gen(function*() {
-          const tenant = yield* existingTenant(tenants, params.tenantId)
+          const tenant = yield* tenants.require(params.tenantId)
           yield* users.setTotpSecret(tenant.id, yield* requireCustomerRefId(params.customerRefId), null)
         }))
       .handle("update", ({ params, payload }) =>
         Effect.gen(function*() {
-          const tenant = yield* existingTenant(tenants, params.tenantId)
+          const tenant = yield* tenants.require(params.tenantId)
           let cooldownUntil: Date | null | undefined
           if (payload.cooldownUntil !== undefined) {
             if (payload.cooldownUntil === null) cooldownUntil = null

@@ -4,7 +4,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Catalog } from "../catalog/Catalog.ts"
 import { Switches } from "../catalog/Switches.ts"
 import { assetObject } from "../catalog/TenantCatalog.ts"
-import { BadRequest, NotFound } from "../domain/ApiError.ts"
+import { BadRequest } from "../domain/ApiError.ts"
 import { walletObject } from "../http/WalletViews.ts"
 import { Tenants } from "../tenants/Tenants.ts"
 import { switchableWalletStatuses, WalletSwitch } from "../wallets/WalletSwitch.ts"
@@ -42,8 +42,7 @@ export const OpsSwitchHandlers = HttpApiBuilder.group(OpsApi, "switches", (handl
           if (!isSwitchableWalletStatus(payload.status)) {
             return yield* new BadRequest({ message: "status must be ACTIVE, HIDDEN or FROZEN" })
           }
-          const tenant = yield* tenants.get(params.tenantId)
-          if (tenant === undefined) return yield* new NotFound({ message: "tenant not found" })
+          const tenant = yield* tenants.require(params.tenantId)
           return walletObject(yield* walletSwitch.set(tenant.id, params.walletId, payload.status))
         }))
   }))

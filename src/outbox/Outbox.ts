@@ -2,12 +2,15 @@
  * The event outbox: an event is written in the same database transaction as the state change it reports, so a
  * committed change always has its event and a rolled-back one never does. The webhook dispatcher (a later stage)
  * reads undispatched rows and fans them out to endpoints. `dedupeKey` makes a re-run handler harmless.
+ *
+ * A service over the application's SqlClient and Ids: a statement made with the client captured here still runs on
+ * the caller's transaction connection (the client finds it in the calling fiber's context), so callers need not
+ * provide anything by hand.
  */
-import { Clock, Effect } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import type { EventType } from "../webhooks/EventTypes.ts"
-import { Entropy } from "../domain/Entropy.ts"
-import { uuidV7 } from "../domain/Ids.ts"
+import { Ids } from "../domain/Ids.ts"
 
 export interface OutboxEvent {
   readonly tenantId: string
@@ -18,70 +21,73 @@ export interface OutboxEvent {
   readonly data: unknown
 }
 
-/** Call inside the transaction of the change; returns whether the event is new. */
-export const recordEvent = (event: OutboxEvent): Effect.Effect<boolean, never, SqlClient.SqlClient | Entropy> =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const id = yield* uuidV7
-    const now = new Date(yield* Clock.currentTimeMillis)
-    const rows = yield* sql`
-      INSERT INTO outbox_events (id, tenant_id, event_type, subject_id, dedupe_key, data, created_at)
-      VALUES (${id}, ${event.tenantId}, ${event.type}, ${event.subjectId}, ${event.dedupeKey},
-        ${JSON.stringify(event.data)}::jsonb, ${now})
-      ON CONFLICT ON CONSTRAINT outbox_events_dedupe_key DO NOTHING
-      RETURNING id`.pipe(Effect.orDie)
-    return rows.length > 0
-  })
+export class Outbox extends Context.Service<Outbox, {
+  /** Call inside the transaction of the change; returns whether the event is new. */
+  readonly record: (event: OutboxEvent) => Effect.Effect<boolean>
+  /**
+   * `record` for many events in one statement (a block's deposits); answers how many were new. Call inside the
+   * transaction of the changes.
+   */
+  readonly recordMany: (events: ReadonlyArray<OutboxEvent>) => Effect.Effect<number>
+  /**
+   * `record` for a caller that answers with the event's id (`POST /v1/webhooks/{id}/test`); undefined when the
+   * dedupe key was used before. Call inside the transaction of the change.
+   */
+  readonly recordReturningId: (event: OutboxEvent) => Effect.Effect<string | undefined>
+}>()("coffer/Outbox") {
+  static readonly layer = Layer.effect(
+    Outbox,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const ids = yield* Ids
 
-/**
- * `recordEvent` for many events in one statement (a block's deposits); answers how many were new. Call inside the
- * transaction of the changes.
- */
-export const recordEvents = (
-  events: ReadonlyArray<OutboxEvent>
-): Effect.Effect<number, never, SqlClient.SqlClient | Entropy> =>
-  Effect.gen(function*() {
-    if (events.length === 0) return 0
-    const sql = yield* SqlClient.SqlClient
-    const now = new Date(yield* Clock.currentTimeMillis)
-    const rows: Array<Record<string, unknown>> = []
-    for (const event of events) {
-      rows.push({
-        id: yield* uuidV7,
-        tenant_id: event.tenantId,
-        event_type: event.type,
-        subject_id: event.subjectId,
-        dedupe_key: event.dedupeKey,
-        data: event.data
-      })
-    }
-    // One JSON parameter whatever the number of events; ids are time-ordered, so the list keeps the events' order.
-    const inserted = yield* sql`
-      INSERT INTO outbox_events (id, tenant_id, event_type, subject_id, dedupe_key, data, created_at)
-      SELECT e.id, e.tenant_id, e.event_type, e.subject_id, e.dedupe_key, e.data, ${now}
-      FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
-        AS e(id uuid, tenant_id uuid, event_type text, subject_id text, dedupe_key text, data jsonb)
-      ON CONFLICT ON CONSTRAINT outbox_events_dedupe_key DO NOTHING
-      RETURNING id`.pipe(Effect.orDie)
-    return inserted.length
-  })
+      const recordReturningId = (event: OutboxEvent): Effect.Effect<string | undefined> =>
+        Effect.gen(function*() {
+          const id = yield* ids.uuidV7
+          const now = new Date(yield* Clock.currentTimeMillis)
+          const rows = yield* sql<{ id: string }>`
+            INSERT INTO outbox_events (id, tenant_id, event_type, subject_id, dedupe_key, data, created_at)
+            VALUES (${id}, ${event.tenantId}, ${event.type}, ${event.subjectId}, ${event.dedupeKey},
+              ${JSON.stringify(event.data)}::jsonb, ${now})
+            ON CONFLICT ON CONSTRAINT outbox_events_dedupe_key DO NOTHING
+            RETURNING id`.pipe(Effect.orDie)
+          return rows[0]?.id
+        })
 
-/**
- * `recordEvent` for a caller that answers with the event's id (`POST /v1/webhooks/{id}/test`); undefined when the
- * dedupe key was used before. Call inside the transaction of the change.
- */
-export const recordEventReturningId = (
-  event: OutboxEvent
-): Effect.Effect<string | undefined, never, SqlClient.SqlClient | Entropy> =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const id = yield* uuidV7
-    const now = new Date(yield* Clock.currentTimeMillis)
-    const rows = yield* sql<{ id: string }>`
-      INSERT INTO outbox_events (id, tenant_id, event_type, subject_id, dedupe_key, data, created_at)
-      VALUES (${id}, ${event.tenantId}, ${event.type}, ${event.subjectId}, ${event.dedupeKey},
-        ${JSON.stringify(event.data)}::jsonb, ${now})
-      ON CONFLICT ON CONSTRAINT outbox_events_dedupe_key DO NOTHING
-      RETURNING id`.pipe(Effect.orDie)
-    return rows[0]?.id
-  })
+      const record = (event: OutboxEvent): Effect.Effect<boolean> =>
+        Effect.map(recordReturningId(event), (id) => id !== undefined)
+
+      const recordMany = (events: ReadonlyArray<OutboxEvent>): Effect.Effect<number> =>
+        Effect.gen(function*() {
+          if (events.length === 0) return 0
+          const now = new Date(yield* Clock.currentTimeMillis)
+          const rows: Array<Record<string, unknown>> = []
+          for (const event of events) {
+            rows.push({
+              id: yield* ids.uuidV7,
+              tenant_id: event.tenantId,
+              event_type: event.type,
+              subject_id: event.subjectId,
+              dedupe_key: event.dedupeKey,
+              data: event.data
+            })
+          }
+          // One JSON parameter whatever the number of events; ids are time-ordered, so the list keeps the events' order.
+          const inserted = yield* sql`
+            INSERT INTO outbox_events (id, tenant_id, event_type, subject_id, dedupe_key, data, created_at)
+            SELECT e.id, e.tenant_id, e.event_type, e.subject_id, e.dedupe_key, e.data, ${now}
+            FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+              AS e(id uuid, tenant_id uuid, event_type text, subject_id text, dedupe_key text, data jsonb)
+            ON CONFLICT ON CONSTRAINT outbox_events_dedupe_key DO NOTHING
+            RETURNING id`.pipe(Effect.orDie)
+          return inserted.length
+        })
+
+      return Outbox.of({ record, recordMany, recordReturningId })
+    })
+  )
+}
+
+/** `Outbox.record` for code that has the service in its context (tests). */
+export const recordEvent = (event: OutboxEvent): Effect.Effect<boolean, never, Outbox> =>
+  Outbox.use((outbox) => outbox.record(event))

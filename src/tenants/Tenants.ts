@@ -6,8 +6,8 @@ import { Clock, Context, Effect, Layer } from "effect"
 import { PgClient } from "@effect/sql-pg"
 import { SqlClient } from "effect/sql"
 import { announceConfigChange, onConfigChange } from "../auth/ConfigChanges.ts"
-import { Entropy } from "../domain/Entropy.ts"
-import { uuidV7 } from "../domain/Ids.ts"
+import { NotFound } from "../domain/ApiError.ts"
+import { Ids } from "../domain/Ids.ts"
 import { decodeStoredSettings, type TenantSettings } from "./TenantSettings.ts"
 
 export const tenantCacheTtlMillis = 5_000
@@ -59,6 +59,8 @@ export interface TenantPatch {
 export class Tenants extends Context.Service<Tenants, {
   readonly create: (input: { readonly name: string; readonly networks: ReadonlyArray<string> }) => Effect.Effect<Tenant>
   readonly get: (tenantId: string) => Effect.Effect<Tenant | undefined>
+  /** The tenant, or 404 `tenant not found`: a missing tenant is an error, never a default (operator paths). */
+  readonly require: (tenantId: string) => Effect.Effect<Tenant, NotFound>
   /** For request paths: may be up to `tenantCacheTtlMillis` old unless invalidated. */
   readonly getCached: (tenantId: string) => Effect.Effect<Tenant | undefined>
   readonly update: (tenantId: string, patch: TenantPatch) => Effect.Effect<Tenant | undefined>
@@ -69,7 +71,7 @@ export class Tenants extends Context.Service<Tenants, {
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const pg = yield* PgClient.PgClient
-      const entropy = yield* Entropy
+      const ids = yield* Ids
       const cache = new Map<string, { readonly tenant: Tenant | undefined; readonly loadedAtMillis: number }>()
       const columns = sql`id, seq, name, status, subscription_expires_at, settings, networks, created_at`
       // A text[] parameter passed as JSON, so no array literal is ever built by hand.
@@ -94,7 +96,7 @@ export class Tenants extends Context.Service<Tenants, {
         })
 
       const create = Effect.fn("Tenants.create")(function*(input: { name: string; networks: ReadonlyArray<string> }) {
-        const id = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
+        const id = yield* ids.uuidV7
         const now = new Date(yield* Clock.currentTimeMillis)
         const rows = yield* sql<Row>`
           INSERT INTO tenants (id, name, networks, created_at)
@@ -125,7 +127,11 @@ export class Tenants extends Context.Service<Tenants, {
 
       const invalidate = Effect.sync(() => cache.clear())
       yield* onConfigChange(invalidate)
-      return Tenants.of({ create, get, getCached, update, invalidate })
+      const require = (tenantId: string): Effect.Effect<Tenant, NotFound> =>
+        Effect.flatMap(get(tenantId), (tenant) =>
+          tenant === undefined ? Effect.fail(new NotFound({ message: "tenant not found" })) : Effect.succeed(tenant))
+
+      return Tenants.of({ create, get, require, getCached, update, invalidate })
     })
   )
 }

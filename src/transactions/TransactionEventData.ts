@@ -5,7 +5,7 @@
  */
 import { Effect, Layer } from "effect"
 import { Catalog } from "../catalog/Catalog.ts"
-import { transactionObject } from "../http/TransactionViews.ts"
+import { transactionObject } from "./TransactionView.ts"
 import { EventDataRenderer } from "../webhooks/EventData.ts"
 import { TransactionRepository } from "./TransactionRepository.ts"
 

@@ -29,12 +29,11 @@ import {
   SameUserUseWalletTransfer,
   WalletNotActive
 } from "../domain/ApiError.ts"
-import { Entropy } from "../domain/Entropy.ts"
-import { uuidPattern, uuidV7 } from "../domain/Ids.ts"
+import { Ids, uuidPattern } from "../domain/Ids.ts"
 import { Ledger, type Posting } from "../ledger/Ledger.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
-import { recordStatusUpdated, recordTransactionCreated } from "../transactions/TransactionEvents.ts"
+import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 import { TwoFactor, type TwoFactorError } from "../users/TwoFactor.ts"
 import { userFrozenMessage } from "../users/UserRules.ts"
@@ -119,18 +118,9 @@ export class Transfers extends Context.Service<Transfers, {
       const ledger = yield* Ledger
       const transactions = yield* TransactionRepository
       const catalog = yield* Catalog
-      const entropy = yield* Entropy
+      const ids = yield* Ids
+      const transactionEvents = yield* TransactionEvents
       const withdrawals = yield* Withdrawals
-
-      const provide = <A, E>(
-        effect: Effect.Effect<A, E, SqlClient.SqlClient | Entropy | TransactionRepository | Catalog>
-      ) =>
-        effect.pipe(
-          Effect.provideService(SqlClient.SqlClient, sql),
-          Effect.provideService(Entropy, entropy),
-          Effect.provideService(TransactionRepository, transactions),
-          Effect.provideService(Catalog, catalog)
-        )
 
       const userStatus = (userId: string) =>
         Effect.map(
@@ -242,7 +232,7 @@ export class Transfers extends Context.Service<Transfers, {
             { account: { kind: "WALLET", walletId: recipient.id }, assetId: asset.assetId, bucket: "AVAILABLE", amount },
             ...(fee > 0n ? [{ account: { kind: "FEES" }, assetId: asset.assetId, bucket: "AVAILABLE", amount: fee } as const] : [])
           ]
-        const id = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
+        const id = yield* ids.uuidV7
         const nowMillis = yield* Clock.currentTimeMillis
         const now = new Date(nowMillis)
         const status = pending ? "PENDING_AUTHORIZATION" as const : "COMPLETED" as const
@@ -299,7 +289,7 @@ export class Transfers extends Context.Service<Transfers, {
             referenceId: id,
             postings
           })
-          yield* provide(recordTransactionCreated(tenant.id, id))
+          yield* transactionEvents.created(tenant.id, id)
           if (request.recordReceipt !== undefined) yield* request.recordReceipt(receipt)
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         return receipt
@@ -348,7 +338,7 @@ export class Transfers extends Context.Service<Transfers, {
             : ["REJECTED", "REJECTED_BY_OPERATOR"] as const
           yield* sql`UPDATE transactions SET status = ${status}, sub_status = ${subStatus},
             updated_at = ${new Date(yield* Clock.currentTimeMillis)} WHERE id = ${transactionId}`
-          yield* provide(recordStatusUpdated(tenantId, transactionId, status, subStatus))
+          yield* transactionEvents.statusUpdated(tenantId, transactionId, status, subStatus)
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         return (yield* transactions.find(tenantId, transactionId))!
       })

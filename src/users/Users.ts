@@ -6,7 +6,7 @@ import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { BadRequest, EmailTaken, InvalidState, NotFound } from "../domain/ApiError.ts"
 import { Entropy } from "../domain/Entropy.ts"
-import { uuidV7 } from "../domain/Ids.ts"
+import { Ids } from "../domain/Ids.ts"
 import { hashPassword } from "./PasswordHash.ts"
 import {
   customerRefIdMessage,
@@ -109,6 +109,7 @@ export class Users extends Context.Service<Users, {
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const entropy = yield* Entropy
+      const ids = yield* Ids
       const columns = sql`id, tenant_id, seq, uid, customer_ref_id, email, nickname, source, status, cooldown_until,
         (totp_secret IS NOT NULL) AS totp_enabled, created_at`
 
@@ -158,7 +159,7 @@ export class Users extends Context.Service<Users, {
           Effect.provideService(Entropy, entropy)
         )
         for (let attempt = 0; attempt < uidAttemptsMax; attempt++) {
-          const id = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
+          const id = yield* ids.uuidV7
           const uid = yield* randomUid
           const now = new Date(yield* Clock.currentTimeMillis)
           const inserted = yield* sql.withTransaction(Effect.gen(function*() {

@@ -10,8 +10,7 @@ import { SqlClient } from "effect/sql"
 import type { BtcNetwork } from "../chains/ChainFamily.ts"
 import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
 import type { SignerUnavailable } from "../domain/ApiError.ts"
-import { Entropy } from "../domain/Entropy.ts"
-import { recordEvent } from "../outbox/Outbox.ts"
+import { Outbox } from "../outbox/Outbox.ts"
 import { Signer } from "../signer/Signer.ts"
 
 /** Signer retries back off exponentially from this and stay at `signerRetryDelayMaxMillis`. */
@@ -40,7 +39,7 @@ export class WalletProvisioner extends Context.Service<WalletProvisioner, {
       const sql = yield* SqlClient.SqlClient
       const signer = yield* Signer
       const catalog = yield* Catalog
-      const entropy = yield* Entropy
+      const outbox = yield* Outbox
 
       const provisionOnce = Effect.fn("WalletProvisioner.provisionOnce")(function*(walletId: string) {
         const rows = yield* sql<{
@@ -104,7 +103,7 @@ export class WalletProvisioner extends Context.Service<WalletProvisioner, {
             WHERE id = ${walletId} AND status = 'PROVISIONING'
             RETURNING id`
           if (activated.length === 0) return wallet.status === "PROVISIONING" ? "ALREADY_PROVISIONED" as const : "REGISTERED" as const
-          yield* recordEvent({
+          yield* outbox.record({
             tenantId: wallet.tenant_id,
             type: "WALLET_CREATED",
             subjectId: walletId,
@@ -113,8 +112,6 @@ export class WalletProvisioner extends Context.Service<WalletProvisioner, {
           })
           return "ACTIVATED" as const
         })).pipe(
-          Effect.provideService(Entropy, entropy),
-          Effect.provideService(SqlClient.SqlClient, sql),
           Effect.orDie
         )
       })

@@ -18,8 +18,7 @@ import {
   SignerUnavailable,
   WalletLimitReached
 } from "../domain/ApiError.ts"
-import { Entropy } from "../domain/Entropy.ts"
-import { uuidV7 } from "../domain/Ids.ts"
+import { Ids } from "../domain/Ids.ts"
 import { WalletEntity } from "../entities/WalletEntity.ts"
 import { Signer } from "../signer/Signer.ts"
 import { walletCreationsPer24hDefault, walletsPerFamilyDefault } from "../tenants/TenantSettings.ts"
@@ -88,7 +87,7 @@ export class Wallets extends Context.Service<Wallets, {
       const signer = yield* Signer
       const users = yield* Users
       const repository = yield* WalletRepository
-      const entropy = yield* Entropy
+      const ids = yield* Ids
       const walletClient = yield* WalletEntity.client
       const columns = walletColumns(sql)
 
@@ -114,7 +113,7 @@ export class Wallets extends Context.Service<Wallets, {
           if (counts!.recent_count >= (tenant.settings.walletCreationsPer24h ?? walletCreationsPer24hDefault)) {
             return yield* new RateLimited({ message: walletRateMessage })
           }
-          const id = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
+          const id = yield* ids.uuidV7
           const seq = counts!.max_seq + 1
           yield* sql`
             INSERT INTO wallets (id, tenant_id, user_id, chain_family, seq, name, is_default, status, created_at,

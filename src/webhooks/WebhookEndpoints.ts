@@ -9,10 +9,9 @@ import type { Sharding } from "effect/cluster"
 import { SqlClient, type SqlError } from "effect/sql"
 import { AppConfig } from "../Config.ts"
 import { BadRequest, LimitExceeded, NotFound } from "../domain/ApiError.ts"
-import { Entropy } from "../domain/Entropy.ts"
-import { uuidV7 } from "../domain/Ids.ts"
+import { Ids } from "../domain/Ids.ts"
 import { wakeEndpoints } from "../entities/WebhookEndpointEntity.ts"
-import { recordEventReturningId } from "../outbox/Outbox.ts"
+import { Outbox } from "../outbox/Outbox.ts"
 import { testEventMessage } from "./DeliverySettings.ts"
 import {
   activeLimitMessage,
@@ -93,12 +92,13 @@ export class WebhookEndpoints extends Context.Service<WebhookEndpoints, {
   static readonly layer: Layer.Layer<
     WebhookEndpoints,
     never,
-    SqlClient.SqlClient | Entropy | AppConfig | Sharding.Sharding
+    SqlClient.SqlClient | Ids | Outbox | AppConfig | Sharding.Sharding
   > = Layer.effect(
     WebhookEndpoints,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const entropy = yield* Entropy
+      const ids = yield* Ids
+      const outbox = yield* Outbox
       const config = yield* AppConfig
       const context = yield* Effect.context<Sharding.Sharding>()
       const columns = sql`id, tenant_id, url, events, description, status, created_at`
@@ -132,7 +132,7 @@ export class WebhookEndpoints extends Context.Service<WebhookEndpoints, {
         const url = yield* checkUrl(input.url)
         const events = yield* checkSubscription(input.events ?? [])
         const description = yield* checkText(input.description ?? null)
-        const id = yield* Effect.provideService(uuidV7, Entropy, entropy)
+        const id = yield* ids.uuidV7
         const now = new Date(yield* Clock.currentTimeMillis)
         const rows = yield* sql<Row>`
           INSERT INTO webhook_endpoints (id, tenant_id, url, events, description, status, active_since, created_at,
@@ -199,15 +199,15 @@ export class WebhookEndpoints extends Context.Service<WebhookEndpoints, {
         const [endpoint] = yield* sql<{ id: string }>`
           SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND tenant_id = ${tenantId}`.pipe(Effect.orDie)
         if (endpoint === undefined) return yield* endpointNotFound()
-        const dedupeKey = yield* Effect.provideService(uuidV7, Entropy, entropy)
+        const dedupeKey = yield* ids.uuidV7
         // The dispatcher routes it to this endpoint only (Dispatcher.ts), woken by the commit notification.
-        const eventId = yield* recordEventReturningId({
+        const eventId = yield* outbox.recordReturningId({
           tenantId,
           type: "WEBHOOK_TEST",
           subjectId: endpointId,
           dedupeKey,
           data: { message: testEventMessage, endpointId }
-        }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(Entropy, entropy))
+        })
         if (eventId === undefined) return yield* Effect.die(new Error(`test event key ${dedupeKey} was used before`))
         return eventId
       })

@@ -4,7 +4,7 @@
  * the seam where `TRANSACTION_*` events get the latest transaction object.
  */
 import { Layer } from "effect"
-import { WebhookEndpointEntityLive } from "../entities/WebhookEndpointEntity.ts"
+import { WebhookEndpointEntityLayer } from "../entities/WebhookEndpointEntity.ts"
 import { WebhookDispatcher } from "./Dispatcher.ts"
 import { WebhookDeliveries } from "./WebhookDeliveries.ts"
 import { WebhookDelivery } from "./WebhookDelivery.ts"
@@ -12,7 +12,7 @@ import { WebhookEndpoints } from "./WebhookEndpoints.ts"
 import { WebhookTransport } from "./WebhookTransport.ts"
 
 export const WebhooksLayer = Layer.mergeAll(WebhookEndpoints.layer, WebhookDeliveries.layer, WebhookDispatcher).pipe(
-  Layer.provideMerge(WebhookEndpointEntityLive),
+  Layer.provideMerge(WebhookEndpointEntityLayer),
   Layer.provideMerge(WebhookDelivery.layer),
   Layer.provideMerge(WebhookTransport.layer)
 )

@@ -22,13 +22,11 @@ import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { ChainClients, type SignedWithdrawal, type WithdrawalTransfer } from "../chains/ChainClient.ts"
 import { meetsConfirmationRule } from "../deposits/DepositWatcher.ts"
-import { Entropy } from "../domain/Entropy.ts"
 import { Ledger, type EntryKind, type Posting } from "../ledger/Ledger.ts"
 import { Signer } from "../signer/Signer.ts"
 import { Tenants } from "../tenants/Tenants.ts"
 import type { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
-import { recordStatusUpdated } from "../transactions/TransactionEvents.ts"
-import { TransactionRepository } from "../transactions/TransactionRepository.ts"
+import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
 import { withdrawalRequest } from "./WithdrawalRequests.ts"
 
@@ -116,8 +114,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
       const signer = yield* Signer
       const tenants = yield* Tenants
       const platformAddresses = yield* PlatformAddresses
-      const transactions = yield* TransactionRepository
-      const entropy = yield* Entropy
+      const transactionEvents = yield* TransactionEvents
 
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -150,12 +147,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
             yield* ledger.post({ tenantId: row.tenant_id, kind: entry.kind, referenceId: row.id, postings: entry.postings })
               .pipe(Effect.orDie)
           }
-          yield* recordStatusUpdated(row.tenant_id, row.id, step.to, step.subStatus).pipe(
-            Effect.provideService(TransactionRepository, transactions),
-            Effect.provideService(Catalog, catalog),
-            Effect.provideService(SqlClient.SqlClient, sql),
-            Effect.provideService(Entropy, entropy)
-          )
+          yield* transactionEvents.statusUpdated(row.tenant_id, row.id, step.to, step.subStatus)
           return true
         })).pipe(Effect.orDie)
       })
@@ -180,7 +172,12 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           switch (row.status) {
             case "SUBMITTED": {
               const tenant = yield* tenants.get(row.tenant_id)
-              const settings = tenant?.settings ?? {}
+              // Fail closed: without the tenant there is no blocklist or approval threshold to apply, so the
+              // withdrawal must not move on under defaults; it stays SUBMITTED and the failure is reported.
+              if (tenant === undefined) {
+                return yield* Effect.die(new Error(`withdrawal ${row.id}: its tenant ${row.tenant_id} does not exist`))
+              }
+              const settings = tenant.settings
               if ((settings.blockedAddresses ?? []).includes(row.destination_address)) {
                 yield* transition(row, { from: "SUBMITTED", to: "REJECTED", subStatus: "BLOCKED_BY_POLICY", entries: release(row) })
                 return "NEXT" as const

@@ -10,7 +10,6 @@ import { Clock, Context, Effect, Layer } from "effect"
 import { Sharding } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import type { CatalogAsset } from "../catalog/Catalog.ts"
-import { Catalog } from "../catalog/Catalog.ts"
 import {
   type Forbidden,
   type InsufficientBalance,
@@ -19,15 +18,14 @@ import {
   NotFound,
   type WalletNotActive
 } from "../domain/ApiError.ts"
-import { Entropy } from "../domain/Entropy.ts"
-import { uuidV7 } from "../domain/Ids.ts"
+import { Ids } from "../domain/Ids.ts"
 import { requestProcessing } from "../entities/WithdrawalEntity.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
 import { holdDailyLimit } from "../transfers/DailyLimit.ts"
 import { holdPayer } from "../transfers/PayerHold.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
-import { recordTransactionCreated } from "../transactions/TransactionEvents.ts"
+import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 import type { Wallet } from "../wallets/WalletRepository.ts"
 import { freezePostings, releasePostings, WithdrawalProcessor } from "./WithdrawalProcessor.ts"
@@ -103,8 +101,8 @@ export class Withdrawals extends Context.Service<Withdrawals, {
     never,
     | SqlClient.SqlClient
     | Ledger
-    | Catalog
-    | Entropy
+    | Ids
+    | TransactionEvents
     | TransactionRepository
     | WithdrawalProcessor
     | Sharding.Sharding
@@ -113,8 +111,8 @@ export class Withdrawals extends Context.Service<Withdrawals, {
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const ledger = yield* Ledger
-      const catalog = yield* Catalog
-      const entropy = yield* Entropy
+      const ids = yield* Ids
+      const transactionEvents = yield* TransactionEvents
       const transactions = yield* TransactionRepository
       const processor = yield* WithdrawalProcessor
       const sharding = yield* Sharding.Sharding
@@ -123,7 +121,7 @@ export class Withdrawals extends Context.Service<Withdrawals, {
 
       const submit = Effect.fn("Withdrawals.submit")(function*(submission: WithdrawalSubmission) {
         const { tenant, payer, asset } = submission
-        const id = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
+        const id = yield* ids.uuidV7
         const nowMillis = yield* Clock.currentTimeMillis
         const now = new Date(nowMillis)
         const row = {
@@ -171,12 +169,7 @@ export class Withdrawals extends Context.Service<Withdrawals, {
           }`
           yield* sql`INSERT INTO withdrawals (transaction_id) VALUES (${id})`
           yield* ledger.post({ tenantId: tenant.id, kind: "WITHDRAWAL_FREEZE", referenceId: id, postings: freezePostings(row) })
-          yield* recordTransactionCreated(tenant.id, id).pipe(
-            Effect.provideService(TransactionRepository, transactions),
-            Effect.provideService(Catalog, catalog),
-            Effect.provideService(SqlClient.SqlClient, sql),
-            Effect.provideService(Entropy, entropy)
-          )
+          yield* transactionEvents.created(tenant.id, id)
           if (submission.recordReceipt !== undefined) yield* submission.recordReceipt(submitted)
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         // A crash before the entity has the message leaves the withdrawal SUBMITTED; WithdrawalSupervisor asks again.

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { Entropy } from "../../src/domain/Entropy.ts"
-import { uuidPattern, uuidV7 } from "../../src/domain/Ids.ts"
+import { Ids, uuidPattern, uuidV7 } from "../../src/domain/Ids.ts"
 
 describe("UUID v7 ids (spec section 1: entity ids are time-ordered v7)", () => {
   it.effect("are v7, unique, and sort in creation order even within one millisecond", () =>
@@ -15,11 +15,11 @@ describe("UUID v7 ids (spec section 1: entity ids are time-ordered v7)", () => {
       }
       assert.strictEqual(new Set(ids).size, ids.length)
       assert.deepStrictEqual([...ids].sort(), ids)
-    }).pipe(Effect.provide(Entropy.layer)))
+    }).pipe(Effect.provide(Ids.layer.pipe(Layer.provide(Entropy.layer)))))
 
   it.effect("are reproducible with a seeded Entropy and a fixed clock", () =>
     Effect.gen(function*() {
-      const first = yield* uuidV7.pipe(Effect.provide(Entropy.layerSeeded("seed")))
+      const first = yield* uuidV7.pipe(Effect.provide(Ids.layer.pipe(Layer.provide(Entropy.layerSeeded("seed")))))
       assert.match(first, /^00000000-0000-7/)
     }))
 })

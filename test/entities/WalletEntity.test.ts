@@ -7,7 +7,7 @@ import { TestClock } from "effect/testing"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { ClusterLayer, purgeProcessedMessages } from "../../src/entities/Cluster.ts"
-import { WalletEntity, WalletEntityLive } from "../../src/entities/WalletEntity.ts"
+import { WalletEntity, WalletEntityLayer } from "../../src/entities/WalletEntity.ts"
 import { derivationPath } from "../../src/chains/Derivation.ts"
 import {
   crashingOnceSigner,
@@ -53,7 +53,7 @@ describe("wallet entity", () => {
       assert.strictEqual(yield* Fiber.join(again), "ALREADY_PROVISIONED")
       assert.deepStrictEqual(yield* walletRow(ids.walletId), row)
     }).pipe(
-      Effect.provide(WalletEntityLive.pipe(
+      Effect.provide(WalletEntityLayer.pipe(
         Layer.provideMerge(TestRunner.layer),
         Layer.provideMerge(provisionerLayer(flakySigner(signerState)))
       ))
@@ -76,7 +76,7 @@ describe("wallet entity", () => {
       assert.strictEqual(yield* client.Provision({ attempt: "supervisor:1" }), "ACTIVATED")
       assert.strictEqual((yield* walletRow(ids.walletId)).status, "ACTIVE")
     }).pipe(
-      Effect.provide(WalletEntityLive.pipe(
+      Effect.provide(WalletEntityLayer.pipe(
         Layer.provideMerge(TestRunner.layer),
         Layer.provideMerge(provisionerLayer(crashingOnceSigner({ crashed: false })))
       ))
@@ -142,7 +142,7 @@ describe("wallet entity", () => {
         }
         return yield* walletRow(ids.walletId)
       }).pipe(
-        Effect.provide(WalletEntityLive.pipe(
+        Effect.provide(WalletEntityLayer.pipe(
           Layer.provideMerge(ClusterLayer),
           Layer.provideMerge(provisionerLayer(flakySigner({ remaining: 0, calls: 0 })))
         ))

@@ -9,6 +9,7 @@ import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
 import { afterAll } from "vitest"
 import { Api } from "../../src/api/Api.ts"
 import { Entropy } from "../../src/domain/Entropy.ts"
+import { Ids } from "../../src/domain/Ids.ts"
 import { errorBoundary, RequestTimeout } from "../../src/http/ErrorBoundary.ts"
 
 const secret = "postgres://coffer:hunter2@db.internal/coffer"
@@ -24,7 +25,7 @@ const Routes = Layer.mergeAll(
   HttpRouter.add("GET", "/v1/teapot", Effect.succeed(HttpServerResponse.text("short and stout", { status: 418 }))),
   HttpRouter.add("GET", "/v1/unavailable", Effect.succeed(HttpServerResponse.empty({ status: 503 })))
 ).pipe(
-  Layer.provide(Entropy.layer),
+  Layer.provide(Ids.layer.pipe(Layer.provide(Entropy.layer))),
   Layer.provide(Layer.succeed(RequestTimeout)(Duration.millis(50))),
   Layer.provide(HttpServer.layerServices)
 )

@@ -5,6 +5,7 @@ import { TestClock } from "effect/testing"
 import * as Database from "../../src/db/Database.ts"
 import { BadRequest, Forbidden, SignerUnavailable } from "../../src/domain/ApiError.ts"
 import { Entropy } from "../../src/domain/Entropy.ts"
+import { Ids } from "../../src/domain/Ids.ts"
 import {
   checkIdempotencyKey,
   Idempotency,
@@ -16,6 +17,7 @@ import {
 import { heartbeatStaleMillis, instanceLockClassId, ServiceInstance } from "../../src/idempotency/ServiceInstance.ts"
 
 const TestLayer = Idempotency.layer.pipe(
+  Layer.provideMerge(Ids.layer),
   Layer.provideMerge(Entropy.layer),
   Layer.provideMerge(Database.layerFromUrl(Redacted.make(process.env.DATABASE_URL!))),
   Layer.orDie

@@ -4,14 +4,14 @@
  * delivery due again and sends it; the receiver sees it twice and de-duplicates by event id.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Effect, Redacted } from "effect"
+import { Clock, Effect, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import * as Database from "../../src/db/Database.ts"
 import { Entropy } from "../../src/domain/Entropy.ts"
-import { uuidV7 } from "../../src/domain/Ids.ts"
-import { recordEvent } from "../../src/outbox/Outbox.ts"
+import { Ids, uuidV7 } from "../../src/domain/Ids.ts"
+import { Outbox, recordEvent } from "../../src/outbox/Outbox.ts"
 import { eventually, makeReceiver } from "./fixtures/Receiver.ts"
 import { serviceStack } from "./fixtures/ServiceStack.ts"
 
@@ -58,7 +58,7 @@ describe("webhook delivery across a kill -9", () => {
       assert.strictEqual(receiver.requests.length, 2)
       assert.strictEqual(receiver.requests[0]!.headers["x-coffer-event-id"], receiver.requests[1]!.headers["x-coffer-event-id"])
     }).pipe(
-      Effect.provide(Entropy.layer),
+      Effect.provide(Outbox.layer.pipe(Layer.provideMerge(Ids.layer), Layer.provideMerge(Entropy.layer))),
       Effect.provide(Database.layerFromUrl(Redacted.make(process.env.DATABASE_URL!))),
       Effect.orDie
     ), 90_000)

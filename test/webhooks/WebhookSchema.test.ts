@@ -4,11 +4,11 @@
  * states of spec section 3.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Redacted } from "effect"
+import { Effect, Layer, Redacted } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import * as Database from "../../src/db/Database.ts"
 import { Entropy } from "../../src/domain/Entropy.ts"
-import { uuidV7 } from "../../src/domain/Ids.ts"
+import { Ids, uuidV7 } from "../../src/domain/Ids.ts"
 
 const violation = (error: SqlError.SqlError) => {
   const reason = error.reason as { readonly _tag: string; readonly constraint?: string; readonly cause?: any }
@@ -18,9 +18,9 @@ const violation = (error: SqlError.SqlError) => {
 const expectViolation = <A, R>(effect: Effect.Effect<A, SqlError.SqlError, R>) =>
   Effect.flatMap(Effect.flip(effect), (error) => Effect.succeed(violation(error)))
 
-const withDatabase = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient | Entropy>) =>
+const withDatabase = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient | Ids>) =>
   effect.pipe(
-    Effect.provide(Entropy.layer),
+    Effect.provide(Ids.layer.pipe(Layer.provide(Entropy.layer))),
     Effect.provide(Database.layerFromUrl(Redacted.make(process.env.DATABASE_URL!))),
     Effect.orDie
   )

@@ -18,7 +18,10 @@ import { AppConfig } from "../../src/Config.ts"
 import * as Database from "../../src/db/Database.ts"
 import { SignerUnavailable } from "../../src/domain/ApiError.ts"
 import { Entropy } from "../../src/domain/Entropy.ts"
-import { WithdrawalEntity, WithdrawalEntityLive } from "../../src/entities/WithdrawalEntity.ts"
+import { Ids } from "../../src/domain/Ids.ts"
+import { Outbox } from "../../src/outbox/Outbox.ts"
+import { TransactionEvents } from "../../src/transactions/TransactionEvents.ts"
+import { WithdrawalEntity, WithdrawalEntityLayer } from "../../src/entities/WithdrawalEntity.ts"
 import { Ledger } from "../../src/ledger/Ledger.ts"
 import { Signer } from "../../src/signer/Signer.ts"
 import { Tenants } from "../../src/tenants/Tenants.ts"
@@ -51,14 +54,17 @@ const signerWith = (state: { calls: number }, sign: (real: Signer["Service"]) =>
 
 /** The entity, its processor and the simulated chain over the test database, on the cluster's TestRunner. */
 const entityLayer = (signer: Layer.Layer<Signer>) =>
-  WithdrawalEntityLive.pipe(
+  WithdrawalEntityLayer.pipe(
     Layer.provideMerge(TestRunner.layer),
     Layer.provideMerge(WithdrawalProcessor.layer),
+    Layer.provideMerge(TransactionEvents.layer),
     Layer.provideMerge(chainClientsLayer),
     Layer.provideMerge(SimulatedChain.layer),
     Layer.provideMerge(Layer.mergeAll(PlatformAddresses.layer, Ledger.layer, TransactionRepository.layer)),
     Layer.provideMerge(Layer.mergeAll(Tenants.layer, Catalog.layer)),
     Layer.provideMerge(signer),
+    Layer.provideMerge(Outbox.layer),
+    Layer.provideMerge(Ids.layer),
     Layer.provideMerge(Entropy.layer),
     Layer.provideMerge(Database.layerFromUrl(Redacted.make(process.env.DATABASE_URL!))),
     Layer.provideMerge(AppConfig.layerTest({ serviceEnv: "preproduction" })),

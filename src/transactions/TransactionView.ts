@@ -1,8 +1,11 @@
-/** The transaction object as the wire shows it (spec section 2). */
+/**
+ * The transaction object as the wire shows it (spec section 2). It lives beside the transaction model, below http/,
+ * because events (TransactionEvents, the outbox) carry the same object the API answers with.
+ */
 import type { TransactionObject } from "../api/TransactionsApi.ts"
 import type { Catalog } from "../catalog/Catalog.ts"
 import { toRfc3339 } from "../domain/Time.ts"
-import type { Transaction } from "../transactions/Transaction.ts"
+import type { Transaction } from "./Transaction.ts"
 
 const rawOrNull = (value: bigint | null): string | null => (value === null ? null : value.toString())
 

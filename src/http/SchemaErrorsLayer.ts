@@ -20,4 +20,4 @@ export const apiErrorForSchemaError = (
 export const schemaErrorToApiError = (error: HttpApiError.HttpApiSchemaError) =>
   Effect.fail(apiErrorForSchemaError(error) ?? error)
 
-export const SchemaErrorsLive = HttpApiMiddleware.layerSchemaErrorTransform(SchemaErrors, schemaErrorToApiError)
+export const SchemaErrorsLayer = HttpApiMiddleware.layerSchemaErrorTransform(SchemaErrors, schemaErrorToApiError)

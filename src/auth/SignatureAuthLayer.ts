@@ -23,7 +23,7 @@ export const requestBodyLimitBytes = 256 * 1024
 
 const authenticationRequired = () => new Unauthorized({ message: "authentication required" })
 
-export const SignatureAuthLive = Layer.effect(
+export const SignatureAuthLayer = Layer.effect(
   SignatureAuth,
   Effect.gen(function*() {
     const apiKeys = yield* ApiKeys
