@@ -13,6 +13,7 @@ import { sha256Hex } from "../client/RequestSigner.ts"
 import { NotFound } from "../domain/ApiError.ts"
 import { checkIdempotencyKey, Idempotency } from "../idempotency/Idempotency.ts"
 import { Ledger } from "../ledger/Ledger.ts"
+import { visibleAddress, withNetworkWatch } from "../wallets/AddressVisibility.ts"
 import { type Wallet, WalletRepository } from "../wallets/WalletRepository.ts"
 import { Wallets } from "../wallets/Wallets.ts"
 import { currentTenant } from "./CurrentTenant.ts"
@@ -88,17 +89,15 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
           return tenantNetworks(catalog, tenant)
             .filter((network) => network.chainFamily === wallet.chainFamily && view.network(network).depositEnabled)
             .map((network) => {
-              const stored = registered.find((candidate) => candidate.networkKey === network.networkKey)
-              const entry = stored !== undefined && view.network(network).watch === "FROZEN"
-                ? { ...stored, watchStatus: "FROZEN" as const }
-                : stored
-              const watched = entry !== undefined && (entry.watchStatus === "ACTIVE" || entry.watchStatus === "DEGRADED")
+              const entry = withNetworkWatch(
+                registered.find((candidate) => candidate.networkKey === network.networkKey),
+                view.network(network).watch
+              )
               return {
                 walletId: wallet.id,
                 networkKey: network.networkKey,
                 networkName: network.displayName,
-                // Never shown unless the wallet is active and the address is watched (spec 2, wallet address item).
-                address: wallet.status === "ACTIVE" && watched ? entry.address : null,
+                address: visibleAddress(wallet, entry),
                 watchStatus: entry?.watchStatus ?? null,
                 confirmations: network.confirmations,
                 supportedAssets: assets.filter((asset) => asset.networkKey === network.networkKey).map((asset) => ({
