@@ -17,7 +17,7 @@
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Console, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { Argument, CliError, Command, Flag } from "effect/cli"
-import { FetchHttpClient, HttpClient, HttpClientRequest, type HttpClientResponse } from "effect/http"
+import { FetchHttpClient, HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
 import { createPrivateKey, generateKeyPairSync, type KeyObject, randomBytes } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { basename, join, resolve } from "node:path"
@@ -237,7 +237,7 @@ const reportOpsFailure = (baseUrl: string) => (error: unknown) => {
     const message = (error as { message?: unknown }).message
     return new CallFailed({ message: `HTTP ${cls.status} ${cls.code}: ${String(message)}` })
   }
-  if ((error as { _tag?: unknown })._tag === "HttpClientError") return describeTransportError(baseUrl)(error)
+  if (HttpClientError.isHttpClientError(error)) return describeTransportError(baseUrl)(error)
   return new CallFailed({ message: `unexpected answer from ${baseUrl}: ${String(error)}` })
 }
 
