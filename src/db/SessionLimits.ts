@@ -43,7 +43,7 @@ export const sessionLimitParameters: Readonly<Record<string, string>> = {
 const idleInTransactionTimeoutSqlState = "25P03"
 
 const isLimitReason = (reason: SqlError.SqlErrorReason): boolean => {
-  if (reason._tag === "LockTimeoutError" || reason._tag === "StatementTimeoutError") return true
+  if (reason instanceof SqlError.LockTimeoutError || reason instanceof SqlError.StatementTimeoutError) return true
   const cause: unknown = reason.cause
   return typeof cause === "object" && cause !== null && "code" in cause && cause.code === idleInTransactionTimeoutSqlState
 }

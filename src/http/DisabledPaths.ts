@@ -8,7 +8,7 @@ import { CurrentRequestId, Forbidden } from "../domain/ApiError.ts"
 import { jsonEnvelope } from "./ErrorBoundary.ts"
 
 const forbidden = (message: string) =>
-  Effect.map(Effect.service(CurrentRequestId), (requestId) => jsonEnvelope(403, Forbidden, message, requestId))
+  Effect.map(Effect.service(CurrentRequestId), (requestId) => jsonEnvelope(Forbidden, message, requestId))
 
 const selfRegistration = forbidden("Self registration is disabled; contact your tenant")
 const passwordLogin = forbidden("fixed-password administrator logins are disabled")

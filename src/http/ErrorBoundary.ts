@@ -14,11 +14,15 @@ import { HttpApi, HttpApiError, type HttpApiGroup } from "effect/http-api"
 import {
   BadRequest,
   BadRequestParams,
+  BodyTooLarge,
   CurrentRequestId,
   envelopeOf,
+  type ErrorRow,
   Internal,
+  MethodNotAllowed,
   NotFound,
   ProviderUnavailable,
+  RequestTimedOut,
   Unauthorized
 } from "../domain/ApiError.ts"
 import { isSessionLimitError } from "../db/SessionLimits.ts"
@@ -34,14 +38,8 @@ export const RequestTimeout = Context.Reference<Duration.Input>("coffer/RequestT
 /** Bodies above this are refused with 413 while being read (spec section 8, "request body"). */
 export const requestBodyHardLimitBytes = 1024 * 1024
 
-class RequestTimedOut {
-  readonly _tag = "RequestTimedOut"
-}
-
-/** A Content-Length above the cap: refused without reading a byte. */
-class DeclaredBodyTooLarge {
-  readonly _tag = "DeclaredBodyTooLarge"
-}
+const timedOutMessage = "request processing exceeded 30 s"
+const bodyTooLargeMessage = "body too large"
 
 /**
  * The checks no route may skip. The body is read only when the request declares one; HttpServerRequest caches the
@@ -54,8 +52,9 @@ const frameworkChecks = Effect.gen(function*() {
     return yield* new BadRequestParams({ message: `invalid ${undecodable} parameter` })
   }
   const contentLength = request.headers["content-length"]
+  // A Content-Length above the cap: refused without reading a byte.
   if (contentLength !== undefined && Number(contentLength) > requestBodyHardLimitBytes) {
-    return yield* Effect.fail(new DeclaredBodyTooLarge())
+    return yield* new BodyTooLarge({ message: bodyTooLargeMessage })
   }
   const declaresBody = (contentLength !== undefined && contentLength !== "0") ||
     request.headers["transfer-encoding"] !== undefined
@@ -97,73 +96,73 @@ export const makeAllowedMethods = <Id extends string, Groups extends HttpApiGrou
   }
 }
 
-export const jsonEnvelope = (
-  status: number,
-  cls: { readonly code: string; readonly retryable: boolean },
-  message: string,
-  requestId: string
-) => HttpServerResponse.jsonUnsafe(envelopeOf(cls, message, requestId), { status })
+/** An answer of the error table: the row's status unless `status` says otherwise (only `envelopeForStatus`). */
+export const jsonEnvelope = (cls: ErrorRow, message: string, requestId: string, status: number = cls.status) =>
+  HttpServerResponse.jsonUnsafe(envelopeOf(cls, message, requestId), { status })
 
 interface Classified {
-  readonly status: number
-  readonly cls: { readonly code: string; readonly retryable: boolean }
+  readonly cls: ErrorRow
   readonly message: string
+  /** Set only where a status outside the table is kept (a non-JSON 5xx of the framework). */
+  readonly status?: number
 }
 
+/**
+ * The answer for what ended a request. A cause is read here, not caught by tag: these arrive as failures or as
+ * defects (a body read past the cap inside SignatureAuth, a session limit wrapped by a repository's `orDie`) and
+ * in either order among the cause's reasons; the first reason that names a row wins.
+ */
 const classify = (cause: Cause.Cause<unknown>, url: string, allowed: (url: string) => ReadonlyArray<string>): Classified => {
   for (const reason of cause.reasons) {
-    const error: unknown = reason._tag === "Fail" ? reason.error : reason._tag === "Die" ? reason.defect : undefined
-    if (error instanceof RequestTimedOut) {
-      return { status: 408, cls: ProviderUnavailable, message: "request processing exceeded 30 s" }
-    }
-    if (error instanceof DeclaredBodyTooLarge) return { status: 413, cls: BadRequest, message: "body too large" }
-    if (error instanceof BadRequestParams) return { status: BadRequestParams.status, cls: BadRequestParams, message: error.message }
+    const error: unknown = Cause.isFailReason(reason) ? reason.error : Cause.isDieReason(reason) ? reason.defect : undefined
+    // The boundary's own rows (framework checks, the timeout) and the 400 of the request target.
+    if (error instanceof RequestTimedOut) return { cls: RequestTimedOut, message: error.message }
+    if (error instanceof BodyTooLarge) return { cls: BodyTooLarge, message: error.message }
+    if (error instanceof BadRequestParams) return { cls: BadRequestParams, message: error.message }
     // A lock wait or statement cut by the database's session limits: busy, not broken; retry (docs/ledger.md).
-    if (isSessionLimitError(error)) {
-      return { status: 503, cls: ProviderUnavailable, message: "database busy, retry later" }
-    }
+    if (isSessionLimitError(error)) return { cls: ProviderUnavailable, message: "database busy, retry later" }
     if (error instanceof HttpServerError.HttpServerError) {
       const inner = error.reason
-      if (inner._tag === "RouteNotFound") {
+      if (inner instanceof HttpServerError.RouteNotFound) {
         return allowed(url).length > 0
-          ? { status: 405, cls: BadRequest, message: "method not allowed" }
-          : { status: 404, cls: NotFound, message: "route not found" }
+          ? { cls: MethodNotAllowed, message: "method not allowed" }
+          : { cls: NotFound, message: "route not found" }
       }
-      if (inner._tag === "RequestParseError") {
+      if (inner instanceof HttpServerError.RequestParseError) {
         return inner.reason === "BodyTooLarge"
-          ? { status: 413, cls: BadRequest, message: "body too large" }
-          : { status: 422, cls: BadRequest, message: "invalid request body" }
+          ? { cls: BodyTooLarge, message: bodyTooLargeMessage }
+          : { cls: BadRequest, message: "invalid request body" }
       }
     }
     if (HttpApiError.HttpApiSchemaError.is(error)) {
       const mapped = apiErrorForSchemaError(error)
       if (mapped !== undefined) {
-        const cls = mapped instanceof BadRequestParams ? BadRequestParams : BadRequest
-        return { status: cls.status, cls, message: mapped.message }
+        return { cls: mapped instanceof BadRequestParams ? BadRequestParams : BadRequest, message: mapped.message }
       }
     }
   }
-  return { status: 500, cls: Internal, message: "internal error" }
+  return { cls: Internal, message: "internal error" }
 }
 
 /** Maps a non-JSON error response (HttpApi's own empty or text answers) onto the envelope. */
 const envelopeForStatus = (status: number): Classified => {
   switch (status) {
     case 401:
-      return { status, cls: Unauthorized, message: "authentication required" }
+      return { cls: Unauthorized, message: "authentication required" }
     case 404:
-      return { status, cls: NotFound, message: "not found" }
+      return { cls: NotFound, message: "not found" }
     case 408:
-      return { status, cls: ProviderUnavailable, message: "request processing exceeded 30 s" }
+      return { cls: RequestTimedOut, message: timedOutMessage }
     case 413:
-      return { status, cls: BadRequest, message: "body too large" }
+      return { cls: BodyTooLarge, message: bodyTooLargeMessage }
     // HttpApi answers 415 for a body that is not JSON; the spec calls that a body error: 422.
     case 415:
-      return { status: 422, cls: BadRequest, message: "request body must be application/json" }
+      return { cls: BadRequest, message: "request body must be application/json" }
     default:
+      // A 5xx the table has no row for keeps its own status, as INTERNAL.
       return status >= 500
-        ? { status, cls: Internal, message: "internal error" }
-        : { status: status === 400 ? 400 : 422, cls: BadRequest, message: "invalid request" }
+        ? { cls: Internal, message: "internal error", status }
+        : { cls: status === 400 ? BadRequestParams : BadRequest, message: "invalid request" }
   }
 }
 
@@ -189,17 +188,22 @@ export const errorBoundary = <Id extends string, Groups extends HttpApiGroup.Con
             ? supplied
             : yield* ids.uuidV7
           const response = yield* Effect.andThen(frameworkChecks, app).pipe(
-            Effect.timeoutOrElse({ duration: timeout, orElse: () => Effect.fail(new RequestTimedOut()) }),
+            Effect.timeoutOrElse({
+              duration: timeout,
+              orElse: () => Effect.fail(new RequestTimedOut({ message: timedOutMessage }))
+            }),
             Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(requestBodyHardLimitBytes)),
             Effect.provideService(CurrentRequestId, requestId),
             Effect.catchCause((cause) =>
               Effect.gen(function*() {
-                const { cls, message, status } = classify(cause, request.url, allowed)
+                const { cls, message } = classify(cause, request.url, allowed)
                 // The cause goes to the log only: a response never carries internals.
-                if (status >= 500) yield* Effect.logError("request failed", cause)
-                let response = jsonEnvelope(status, cls, message, requestId)
-                if (status === 405) response = HttpServerResponse.setHeader(response, "allow", allowed(request.url).join(", "))
-                if (status === 413) response = HttpServerResponse.setHeader(response, "connection", "close")
+                if (cls.status >= 500) yield* Effect.logError("request failed", cause)
+                let response = jsonEnvelope(cls, message, requestId)
+                if (cls === MethodNotAllowed) {
+                  response = HttpServerResponse.setHeader(response, "allow", allowed(request.url).join(", "))
+                }
+                if (cls === BodyTooLarge) response = HttpServerResponse.setHeader(response, "connection", "close")
                 return response
               })
             )
@@ -208,7 +212,7 @@ export const errorBoundary = <Id extends string, Groups extends HttpApiGroup.Con
           const final = response.status >= 400 && !isJson
             ? (() => {
               const { cls, message, status } = envelopeForStatus(response.status)
-              return jsonEnvelope(status, cls, message, requestId)
+              return jsonEnvelope(cls, message, requestId, status)
             })()
             : response
           return HttpServerResponse.setHeader(final, "x-request-id", requestId)

@@ -1,12 +1,9 @@
 /** Handlers of the transactions group (spec 4.4). */
 import { Effect } from "effect"
-import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
-import { CurrentApiKey } from "../api/SignatureAuth.ts"
 import type { SubmitTransactionBody } from "../api/TransactionsApi.ts"
-import { sha256Hex } from "../client/RequestSigner.ts"
 import { externalTxIdKey } from "../idempotency/ExternalTxIdKey.ts"
-import { checkIdempotencyKey, Idempotency } from "../idempotency/Idempotency.ts"
+import { checkIdempotencyKey } from "../idempotency/Idempotency.ts"
 import { type InternalTransferReceipt, Transfers } from "../transfers/Transfers.ts"
 import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
 import { Api } from "../api/Api.ts"
@@ -20,12 +17,13 @@ import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 import { currentTenant } from "./CurrentTenant.ts"
 import { transactionObject } from "../transactions/TransactionView.ts"
+import { idempotentResponse } from "./IdempotentResponse.ts"
 
 const notFound = new NotFound({ message: "transaction not found" })
 /** The idempotency scope's endpoint name of submissions (section 7). */
 const submitEndpoint = "POST /v1/transactions"
-/** A submission's stored answer (section 7, rule 3). */
-const render = (receipt: InternalTransferReceipt | OnChainReceipt) => ({ status: 202, body: JSON.stringify(receipt) })
+/** A submission's answer is its receipt as it stands (section 7, rule 3 stores its bytes). */
+const receiptBody = (receipt: InternalTransferReceipt | OnChainReceipt) => receipt
 const badTime = new BadRequest({ message: "createdFrom/createdTo must be RFC 3339" })
 /** Sections 1 and 8: an `externalTxId` is 1-128 chars (code points), in a body or a path alike; else 422. */
 const isExternalTxIdLength = (value: string) => charCount(value) >= 1 && charCount(value) <= 128
@@ -43,7 +41,6 @@ export const TransactionsHandlers = HttpApiBuilder.group(Api, "transactions", (h
     const catalog = yield* Catalog
     const quotes = yield* TransferQuotes
     const transfers = yield* Transfers
-    const idempotency = yield* Idempotency
     const withdrawals = yield* Withdrawals
     const found = (transaction: Transaction | undefined) =>
       transaction === undefined ? Effect.fail(notFound) : Effect.succeed(transactionObject(catalog, transaction))
@@ -79,31 +76,21 @@ export const TransactionsHandlers = HttpApiBuilder.group(Api, "transactions", (h
             : externalTxIdKey(externalTxId)
           const destination = yield* destinationOf(payload.destination)
           if (payload.amountRaw <= 0n) return yield* new BadRequest({ message: "amount must be positive" })
-          const request = yield* HttpServerRequest.HttpServerRequest
-          const apiKey = yield* CurrentApiKey
-          const tenant = yield* currentTenant
-          const body = new Uint8Array(yield* Effect.orDie(request.arrayBuffer))
-          const response = yield* idempotency.run(
-            { tenantId: tenant.id, keyId: apiKey.keyId, endpoint: submitEndpoint, key, tenantWide: externalTxId !== undefined },
-            sha256Hex(body),
-            // The response is stored in the transaction that moves the funds, so a crash never separates the two.
-            (commit) =>
-              Effect.map(
-                transfers.submit(tenant, {
-                  assetId: payload.assetId,
-                  sourceWalletId: payload.source.id,
-                  destination,
-                  amount: payload.amountRaw,
-                  externalTxId,
-                  note: payload.note ?? undefined,
-                  twoFactorCode: headers["x-user-2fa-code"],
-                  recordReceipt: (receipt) => commit(render(receipt))
-                }),
-                render
-              )
+          // The answer is stored in the transaction that moves the funds (Transfers.submit's `recordReceipt`).
+          return yield* idempotentResponse(
+            { endpoint: submitEndpoint, key, tenantWide: externalTxId !== undefined, status: 202, body: receiptBody },
+            (tenant, record) =>
+              transfers.submit(tenant, {
+                assetId: payload.assetId,
+                sourceWalletId: payload.source.id,
+                destination,
+                amount: payload.amountRaw,
+                externalTxId,
+                note: payload.note ?? undefined,
+                twoFactorCode: headers["x-user-2fa-code"],
+                recordReceipt: record
+              })
           )
-          // The stored bytes, so a replay is byte-identical to the first answer (section 7, rule 3).
-          return HttpServerResponse.text(response.body, { status: response.status, contentType: "application/json" })
         }), { uninterruptible: true })
       .handle("cancel", ({ params }) =>
         Effect.gen(function*() {

@@ -1,21 +1,20 @@
 /** Handlers of the wallets group (spec 4.3). */
 import { Effect } from "effect"
-import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { pageLimitDefault } from "../api/Common.ts"
-import { CurrentApiKey } from "../api/SignatureAuth.ts"
 import { Catalog } from "../catalog/Catalog.ts"
 import { effectiveDepositFee } from "../catalog/Fees.ts"
 import { Switches } from "../catalog/Switches.ts"
 import { listedAssets, tenantNetworks } from "../catalog/TenantCatalog.ts"
-import { sha256Hex } from "../client/RequestSigner.ts"
 import { NotFound } from "../domain/ApiError.ts"
-import { checkIdempotencyKey, Idempotency } from "../idempotency/Idempotency.ts"
+import { checkIdempotencyKey } from "../idempotency/Idempotency.ts"
 import { Ledger } from "../ledger/Ledger.ts"
-import { type Wallet, WalletRepository } from "../wallets/WalletRepository.ts"
+import { visibleAddress, withNetworkWatch } from "../wallets/AddressVisibility.ts"
+import { WalletRepository } from "../wallets/WalletRepository.ts"
 import { Wallets } from "../wallets/Wallets.ts"
 import { currentTenant } from "./CurrentTenant.ts"
+import { idempotentResponse } from "./IdempotentResponse.ts"
 import { walletListItem, walletObject } from "./WalletViews.ts"
 
 export const createWalletEndpoint = "POST /v1/wallets"
@@ -24,7 +23,6 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
   Effect.gen(function*() {
     const wallets = yield* Wallets
     const repository = yield* WalletRepository
-    const idempotency = yield* Idempotency
     const catalog = yield* Catalog
     const ledger = yield* Ledger
     const switches = yield* Switches
@@ -36,20 +34,12 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
     return handlers
       .handle("create", ({ headers, payload }) =>
         Effect.gen(function*() {
-          const request = yield* HttpServerRequest.HttpServerRequest
           const key = yield* checkIdempotencyKey(headers["idempotency-key"])
-          const apiKey = yield* CurrentApiKey
-          const tenant = yield* currentTenant
-          const body = new Uint8Array(yield* Effect.orDie(request.arrayBuffer))
-          const render = (wallet: Wallet) => ({ status: 202, body: JSON.stringify(walletObject(wallet)) })
-          const response = yield* idempotency.run(
-            { tenantId: tenant.id, keyId: apiKey.keyId, endpoint: createWalletEndpoint, key },
-            sha256Hex(body),
-            // The response is stored in the wallet's own transaction, so a crash never separates the two.
-            (commit) => Effect.map(wallets.create(tenant, payload, (wallet) => commit(render(wallet))), render)
+          // The answer is stored in the wallet's own transaction (Wallets.create's `recordWallet`).
+          return yield* idempotentResponse(
+            { endpoint: createWalletEndpoint, key, status: 202, body: walletObject },
+            (tenant, record) => wallets.create(tenant, payload, record)
           )
-          // The stored bytes, so a replay is byte-identical to the first answer (rule 3).
-          return HttpServerResponse.text(response.body, { status: response.status, contentType: "application/json" })
         }), { uninterruptible: true })
       .handle("list", ({ query }) =>
         Effect.gen(function*() {
@@ -88,17 +78,15 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
           return tenantNetworks(catalog, tenant)
             .filter((network) => network.chainFamily === wallet.chainFamily && view.network(network).depositEnabled)
             .map((network) => {
-              const stored = registered.find((candidate) => candidate.networkKey === network.networkKey)
-              const entry = stored !== undefined && view.network(network).watch === "FROZEN"
-                ? { ...stored, watchStatus: "FROZEN" as const }
-                : stored
-              const watched = entry !== undefined && (entry.watchStatus === "ACTIVE" || entry.watchStatus === "DEGRADED")
+              const entry = withNetworkWatch(
+                registered.find((candidate) => candidate.networkKey === network.networkKey),
+                view.network(network).watch
+              )
               return {
                 walletId: wallet.id,
                 networkKey: network.networkKey,
                 networkName: network.displayName,
-                // Never shown unless the wallet is active and the address is watched (spec 2, wallet address item).
-                address: wallet.status === "ACTIVE" && watched ? entry.address : null,
+                address: visibleAddress(wallet, entry),
                 watchStatus: entry?.watchStatus ?? null,
                 confirmations: network.confirmations,
                 supportedAssets: assets.filter((asset) => asset.networkKey === network.networkKey).map((asset) => ({

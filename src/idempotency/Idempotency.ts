@@ -63,9 +63,9 @@ export const checkIdempotencyKey = (value: string | undefined): Effect.Effect<st
 
 /** Whether a failure keeps the key (rule 7): the error classes carry the spec's retryable flag. */
 const isRetryableCause = (cause: Cause.Cause<unknown>): boolean => {
-  const failure = cause.reasons.find((reason) => reason._tag === "Fail")
-  if (failure === undefined) return true // a defect (500 INTERNAL) or an interruption: retryable
-  const error = failure.error as { readonly constructor?: { readonly retryable?: unknown } } | undefined
+  const failure = Cause.findErrorOption(cause)
+  if (Option.isNone(failure)) return true // a defect (500 INTERNAL) or an interruption: retryable
+  const error = failure.value as { readonly constructor?: { readonly retryable?: unknown } } | undefined
   return error?.constructor?.retryable === true
 }
 

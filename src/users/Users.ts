@@ -79,9 +79,6 @@ export interface CreateUserInput {
 /** Attempts at a random 8-digit uid before giving up (a tenant would need ~10^7 users to make one retry likely). */
 const uidAttemptsMax = 8
 
-const isUniqueViolation = (error: SqlError.SqlError, constraint: string) =>
-  error.reason._tag === "UniqueViolation" && error.reason.constraint === constraint
-
 export class Users extends Context.Service<Users, {
   /** Returns the existing user unchanged when `customerRefId` is taken (spec 4.2). */
   readonly create: (tenantId: string, input: CreateUserInput) => Effect.Effect<User, BadRequest | EmailTaken>
@@ -175,13 +172,18 @@ export class Users extends Context.Service<Users, {
               RETURNING ${columns}`
           })).pipe(
             Effect.map((rows) => ({ _tag: "Done" as const, rows })),
-            Effect.catchTag("SqlError", (error) => {
-              if (isUniqueViolation(error, "users_tenant_email_key")) {
-                return Effect.fail(new EmailTaken({ message: "email is used by another user of the tenant" }))
-              }
-              if (isUniqueViolation(error, "users_tenant_uid_key")) return Effect.succeed({ _tag: "Retry" as const })
-              return Effect.die(error)
-            })
+            Effect.catchReason(
+              "SqlError",
+              "UniqueViolation",
+              (violation, error) => {
+                if (violation.constraint === "users_tenant_email_key") {
+                  return Effect.fail(new EmailTaken({ message: "email is used by another user of the tenant" }))
+                }
+                if (violation.constraint === "users_tenant_uid_key") return Effect.succeed({ _tag: "Retry" as const })
+                return Effect.die(error)
+              },
+              (_, error) => Effect.die(error)
+            )
           )
           if (inserted._tag === "Retry") continue
           if (inserted.rows[0] !== undefined) return fromRow(inserted.rows[0])
@@ -241,10 +243,15 @@ export class Users extends Context.Service<Users, {
           UPDATE users SET email = ${email ?? user.email}, status = ${status ?? user.status}, updated_at = ${now}
           WHERE id = ${user.id} AND status <> 'CLOSED'
           RETURNING ${columns}`.pipe(
-          Effect.catchTag("SqlError", (error) =>
-            isUniqueViolation(error, "users_tenant_email_key")
-              ? Effect.fail(new EmailTaken({ message: "email is used by another user of the tenant" }))
-              : Effect.die(error))
+          Effect.catchReason(
+            "SqlError",
+            "UniqueViolation",
+            (violation, error) =>
+              violation.constraint === "users_tenant_email_key"
+                ? Effect.fail(new EmailTaken({ message: "email is used by another user of the tenant" }))
+                : Effect.die(error),
+            (_, error) => Effect.die(error)
+          )
         )
         if (rows[0] === undefined) return yield* new InvalidState({ message: "user is closed" })
         return fromRow(rows[0])

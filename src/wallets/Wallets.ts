@@ -25,6 +25,7 @@ import { walletCreationsPer24hDefault, walletsPerFamilyDefault } from "../tenant
 import type { Tenant } from "../tenants/Tenants.ts"
 import { customerRefIdMessage, normalizeCustomerRefId } from "../users/UserRules.ts"
 import { type User, Users } from "../users/Users.ts"
+import { visibleAddress } from "./AddressVisibility.ts"
 import { type Wallet, WalletRepository, walletColumns, walletFromRow, type WalletRow } from "./WalletRepository.ts"
 
 export const chainFamilies: ReadonlyArray<ChainFamily> = ["EVM", "TRON", "BTC", "SOL"]
@@ -215,11 +216,9 @@ export class Wallets extends Context.Service<Wallets, {
             entry = yield* registration(wallet)
           }
         }
-        // An address whose watch is not running is never shown (spec 2, wallet address item).
-        const address = entry !== undefined && (entry.watchStatus === "ACTIVE" || entry.watchStatus === "DEGRADED")
-          ? entry.address
-          : null
-        return { user, wallet, network, address }
+        // The stored watch, not the network switch: a FROZEN network still hands out its address (docs/operations.md,
+        // "Known limits"); `entry` exists only while `wallet` (read with it) is ACTIVE.
+        return { user, wallet, network, address: visibleAddress(wallet, entry) }
       })
 
       return Wallets.of({ create, depositAddress })

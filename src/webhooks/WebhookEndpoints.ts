@@ -69,9 +69,13 @@ export interface UpdateEndpointInput {
   readonly active?: boolean | undefined
 }
 
-const isActiveLimit = (error: SqlError.SqlError): boolean =>
-  error.reason._tag === "ConstraintError" &&
-  (error.reason.cause as { readonly constraint?: unknown } | undefined)?.constraint === "webhook_endpoints_active_max"
+/** The active-endpoint cap is a constraint (`webhook_endpoints_active_max`): LIMIT_EXCEEDED; any other, a defect. */
+const activeLimitReached = (violation: SqlError.ConstraintError, error: SqlError.SqlError) =>
+  (violation.cause as { readonly constraint?: unknown } | undefined)?.constraint === "webhook_endpoints_active_max"
+    ? Effect.fail(new LimitExceeded({ message: activeLimitMessage }))
+    : Effect.die(error)
+/** A database failure other than the caught reason: a defect. */
+const sqlDefect = (_: unknown, error: SqlError.SqlError) => Effect.die(error)
 
 const endpointNotFound = () => new NotFound({ message: "webhook endpoint not found" })
 
@@ -125,8 +129,6 @@ export class WebhookEndpoints extends Context.Service<WebhookEndpoints, {
           ? Effect.fail(new BadRequest({ message: checked.error }))
           : Effect.succeed(checked.description)
       }
-      const limitExceeded = (error: SqlError.SqlError) =>
-        isActiveLimit(error) ? Effect.fail(new LimitExceeded({ message: activeLimitMessage })) : Effect.die(error)
 
       const create = Effect.fn("WebhookEndpoints.create")(function*(tenantId: string, input: CreateEndpointInput) {
         const url = yield* checkUrl(input.url)
@@ -138,7 +140,7 @@ export class WebhookEndpoints extends Context.Service<WebhookEndpoints, {
           INSERT INTO webhook_endpoints (id, tenant_id, url, events, description, status, active_since, created_at,
             updated_at)
           VALUES (${id}, ${tenantId}, ${url}, ${textArray(events)}, ${description}, 'ACTIVE', ${now}, ${now}, ${now})
-          RETURNING ${columns}`.pipe(Effect.catchTag("SqlError", limitExceeded))
+          RETURNING ${columns}`.pipe(Effect.catchReason("SqlError", "ConstraintError", activeLimitReached, sqlDefect))
         return fromRow(rows[0]!)
       })
 
@@ -178,7 +180,7 @@ export class WebhookEndpoints extends Context.Service<WebhookEndpoints, {
             WHERE id = ${endpointId}
             RETURNING ${columns}`
           return { endpoint: fromRow(row!), activated }
-        })).pipe(Effect.catchTag("SqlError", limitExceeded))
+        })).pipe(Effect.catchReason("SqlError", "ConstraintError", activeLimitReached, sqlDefect))
         if (result === undefined) return yield* endpointNotFound()
         // Deliveries that waited while it was disabled (a test event, a resend) go out now.
         if (result.activated) yield* wake(endpointId)

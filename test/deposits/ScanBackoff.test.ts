@@ -7,7 +7,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { ChainClients } from "../../src/chains/ChainClient.ts"
-import { DepositWatcher, DepositWatcherLoop, scanBackoffMaxMillis } from "../../src/deposits/DepositWatcher.ts"
+import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
+import { DepositWatcherLoop, scanBackoffMaxMillis } from "../../src/deposits/DepositWatcherLoop.ts"
 
 /** A watcher whose scans of `network` fail `failures` times, then work; it records the Clock time of each scan. */
 const stubs = (failures: number) => {

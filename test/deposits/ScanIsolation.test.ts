@@ -8,7 +8,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { ChainClients } from "../../src/chains/ChainClient.ts"
-import { DepositWatcher, DepositWatcherLoop, scansConcurrentMax } from "../../src/deposits/DepositWatcher.ts"
+import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
+import { DepositWatcherLoop, scansConcurrentMax } from "../../src/deposits/DepositWatcherLoop.ts"
 
 describe("deposit scan loop", () => {
   it.effect("a network whose node hangs does not stall the others: they are still scanned every second", () =>

@@ -1,0 +1,58 @@
+/**
+ * The HTTP side of an idempotent endpoint (spec section 7), one copy for `POST /v1/wallets` and
+ * `POST /v1/transactions`: scope the key by tenant, API key and endpoint (rule 2), fingerprint the exact body bytes
+ * (rules 3 and 4), run the effect under the key with its answer stored in the effect's own database transaction
+ * (Idempotency.ts `Commit`), and answer the stored bytes, so a replay is byte-identical to the first answer (rule 3).
+ *
+ * The key itself is checked by the handler before this runs: where that check falls among the endpoint's other
+ * checks is part of each endpoint's contract (spec 4.4 checks the request's shape first).
+ */
+import { Effect } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { CurrentApiKey } from "../api/SignatureAuth.ts"
+import { sha256Hex } from "../client/RequestSigner.ts"
+import { Idempotency } from "../idempotency/Idempotency.ts"
+import type { Tenant } from "../tenants/Tenants.ts"
+import { currentTenant } from "./CurrentTenant.ts"
+
+export interface IdempotentEndpoint<A> {
+  /** The scope's endpoint name, e.g. `POST /v1/wallets` (rule 2). */
+  readonly endpoint: string
+  /** The checked `Idempotency-Key`, or the key of an `externalTxId` (ExternalTxIdKey.ts). */
+  readonly key: string
+  /** Rule 8: the key is unique across the tenant (an `externalTxId`). */
+  readonly tenantWide?: boolean
+  /** The success status of the first answer, stored and replayed with it. */
+  readonly status: number
+  /** The wire object of the effect's result; its JSON text is the stored body. */
+  readonly body: (answer: A) => unknown
+}
+
+/**
+ * Runs `execute` at most once per key and body. `execute` receives `record`, which it must call inside the database
+ * transaction of its effect with the result it is about to answer, so a crash never separates the two.
+ */
+export const idempotentResponse = <A, E, R>(
+  endpoint: IdempotentEndpoint<A>,
+  execute: (tenant: Tenant, record: (answer: A) => Effect.Effect<void>) => Effect.Effect<A, E, R>
+) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const apiKey = yield* CurrentApiKey
+    const tenant = yield* currentTenant
+    const idempotency = yield* Idempotency
+    const bytes = new Uint8Array(yield* Effect.orDie(request.arrayBuffer))
+    const render = (answer: A) => ({ status: endpoint.status, body: JSON.stringify(endpoint.body(answer)) })
+    const response = yield* idempotency.run(
+      {
+        tenantId: tenant.id,
+        keyId: apiKey.keyId,
+        endpoint: endpoint.endpoint,
+        key: endpoint.key,
+        tenantWide: endpoint.tenantWide === true
+      },
+      sha256Hex(bytes),
+      (commit) => Effect.map(execute(tenant, (answer) => commit(render(answer))), render)
+    )
+    return HttpServerResponse.text(response.body, { status: response.status, contentType: "application/json" })
+  })
