@@ -31,6 +31,13 @@ import { recordStatusUpdated } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
 import { withdrawalRequest } from "./WithdrawalRequests.ts"
+import {
+  allows,
+  IllegalTransition,
+  type LedgerEffect,
+  type TransitionName,
+  withdrawalTransitions
+} from "./WithdrawalTransitions.ts"
 
 /** Transitions one `process` call makes at most (SUBMITTED to CONFIRMING is four); a bound, not a budget. */
 export const processStepsMax = 8
@@ -56,6 +63,9 @@ export interface WithdrawalRow {
 }
 
 /** The funds frozen at submission: amount + fee, from available to frozen (docs/ledger.md WITHDRAWAL_FREEZE). */
+/** The columns a withdrawal's postings are made of (a new withdrawal has these before its row exists). */
+export type PostingsRow = Pick<WithdrawalRow, "id" | "source_wallet_id" | "asset_id" | "amount" | "fee">
+
 export const freezePostings = (row: Pick<WithdrawalRow, "source_wallet_id" | "asset_id" | "amount" | "fee">) => {
   const total = BigInt(row.amount) + BigInt(row.fee)
   const wallet = { kind: "WALLET" as const, walletId: row.source_wallet_id }
@@ -66,11 +76,11 @@ export const freezePostings = (row: Pick<WithdrawalRow, "source_wallet_id" | "as
 }
 
 /** FAILED, REJECTED, CANCELLED: the freeze negated (WITHDRAWAL_RELEASE). */
-export const releasePostings = (row: WithdrawalRow): ReadonlyArray<Posting> =>
+export const releasePostings = (row: PostingsRow): ReadonlyArray<Posting> =>
   freezePostings(row).map((posting) => ({ ...posting, amount: -posting.amount }))
 
 /** COMPLETED: frozen consumed; the amount left custody (CHAIN), the fee is the tenant's (WITHDRAWAL_SETTLE). */
-const settlePostings = (row: WithdrawalRow): ReadonlyArray<Posting> => {
+const settlePostings = (row: PostingsRow): ReadonlyArray<Posting> => {
   const amount = BigInt(row.amount)
   const fee = BigInt(row.fee)
   return [
@@ -86,24 +96,53 @@ const networkFeePostings = (assetId: string, fee: bigint): ReadonlyArray<Posting
   { account: { kind: "CHAIN" }, assetId, bucket: "AVAILABLE", amount: fee }
 ]
 
-export interface Transition {
-  readonly from: TransactionStatus
-  /** Only when the withdrawal has no sub-status (so setting one twice emits one event). */
-  readonly fromWithoutSubStatus?: boolean
-  readonly to: TransactionStatus
-  readonly subStatus: SubStatus | null
+/** What a transition sets beside its status (WithdrawalTransitions.ts: `broadcast` sets txHash, `complete` the fee). */
+export interface TransitionDetails {
   readonly txHash?: string
   readonly networkFee?: { readonly amount: bigint; readonly assetId: string; readonly blockHeight: bigint }
-  readonly entries?: ReadonlyArray<{ readonly kind: EntryKind; readonly postings: ReadonlyArray<Posting> }>
 }
+
+export interface LedgerEntry {
+  readonly kind: EntryKind
+  readonly postings: ReadonlyArray<Posting>
+}
+
+/**
+ * The ledger entries of a transition's declared effects: the one place a table effect becomes postings. A network
+ * fee of zero books nothing (the ledger refuses an all-zero entry).
+ */
+export const ledgerEntries = (
+  effects: ReadonlyArray<LedgerEffect>,
+  row: PostingsRow,
+  networkFee?: TransitionDetails["networkFee"]
+): ReadonlyArray<LedgerEntry> =>
+  effects.flatMap((effect): ReadonlyArray<LedgerEntry> => {
+    switch (effect) {
+      case "freeze":
+        return [{ kind: "WITHDRAWAL_FREEZE" as const, postings: freezePostings(row) }]
+      case "release":
+        return [{ kind: "WITHDRAWAL_RELEASE" as const, postings: releasePostings(row) }]
+      case "settle":
+        return [{ kind: "WITHDRAWAL_SETTLE" as const, postings: settlePostings(row) }]
+      case "networkFee":
+        if (networkFee === undefined) throw new Error(`withdrawal ${row.id}: a networkFee effect needs the fee`)
+        return networkFee.amount > 0n
+          ? [{ kind: "NETWORK_FEE" as const, postings: networkFeePostings(networkFee.assetId, networkFee.amount) }]
+          : []
+    }
+  })
 
 export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
   /** Takes the withdrawal as far as it can go now; returns the status it stands in. */
   readonly process: (withdrawalId: string) => Effect.Effect<TransactionStatus | "MISSING">
   /** Completes the network's CONFIRMING withdrawals that meet its confirmation rule; returns how many. */
   readonly confirm: (networkKey: string) => Effect.Effect<number>
-  /** Applies one conditional transition with its ledger entries and event; false when the status had moved on. */
-  readonly transition: (row: WithdrawalRow, transition: Transition) => Effect.Effect<boolean>
+  /**
+   * Applies one transition of the table (WithdrawalTransitions.ts) to the withdrawal read as `row`, with its ledger
+   * entries and event; false when the status had moved on since. Dies with IllegalTransition when the table does
+   * not allow it from `row.status`.
+   */
+  readonly transition: (row: WithdrawalRow, name: TransitionName, details?: TransitionDetails) => Effect.Effect<boolean>
   readonly load: (withdrawalId: string) => Effect.Effect<WithdrawalRow | undefined>
 }>()("coffer/WithdrawalProcessor") {
   static readonly layer = Layer.effect(
@@ -132,24 +171,33 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           ([row]) => row
         ).pipe(Effect.orDie)
 
-      const transition = Effect.fn("WithdrawalProcessor.transition")(function*(row: WithdrawalRow, step: Transition) {
+      const transition = Effect.fn("WithdrawalProcessor.transition")(function*(
+        row: WithdrawalRow,
+        name: TransitionName,
+        details: TransitionDetails = {}
+      ) {
+        const step = withdrawalTransitions[name]
+        yield* Effect.annotateCurrentSpan({ transition: name, from: row.status })
+        if (!allows(name, row.status)) return yield* Effect.die(new IllegalTransition({ transition: name, withdrawalId: row.id, status: row.status }))
+        const entries = ledgerEntries(step.ledger, row, details.networkFee)
         return yield* sql.withTransaction(Effect.gen(function*() {
           const at = yield* now
           const updated = yield* sql`
             UPDATE transactions SET status = ${step.to}, sub_status = ${step.subStatus}, updated_at = ${at}
-              ${step.txHash === undefined ? sql`` : sql`, tx_hash = ${step.txHash}`}
+              ${details.txHash === undefined ? sql`` : sql`, tx_hash = ${details.txHash}`}
               ${
-            step.networkFee === undefined ? sql`` : sql`, network_fee = ${step.networkFee.amount.toString()},
-                network_fee_asset_id = ${step.networkFee.assetId}, block_height = ${step.networkFee.blockHeight.toString()}`
+            details.networkFee === undefined ? sql`` : sql`, network_fee = ${details.networkFee.amount.toString()},
+                network_fee_asset_id = ${details.networkFee.assetId}, block_height = ${details.networkFee.blockHeight.toString()}`
           }
-            WHERE id = ${row.id} AND kind = 'WITHDRAWAL' AND status = ${step.from}
-              ${step.fromWithoutSubStatus === true ? sql`AND sub_status IS NULL` : sql``}
+            WHERE id = ${row.id} AND kind = 'WITHDRAWAL' AND status = ${row.status}
+              ${"fromWithoutSubStatus" in step && step.fromWithoutSubStatus ? sql`AND sub_status IS NULL` : sql``}
             RETURNING id`
           if (updated.length === 0) return false
-          for (const entry of step.entries ?? []) {
+          for (const entry of entries) {
             yield* ledger.post({ tenantId: row.tenant_id, kind: entry.kind, referenceId: row.id, postings: entry.postings })
               .pipe(Effect.orDie)
           }
+          // step.event: every entry of the table emits TRANSACTION_STATUS_UPDATED.
           yield* recordStatusUpdated(row.tenant_id, row.id, step.to, step.subStatus).pipe(
             Effect.provideService(TransactionRepository, transactions),
             Effect.provideService(Catalog, catalog),
@@ -159,8 +207,6 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           return true
         })).pipe(Effect.orDie)
       })
-
-      const release = (row: WithdrawalRow) => [{ kind: "WITHDRAWAL_RELEASE" as const, postings: releasePostings(row) }]
 
       const hotAddress = (networkKey: string) =>
         Effect.map(platformAddresses.list, (list) =>
@@ -182,12 +228,12 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
               const tenant = yield* tenants.get(row.tenant_id)
               const settings = tenant?.settings ?? {}
               if ((settings.blockedAddresses ?? []).includes(row.destination_address)) {
-                yield* transition(row, { from: "SUBMITTED", to: "REJECTED", subStatus: "BLOCKED_BY_POLICY", entries: release(row) })
+                yield* transition(row, "blockByPolicy")
                 return "NEXT" as const
               }
               const threshold = settings.withdrawalApprovalAbove?.[row.asset_id]
               const pending = threshold !== undefined && BigInt(row.amount) > threshold
-              yield* transition(row, { from: "SUBMITTED", to: pending ? "PENDING_AUTHORIZATION" : "QUEUED", subStatus: null })
+              yield* transition(row, pending ? "awaitAuthorization" : "queue")
               return "NEXT" as const
             }
             case "QUEUED": {
@@ -200,15 +246,10 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
               const transfer = transferOf(row, from)
               const covered = yield* Effect.flatMap(chain.networkFee(row.asset_id), (fee) => chain.hotWalletCovers(transfer, fee))
               if (!covered) {
-                yield* transition(row, {
-                  from: "QUEUED",
-                  fromWithoutSubStatus: true,
-                  to: "QUEUED",
-                  subStatus: "INSUFFICIENT_FUNDS_PLATFORM"
-                })
+                yield* transition(row, "awaitPlatformFunds")
                 return "STOP" as const
               }
-              yield* transition(row, { from: "QUEUED", to: "PENDING_SIGNATURE", subStatus: null })
+              yield* transition(row, "startSigning")
               return "NEXT" as const
             }
             case "PENDING_SIGNATURE":
@@ -237,7 +278,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
             if (Exit.isFailure(exit)) {
               if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.interrupt
               yield* Effect.logError(`withdrawal ${row.id}: signing failed`, exit.cause)
-              yield* transition(row, { from: "PENDING_SIGNATURE", to: "FAILED", subStatus: "SIGNING_FAILED", entries: release(row) })
+              yield* transition(row, "failSigning")
               return "NEXT" as const
             }
             // Stored before any broadcast, and only if no other run stored its own first: the first signature wins
@@ -259,7 +300,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
             const failure = sent.cause.reasons.find(Cause.isFailReason)?.error
             if (failure?._tag === "BroadcastRejected") {
               // Rejected for good by the network: these bytes will never be mined, so the funds can return.
-              yield* transition(row, { from: "PENDING_SIGNATURE", to: "FAILED", subStatus: "BROADCAST_FAILED", entries: release(row) })
+              yield* transition(row, "failBroadcast")
               return "NEXT" as const
             }
             if (failure === undefined) return yield* Effect.orDie(Effect.failCause(sent.cause))
@@ -267,7 +308,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
             yield* Effect.logWarning(`withdrawal ${row.id}: broadcast not possible now (${failure.message}); will retry`)
             return "STOP" as const
           }
-          yield* transition(row, { from: "PENDING_SIGNATURE", to: "CONFIRMING", subStatus: null, txHash: signed.txHash })
+          yield* transition(row, "broadcast", { txHash: signed.txHash })
           return "NEXT" as const
         })
 
@@ -285,17 +326,8 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
       })
 
       const complete = (row: WithdrawalRow, blockHeight: bigint) =>
-        transition(row, {
-          from: "CONFIRMING",
-          to: "COMPLETED",
-          subStatus: null,
-          networkFee: { amount: BigInt(row.network_fee!), assetId: row.network_fee_asset_id!, blockHeight },
-          entries: [
-            { kind: "WITHDRAWAL_SETTLE", postings: settlePostings(row) },
-            ...(BigInt(row.network_fee!) > 0n
-              ? [{ kind: "NETWORK_FEE" as const, postings: networkFeePostings(row.network_fee_asset_id!, BigInt(row.network_fee!)) }]
-              : [])
-          ]
+        transition(row, "complete", {
+          networkFee: { amount: BigInt(row.network_fee!), assetId: row.network_fee_asset_id!, blockHeight }
         })
 
       const confirm = Effect.fn("WithdrawalProcessor.confirm")(function*(networkKey: string) {
