@@ -35,7 +35,10 @@ import {
   allows,
   IllegalTransition,
   type LedgerEffect,
+  type ProcessReply,
+  type StepOutcome,
   type TransitionName,
+  type TransitionRule,
   withdrawalTransitions
 } from "./WithdrawalTransitions.ts"
 
@@ -62,10 +65,10 @@ export interface WithdrawalRow {
   readonly network_fee_asset_id: string | null
 }
 
-/** The funds frozen at submission: amount + fee, from available to frozen (docs/ledger.md WITHDRAWAL_FREEZE). */
 /** The columns a withdrawal's postings are made of (a new withdrawal has these before its row exists). */
 export type PostingsRow = Pick<WithdrawalRow, "id" | "source_wallet_id" | "asset_id" | "amount" | "fee">
 
+/** The funds frozen at submission: amount + fee, from available to frozen (docs/ledger.md WITHDRAWAL_FREEZE). */
 export const freezePostings = (row: Pick<WithdrawalRow, "source_wallet_id" | "asset_id" | "amount" | "fee">) => {
   const total = BigInt(row.amount) + BigInt(row.fee)
   const wallet = { kind: "WALLET" as const, walletId: row.source_wallet_id }
@@ -134,7 +137,7 @@ export const ledgerEntries = (
 
 export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
   /** Takes the withdrawal as far as it can go now; returns the status it stands in. */
-  readonly process: (withdrawalId: string) => Effect.Effect<TransactionStatus | "MISSING">
+  readonly process: (withdrawalId: string) => Effect.Effect<ProcessReply>
   /** Completes the network's CONFIRMING withdrawals that meet its confirmation rule; returns how many. */
   readonly confirm: (networkKey: string) => Effect.Effect<number>
   /**
@@ -176,7 +179,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
         name: TransitionName,
         details: TransitionDetails = {}
       ) {
-        const step = withdrawalTransitions[name]
+        const step: TransitionRule = withdrawalTransitions[name]
         yield* Effect.annotateCurrentSpan({ transition: name, from: row.status })
         if (!allows(name, row.status)) return yield* Effect.die(new IllegalTransition({ transition: name, withdrawalId: row.id, status: row.status }))
         const entries = ledgerEntries(step.ledger, row, details.networkFee)
@@ -190,7 +193,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
                 network_fee_asset_id = ${details.networkFee.assetId}, block_height = ${details.networkFee.blockHeight.toString()}`
           }
             WHERE id = ${row.id} AND kind = 'WITHDRAWAL' AND status = ${row.status}
-              ${"fromWithoutSubStatus" in step && step.fromWithoutSubStatus ? sql`AND sub_status IS NULL` : sql``}
+              ${step.fromWithoutSubStatus === true ? sql`AND sub_status IS NULL` : sql``}
             RETURNING id`
           if (updated.length === 0) return false
           for (const entry of entries) {
@@ -316,7 +319,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
         for (let steps = 0; steps < processStepsMax; steps++) {
           const row = yield* load(withdrawalId)
           if (row === undefined) return "MISSING" as const
-          const outcome = yield* step(row).pipe(
+          const outcome: StepOutcome = yield* step(row).pipe(
             Effect.catchTag("ChainUnavailable", (error) =>
               Effect.as(Effect.logWarning(`withdrawal ${withdrawalId}: ${error.message}; will retry`), "STOP" as const))
           )

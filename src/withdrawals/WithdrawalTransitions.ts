@@ -9,8 +9,8 @@
  * Creation (SUBMITTED with amount + fee frozen, TRANSACTION_CREATED) is an INSERT, not a transition: `creation`
  * names its ledger effect so that Withdrawals.submit builds it through the same function.
  */
-import { Data } from "effect"
-import type { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
+import { Data, Schema } from "effect"
+import { type SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
 
 /**
  * What a transition does to the books (docs/ledger.md): `freeze` amount + fee from available to frozen, `release`
@@ -121,3 +121,14 @@ export class IllegalTransition extends Data.TaggedError("IllegalTransition")<{
       `allowed from ${withdrawalTransitions[this.transition].from.join(", ")}`
   }
 }
+
+/**
+ * The processor's reply to one `process` (the withdrawal entity's persisted Process reply): the status the withdrawal
+ * stands in once it can go no further now, or MISSING when there is no such withdrawal. Encoded as the bare string
+ * it always was, so replies the cluster stored before stay readable.
+ */
+export const ProcessReply = Schema.Literals([...TransactionStatus, "MISSING"])
+export type ProcessReply = typeof ProcessReply.Type
+
+/** What one step of `process` tells its loop: go on from the status it left (NEXT), or stop here (STOP). */
+export type StepOutcome = "NEXT" | "STOP"
