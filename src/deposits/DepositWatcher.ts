@@ -32,10 +32,10 @@ import {
   type TransactionState
 } from "../chains/ChainClient.ts"
 import { Entropy } from "../domain/Entropy.ts"
-import { depositCreditPostings, depositReversalPostings } from "./DepositPostings.ts"
 import { decideOrphanedDeposit, meetsConfirmationRule } from "./DepositDecisions.ts"
 import { uuidV7 } from "../domain/Ids.ts"
 import { type EntryRequest, Ledger } from "../ledger/Ledger.ts"
+import { entryRequest, Postings } from "../ledger/Postings.ts"
 import { recordEvent } from "../outbox/Outbox.ts"
 import { type Tenant, Tenants } from "../tenants/Tenants.ts"
 import type { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
@@ -226,12 +226,8 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
                 WHERE id = ${deposit.id}`
             } else if (decision === "REVERSE") {
               const fee = BigInt(deposit.fee ?? "0")
-              yield* ledger.post({
-                tenantId: deposit.tenant_id,
-                kind: "DEPOSIT_REVERSAL",
-                referenceId: deposit.id,
-                postings: depositReversalPostings(creditOf(deposit), fee)
-              }).pipe(Effect.orDie)
+              yield* ledger.post(entryRequest(deposit.tenant_id, deposit.id, Postings.depositReversal(creditOf(deposit), fee)))
+                .pipe(Effect.orDie)
               yield* sql`UPDATE transactions SET status = 'REVERSED', updated_at = ${yield* now} WHERE id = ${deposit.id}`
               yield* recordEvent({
                 tenantId: deposit.tenant_id,
@@ -402,12 +398,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
               ? "BELOW_MIN_DEPOSIT"
               : null
             if (subStatus === null) {
-              credits.push({
-                tenantId: deposit.tenant_id,
-                kind: "DEPOSIT_CREDIT",
-                referenceId: deposit.id,
-                postings: depositCreditPostings(creditOf(deposit), fee)
-              })
+              credits.push(entryRequest(deposit.tenant_id, deposit.id, Postings.depositCredit(creditOf(deposit), fee)))
             }
             updates.push({ id: deposit.id, fee: subStatus === null ? fee.toString() : null, sub_status: subStatus })
           }

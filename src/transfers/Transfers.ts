@@ -31,7 +31,8 @@ import {
 } from "../domain/ApiError.ts"
 import { Entropy } from "../domain/Entropy.ts"
 import { uuidPattern, uuidV7 } from "../domain/Ids.ts"
-import { Ledger, type Posting } from "../ledger/Ledger.ts"
+import { Ledger } from "../ledger/Ledger.ts"
+import { entryRequest, Postings } from "../ledger/Postings.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { recordStatusUpdated, recordTransactionCreated } from "../transactions/TransactionEvents.ts"
@@ -231,17 +232,8 @@ export class Transfers extends Context.Service<Transfers, {
         const fee = quote.fee
         const threshold = tenant.settings.transferApprovalAbove?.[asset.assetId]
         const pending = threshold !== undefined && amount > threshold
-        const payerAccount = { kind: "WALLET" as const, walletId: payer.id }
-        const postings: ReadonlyArray<Posting> = pending
-          ? [
-            { account: payerAccount, assetId: asset.assetId, bucket: "AVAILABLE", amount: -(amount + fee) },
-            { account: payerAccount, assetId: asset.assetId, bucket: "FROZEN", amount: amount + fee }
-          ]
-          : [
-            { account: payerAccount, assetId: asset.assetId, bucket: "AVAILABLE", amount: -(amount + fee) },
-            { account: { kind: "WALLET", walletId: recipient.id }, assetId: asset.assetId, bucket: "AVAILABLE", amount },
-            ...(fee > 0n ? [{ account: { kind: "FEES" }, assetId: asset.assetId, bucket: "AVAILABLE", amount: fee } as const] : [])
-          ]
+        const payment = { walletId: payer.id, assetId: asset.assetId, amount, fee }
+        const entry = pending ? Postings.transferFreeze(payment) : Postings.transfer(payment, recipient.id)
         const id = yield* uuidV7.pipe(Effect.provideService(Entropy, entropy))
         const nowMillis = yield* Clock.currentTimeMillis
         const now = new Date(nowMillis)
@@ -293,12 +285,7 @@ export class Transfers extends Context.Service<Transfers, {
               updated_at: now
             })
           }`
-          yield* ledger.post({
-            tenantId: tenant.id,
-            kind: pending ? "TRANSFER_FREEZE" : "TRANSFER",
-            referenceId: id,
-            postings
-          })
+          yield* ledger.post(entryRequest(tenant.id, id, entry))
           yield* provide(recordTransactionCreated(tenant.id, id))
           if (request.recordReceipt !== undefined) yield* request.recordReceipt(receipt)
         })).pipe(Effect.catchTag("SqlError", Effect.die))
@@ -326,23 +313,11 @@ export class Transfers extends Context.Service<Transfers, {
           if (row.kind !== "INTERNAL_TRANSFER" || row.status !== "PENDING_AUTHORIZATION") {
             return yield* new InvalidState({ message: "transaction is not waiting for approval" })
           }
-          const amount = BigInt(row.amount)
-          const fee = BigInt(row.fee)
-          const payer = { kind: "WALLET" as const, walletId: row.source_wallet_id }
-          const frozenRelease: Posting = { account: payer, assetId: row.asset_id, bucket: "FROZEN", amount: -(amount + fee) }
-          const postings: ReadonlyArray<Posting> = decision === "APPROVE"
-            ? [
-              frozenRelease,
-              { account: { kind: "WALLET", walletId: row.destination_wallet_id }, assetId: row.asset_id, bucket: "AVAILABLE", amount },
-              ...(fee > 0n ? [{ account: { kind: "FEES" }, assetId: row.asset_id, bucket: "AVAILABLE", amount: fee } as const] : [])
-            ]
-            : [frozenRelease, { account: payer, assetId: row.asset_id, bucket: "AVAILABLE", amount: amount + fee }]
-          yield* ledger.post({
-            tenantId,
-            kind: decision === "APPROVE" ? "TRANSFER_SETTLE" : "TRANSFER_RELEASE",
-            referenceId: transactionId,
-            postings
-          }).pipe(Effect.orDie)
+          const payment = { walletId: row.source_wallet_id, assetId: row.asset_id, amount: BigInt(row.amount), fee: BigInt(row.fee) }
+          const entry = decision === "APPROVE"
+            ? Postings.transferSettle(payment, row.destination_wallet_id)
+            : Postings.transferRelease(payment)
+          yield* ledger.post(entryRequest(tenantId, transactionId, entry)).pipe(Effect.orDie)
           const [status, subStatus] = decision === "APPROVE"
             ? ["COMPLETED", null] as const
             : ["REJECTED", "REJECTED_BY_OPERATOR"] as const

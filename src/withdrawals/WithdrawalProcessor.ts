@@ -23,7 +23,8 @@ import { Catalog } from "../catalog/Catalog.ts"
 import { ChainClients, type SignedWithdrawal, type WithdrawalTransfer } from "../chains/ChainClient.ts"
 import { meetsConfirmationRule } from "../deposits/DepositWatcher.ts"
 import { Entropy } from "../domain/Entropy.ts"
-import { Ledger, type EntryKind, type Posting } from "../ledger/Ledger.ts"
+import { Ledger } from "../ledger/Ledger.ts"
+import { entryRequest, type Payment } from "../ledger/Postings.ts"
 import { Signer } from "../signer/Signer.ts"
 import { Tenants } from "../tenants/Tenants.ts"
 import type { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
@@ -34,7 +35,8 @@ import { withdrawalRequest } from "./WithdrawalRequests.ts"
 import {
   allows,
   IllegalTransition,
-  type LedgerEffect,
+  ledgerEntries,
+  type NetworkFee,
   type ProcessReply,
   type StepOutcome,
   type TransitionName,
@@ -65,75 +67,19 @@ export interface WithdrawalRow {
   readonly network_fee_asset_id: string | null
 }
 
-/** The columns a withdrawal's postings are made of (a new withdrawal has these before its row exists). */
-export type PostingsRow = Pick<WithdrawalRow, "id" | "source_wallet_id" | "asset_id" | "amount" | "fee">
-
-/** The funds frozen at submission: amount + fee, from available to frozen (docs/ledger.md WITHDRAWAL_FREEZE). */
-export const freezePostings = (row: Pick<WithdrawalRow, "source_wallet_id" | "asset_id" | "amount" | "fee">) => {
-  const total = BigInt(row.amount) + BigInt(row.fee)
-  const wallet = { kind: "WALLET" as const, walletId: row.source_wallet_id }
-  return [
-    { account: wallet, assetId: row.asset_id, bucket: "AVAILABLE", amount: -total },
-    { account: wallet, assetId: row.asset_id, bucket: "FROZEN", amount: total }
-  ] satisfies ReadonlyArray<Posting>
-}
-
-/** FAILED, REJECTED, CANCELLED: the freeze negated (WITHDRAWAL_RELEASE). */
-export const releasePostings = (row: PostingsRow): ReadonlyArray<Posting> =>
-  freezePostings(row).map((posting) => ({ ...posting, amount: -posting.amount }))
-
-/** COMPLETED: frozen consumed; the amount left custody (CHAIN), the fee is the tenant's (WITHDRAWAL_SETTLE). */
-const settlePostings = (row: PostingsRow): ReadonlyArray<Posting> => {
-  const amount = BigInt(row.amount)
-  const fee = BigInt(row.fee)
-  return [
-    { account: { kind: "WALLET", walletId: row.source_wallet_id }, assetId: row.asset_id, bucket: "FROZEN", amount: -(amount + fee) },
-    { account: { kind: "CHAIN" }, assetId: row.asset_id, bucket: "AVAILABLE", amount },
-    ...(fee > 0n ? [{ account: { kind: "FEES" }, assetId: row.asset_id, bucket: "AVAILABLE", amount: fee } as const] : [])
-  ]
-}
-
-/** The miner's fee the vault paid, in the native coin (NETWORK_FEE). */
-const networkFeePostings = (assetId: string, fee: bigint): ReadonlyArray<Posting> => [
-  { account: { kind: "NETWORK_FEES" }, assetId, bucket: "AVAILABLE", amount: -fee },
-  { account: { kind: "CHAIN" }, assetId, bucket: "AVAILABLE", amount: fee }
-]
-
 /** What a transition sets beside its status (WithdrawalTransitions.ts: `broadcast` sets txHash, `complete` the fee). */
 export interface TransitionDetails {
   readonly txHash?: string
-  readonly networkFee?: { readonly amount: bigint; readonly assetId: string; readonly blockHeight: bigint }
+  readonly networkFee?: NetworkFee & { readonly blockHeight: bigint }
 }
 
-export interface LedgerEntry {
-  readonly kind: EntryKind
-  readonly postings: ReadonlyArray<Posting>
-}
-
-/**
- * The ledger entries of a transition's declared effects: the one place a table effect becomes postings. A network
- * fee of zero books nothing (the ledger refuses an all-zero entry).
- */
-export const ledgerEntries = (
-  effects: ReadonlyArray<LedgerEffect>,
-  row: PostingsRow,
-  networkFee?: TransitionDetails["networkFee"]
-): ReadonlyArray<LedgerEntry> =>
-  effects.flatMap((effect): ReadonlyArray<LedgerEntry> => {
-    switch (effect) {
-      case "freeze":
-        return [{ kind: "WITHDRAWAL_FREEZE" as const, postings: freezePostings(row) }]
-      case "release":
-        return [{ kind: "WITHDRAWAL_RELEASE" as const, postings: releasePostings(row) }]
-      case "settle":
-        return [{ kind: "WITHDRAWAL_SETTLE" as const, postings: settlePostings(row) }]
-      case "networkFee":
-        if (networkFee === undefined) throw new Error(`withdrawal ${row.id}: a networkFee effect needs the fee`)
-        return networkFee.amount > 0n
-          ? [{ kind: "NETWORK_FEE" as const, postings: networkFeePostings(networkFee.assetId, networkFee.amount) }]
-          : []
-    }
-  })
+/** The payer's side of a withdrawal: what its freeze, release and settlement move (ledger/Postings.ts). */
+export const paymentOf = (row: Pick<WithdrawalRow, "source_wallet_id" | "asset_id" | "amount" | "fee">): Payment => ({
+  walletId: row.source_wallet_id,
+  assetId: row.asset_id,
+  amount: BigInt(row.amount),
+  fee: BigInt(row.fee)
+})
 
 export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
   /** Takes the withdrawal as far as it can go now; returns the status it stands in. */
@@ -182,7 +128,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
         const step: TransitionRule = withdrawalTransitions[name]
         yield* Effect.annotateCurrentSpan({ transition: name, from: row.status })
         if (!allows(name, row.status)) return yield* Effect.die(new IllegalTransition({ transition: name, withdrawalId: row.id, status: row.status }))
-        const entries = ledgerEntries(step.ledger, row, details.networkFee)
+        const entries = ledgerEntries(step.ledger, paymentOf(row), details.networkFee)
         return yield* sql.withTransaction(Effect.gen(function*() {
           const at = yield* now
           const updated = yield* sql`
@@ -197,8 +143,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
             RETURNING id`
           if (updated.length === 0) return false
           for (const entry of entries) {
-            yield* ledger.post({ tenantId: row.tenant_id, kind: entry.kind, referenceId: row.id, postings: entry.postings })
-              .pipe(Effect.orDie)
+            yield* ledger.post(entryRequest(row.tenant_id, row.id, entry)).pipe(Effect.orDie)
           }
           // step.event: every entry of the table emits TRANSACTION_STATUS_UPDATED.
           yield* recordStatusUpdated(row.tenant_id, row.id, step.to, step.subStatus).pipe(

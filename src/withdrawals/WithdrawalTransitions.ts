@@ -10,6 +10,7 @@
  * names its ledger effect so that Withdrawals.submit builds it through the same function.
  */
 import { Data, Schema } from "effect"
+import { type Entry, type Payment, Postings } from "../ledger/Postings.ts"
 import { type SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
 
 /**
@@ -105,6 +106,37 @@ export const withdrawalTransitions = {
 } as const satisfies Record<string, TransitionRule>
 
 export type TransitionName = keyof typeof withdrawalTransitions
+
+/** The miner's fee a completed withdrawal cost the vault, in the network's native coin. */
+export interface NetworkFee {
+  readonly amount: bigint
+  readonly assetId: string
+}
+
+/**
+ * The ledger entries of declared effects, built by ledger/Postings.ts for the withdrawal's payment: the one place a
+ * table effect becomes an entry. A network fee of 0 books nothing (the ledger refuses an all-zero entry).
+ */
+export const ledgerEntries = (
+  effects: ReadonlyArray<LedgerEffect>,
+  payment: Payment,
+  networkFee?: NetworkFee
+): ReadonlyArray<Entry> =>
+  effects.flatMap((effect): ReadonlyArray<Entry> => {
+    switch (effect) {
+      case "freeze":
+        return [Postings.withdrawalFreeze(payment)]
+      case "release":
+        return [Postings.withdrawalRelease(payment)]
+      case "settle":
+        return [Postings.withdrawalSettle(payment)]
+      case "networkFee": {
+        if (networkFee === undefined) throw new Error("a networkFee effect needs the network fee")
+        const entry = Postings.networkFee(networkFee.assetId, networkFee.amount)
+        return entry === undefined ? [] : [entry]
+      }
+    }
+  })
 
 /** Whether the table allows `name` from `status` (a user's or operator's request from another one is refused). */
 export const allows = (name: TransitionName, status: TransactionStatus): boolean =>

@@ -23,6 +23,7 @@ import { Entropy } from "../domain/Entropy.ts"
 import { uuidV7 } from "../domain/Ids.ts"
 import { requestProcessing } from "../entities/WithdrawalEntity.ts"
 import { Ledger } from "../ledger/Ledger.ts"
+import { entryRequest } from "../ledger/Postings.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
 import { holdDailyLimit } from "../transfers/DailyLimit.ts"
 import { holdPayer } from "../transfers/PayerHold.ts"
@@ -30,8 +31,8 @@ import type { Transaction } from "../transactions/Transaction.ts"
 import { recordTransactionCreated } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 import type { Wallet } from "../wallets/WalletRepository.ts"
-import { ledgerEntries, WithdrawalProcessor } from "./WithdrawalProcessor.ts"
-import { allows, creation } from "./WithdrawalTransitions.ts"
+import { paymentOf, WithdrawalProcessor } from "./WithdrawalProcessor.ts"
+import { allows, creation, ledgerEntries } from "./WithdrawalTransitions.ts"
 
 /** Spec section 2, "On-chain withdrawal receipt" (and, with status CANCELLED, the cancel response). */
 export interface OnChainReceipt {
@@ -166,8 +167,8 @@ export class Withdrawals extends Context.Service<Withdrawals, {
             })
           }`
           yield* sql`INSERT INTO withdrawals (transaction_id) VALUES (${id})`
-          for (const entry of ledgerEntries(creation.ledger, row)) {
-            yield* ledger.post({ tenantId: tenant.id, kind: entry.kind, referenceId: id, postings: entry.postings })
+          for (const entry of ledgerEntries(creation.ledger, paymentOf(row))) {
+            yield* ledger.post(entryRequest(tenant.id, id, entry))
           }
           yield* recordTransactionCreated(tenant.id, id).pipe(
             Effect.provideService(TransactionRepository, transactions),
