@@ -36,6 +36,7 @@ import { decideOrphanedDeposit, meetsConfirmationRule } from "./DepositDecisions
 import { uuidV7 } from "../domain/Ids.ts"
 import { type EntryRequest, Ledger } from "../ledger/Ledger.ts"
 import { entryRequest, Postings } from "../ledger/Postings.ts"
+import { insertTransactions, type NewTransaction } from "../transactions/NewTransaction.ts"
 import { recordEvent } from "../outbox/Outbox.ts"
 import { type Tenant, Tenants } from "../tenants/Tenants.ts"
 import type { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
@@ -256,7 +257,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
               AND a.address IN (SELECT jsonb_array_elements_text(${JSON.stringify(addresses)}::jsonb))`
           const ownerOf = new Map(owners.map((owner) => [owner.address, owner]))
           const at = yield* now
-          const rows: Array<Record<string, unknown>> = []
+          const rows: Array<NewTransaction> = []
           const seen = new Set<string>()
           for (const transfer of transfers) {
             const owner = ownerOf.get(transfer.to)
@@ -269,15 +270,20 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
             seen.add(key)
             rows.push({
               id: yield* uuidV7.pipe(Effect.provideService(Entropy, entropy)),
-              tenant_id: owner.tenant_id,
-              asset_id: transfer.assetId,
-              amount: transfer.amount.toString(),
-              source_address: transfer.from,
-              destination_wallet_id: owner.wallet_id,
-              destination_address: transfer.to,
-              destination_user_id: owner.user_id,
-              tx_hash: transfer.txHash,
-              output_index: transfer.outputIndex
+              tenantId: owner.tenant_id,
+              kind: "DEPOSIT",
+              settlement: "ON_CHAIN",
+              status: "CONFIRMING",
+              assetId: transfer.assetId,
+              networkKey: client.networkKey,
+              amount: transfer.amount,
+              source: { address: transfer.from },
+              destination: { walletId: owner.wallet_id, address: transfer.to, userId: owner.user_id },
+              txHash: transfer.txHash,
+              outputIndex: transfer.outputIndex,
+              blockHeight: height,
+              blockHash: hash,
+              at
             })
           }
           // All of a block's deposits in a few statements (a block may carry thousands): the rows travel as one JSON
@@ -285,21 +291,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
           let recorded = 0
           for (let offset = 0; offset < rows.length; offset += recordChunkRows) {
             const chunk = rows.slice(offset, offset + recordChunkRows)
-            const upserted = yield* sql<{ id: string; inserted: boolean }>`
-              INSERT INTO transactions (id, tenant_id, kind, settlement, status, asset_id, network_key, amount,
-                source_address, destination_wallet_id, destination_address, destination_user_id, tx_hash,
-                output_index, block_height, block_hash, created_at, updated_at)
-              SELECT r.id, r.tenant_id, 'DEPOSIT', 'ON_CHAIN', 'CONFIRMING', r.asset_id, ${client.networkKey}, r.amount,
-                r.source_address, r.destination_wallet_id, r.destination_address, r.destination_user_id, r.tx_hash,
-                r.output_index, ${height.toString()}, ${hash}, ${at}, ${at}
-              FROM jsonb_to_recordset(${JSON.stringify(chunk)}::jsonb) AS r(id uuid, tenant_id uuid, asset_id text,
-                amount numeric, source_address text, destination_wallet_id uuid, destination_address text,
-                destination_user_id uuid, tx_hash text, output_index integer)
-              ORDER BY r.id
-              ON CONFLICT (network_key, tx_hash, output_index) WHERE kind = 'DEPOSIT' DO UPDATE
-                SET block_height = EXCLUDED.block_height, block_hash = EXCLUDED.block_hash, updated_at = EXCLUDED.updated_at
-                WHERE transactions.status IN ('CONFIRMING', 'COMPLETED')
-              RETURNING id, (xmax = 0) AS inserted`
+            const upserted = yield* insertTransactions(chunk, { onConflict: "depositSeenAgain" })
             const created = upserted.filter((row) => row.inserted)
             recorded += created.length
             yield* provideEventContext(recordTransactionChanges(

@@ -34,6 +34,7 @@ import { uuidPattern, uuidV7 } from "../domain/Ids.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest, Postings } from "../ledger/Postings.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
+import { insertTransactions } from "../transactions/NewTransaction.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { recordStatusUpdated, recordTransactionCreated } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
@@ -262,29 +263,22 @@ export class Transfers extends Context.Service<Transfers, {
             }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           }
           yield* holdPayer(payer.id).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-          yield* sql`INSERT INTO transactions ${
-            sql.insert({
-              id,
-              tenant_id: tenant.id,
-              kind: "INTERNAL_TRANSFER",
-              settlement: "OFF_CHAIN",
-              status,
-              asset_id: asset.assetId,
-              network_key: asset.networkKey,
-              amount: amount.toString(),
-              fee: fee.toString(),
-              source_wallet_id: payer.id,
-              source_address: payer.address,
-              source_user_id: payer.userId,
-              destination_wallet_id: recipient.id,
-              destination_address: quote.destination,
-              destination_user_id: recipient.userId,
-              external_tx_id: request.externalTxId ?? null,
-              note: request.note ?? null,
-              created_at: now,
-              updated_at: now
-            })
-          }`
+          yield* insertTransactions([{
+            id,
+            tenantId: tenant.id,
+            kind: "INTERNAL_TRANSFER",
+            settlement: "OFF_CHAIN",
+            status,
+            assetId: asset.assetId,
+            networkKey: asset.networkKey,
+            amount,
+            fee,
+            source: { walletId: payer.id, address: payer.address, userId: payer.userId },
+            destination: { walletId: recipient.id, address: quote.destination, userId: recipient.userId },
+            externalTxId: request.externalTxId,
+            note: request.note,
+            at: now
+          }]).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           yield* ledger.post(entryRequest(tenant.id, id, entry))
           yield* provide(recordTransactionCreated(tenant.id, id))
           if (request.recordReceipt !== undefined) yield* request.recordReceipt(receipt)

@@ -27,6 +27,7 @@ import { entryRequest } from "../ledger/Postings.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
 import { holdDailyLimit } from "../transfers/DailyLimit.ts"
 import { holdPayer } from "../transfers/PayerHold.ts"
+import { insertTransactions } from "../transactions/NewTransaction.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { recordTransactionCreated } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
@@ -145,27 +146,22 @@ export class Withdrawals extends Context.Service<Withdrawals, {
             }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           }
           yield* holdPayer(payer.id).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-          yield* sql`INSERT INTO transactions ${
-            sql.insert({
-              id,
-              tenant_id: tenant.id,
-              kind: "WITHDRAWAL",
-              settlement: "ON_CHAIN",
-              status: "SUBMITTED",
-              asset_id: asset.assetId,
-              network_key: asset.networkKey,
-              amount: row.amount,
-              fee: row.fee,
-              source_wallet_id: payer.id,
-              source_address: payer.address,
-              source_user_id: payer.userId,
-              destination_address: submission.destination,
-              external_tx_id: submission.externalTxId ?? null,
-              note: submission.note ?? null,
-              created_at: now,
-              updated_at: now
-            })
-          }`
+          yield* insertTransactions([{
+            id,
+            tenantId: tenant.id,
+            kind: "WITHDRAWAL",
+            settlement: "ON_CHAIN",
+            status: creation.to,
+            assetId: asset.assetId,
+            networkKey: asset.networkKey,
+            amount: submission.amount,
+            fee: submission.fee,
+            source: { walletId: payer.id, address: payer.address, userId: payer.userId },
+            destination: { address: submission.destination },
+            externalTxId: submission.externalTxId,
+            note: submission.note,
+            at: now
+          }]).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           yield* sql`INSERT INTO withdrawals (transaction_id) VALUES (${id})`
           for (const entry of ledgerEntries(creation.ledger, paymentOf(row))) {
             yield* ledger.post(entryRequest(tenant.id, id, entry))
