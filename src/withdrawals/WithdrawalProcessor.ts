@@ -1,11 +1,8 @@
 /**
- * Moves an on-chain withdrawal along its life cycle (decisions.md "Withdrawal life cycle"):
- *
- *   SUBMITTED → REJECTED/BLOCKED_BY_POLICY (destination in the tenant's blockedAddresses)
- *   SUBMITTED → PENDING_AUTHORIZATION (amount above withdrawalApprovalAbove; the operator decides, Withdrawals.ts)
- *   SUBMITTED → QUEUED → (hot wallet short: QUEUED/INSUFFICIENT_FUNDS_PLATFORM, retried by the supervisor)
- *     → PENDING_SIGNATURE → signed bytes stored → broadcast → CONFIRMING (txHash) → COMPLETED (networkFeeRaw)
- *   PENDING_SIGNATURE → FAILED/SIGNING_FAILED or FAILED/BROADCAST_FAILED
+ * Moves an on-chain withdrawal along its life cycle: what it does in each status (the tenant's blocked addresses
+ * and approval threshold on leaving SUBMITTED, the hot wallet's cover in QUEUED, signing and broadcast in
+ * PENDING_SIGNATURE, the confirmation rule in CONFIRMING); which transitions exist, with their ledger effects and
+ * events, is the table's (WithdrawalTransitions.ts), applied by `transition` and nowhere else.
  *
  * The withdrawal's entity (entities/WithdrawalEntity.ts) runs `process`; the confirmation check (`confirm`) runs
  * after each scan of the network. The handler may run twice, or on two processes at once (cluster notes), so the
@@ -16,6 +13,9 @@
  *
  * The signed bytes are stored (once: a trigger refuses any change) before the first broadcast; every later attempt
  * broadcasts those bytes, so no withdrawal is ever signed twice with different parameters.
+ *
+ * Somewhat over 300 lines on purpose: the steps and the one transition writer they share are one state machine,
+ * and the guards that keep it race-free (conditional UPDATEs, the stored-once signature) read best side by side.
  */
 import { Cause, Clock, Context, Effect, Exit, Layer } from "effect"
 import { SqlClient } from "effect/sql"
@@ -127,7 +127,9 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
       ) {
         const step: TransitionRule = withdrawalTransitions[name]
         yield* Effect.annotateCurrentSpan({ transition: name, from: row.status })
-        if (!allows(name, row.status)) return yield* Effect.die(new IllegalTransition({ transition: name, withdrawalId: row.id, status: row.status }))
+        if (!allows(name, row.status)) {
+          return yield* Effect.die(new IllegalTransition({ transition: name, withdrawalId: row.id, status: row.status }))
+        }
         const entries = ledgerEntries(step.ledger, paymentOf(row), details.networkFee)
         return yield* sql.withTransaction(Effect.gen(function*() {
           const at = yield* now
