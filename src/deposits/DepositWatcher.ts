@@ -36,11 +36,12 @@ import {
   type ChainTransfer,
   type TransactionState
 } from "../chains/ChainClient.ts"
-import { depositCreditPostings, depositReversalPostings } from "./DepositPostings.ts"
 import { decideOrphanedDeposit, meetsConfirmationRule } from "./DepositDecisions.ts"
 import { Ids } from "../domain/Ids.ts"
 import { type EntryRequest, Ledger } from "../ledger/Ledger.ts"
+import { entryRequest, Postings } from "../ledger/Postings.ts"
 import { Outbox } from "../outbox/Outbox.ts"
+import { insertTransactions, type NewTransaction } from "../transactions/NewTransaction.ts"
 import { type Tenant, Tenants } from "../tenants/Tenants.ts"
 import type { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
@@ -220,12 +221,8 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
                 WHERE id = ${deposit.id}`
             } else if (decision === "REVERSE") {
               const fee = BigInt(deposit.fee ?? "0")
-              yield* ledger.post({
-                tenantId: deposit.tenant_id,
-                kind: "DEPOSIT_REVERSAL",
-                referenceId: deposit.id,
-                postings: depositReversalPostings(creditOf(deposit), fee)
-              }).pipe(Effect.orDie)
+              yield* ledger.post(entryRequest(deposit.tenant_id, deposit.id, Postings.depositReversal(creditOf(deposit), fee)))
+                .pipe(Effect.orDie)
               yield* sql`UPDATE transactions SET status = 'REVERSED', updated_at = ${yield* now} WHERE id = ${deposit.id}`
               yield* outbox.record({
                 tenantId: deposit.tenant_id,
@@ -254,7 +251,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
               AND a.address IN (SELECT jsonb_array_elements_text(${JSON.stringify(addresses)}::jsonb))`
           const ownerOf = new Map(owners.map((owner) => [owner.address, owner]))
           const at = yield* now
-          const rows: Array<Record<string, unknown>> = []
+          const rows: Array<NewTransaction> = []
           const seen = new Set<string>()
           for (const transfer of transfers) {
             const owner = ownerOf.get(transfer.to)
@@ -267,15 +264,20 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
             seen.add(key)
             rows.push({
               id: yield* ids.uuidV7,
-              tenant_id: owner.tenant_id,
-              asset_id: transfer.assetId,
-              amount: transfer.amount.toString(),
-              source_address: transfer.from,
-              destination_wallet_id: owner.wallet_id,
-              destination_address: transfer.to,
-              destination_user_id: owner.user_id,
-              tx_hash: transfer.txHash,
-              output_index: transfer.outputIndex
+              tenantId: owner.tenant_id,
+              kind: "DEPOSIT",
+              settlement: "ON_CHAIN",
+              status: "CONFIRMING",
+              assetId: transfer.assetId,
+              networkKey: client.networkKey,
+              amount: transfer.amount,
+              source: { address: transfer.from },
+              destination: { walletId: owner.wallet_id, address: transfer.to, userId: owner.user_id },
+              txHash: transfer.txHash,
+              outputIndex: transfer.outputIndex,
+              blockHeight: height,
+              blockHash: hash,
+              at
             })
           }
           // All of a block's deposits in a few statements (a block may carry thousands): the rows travel as one JSON
@@ -283,21 +285,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
           let recorded = 0
           for (let offset = 0; offset < rows.length; offset += recordChunkRows) {
             const chunk = rows.slice(offset, offset + recordChunkRows)
-            const upserted = yield* sql<{ id: string; inserted: boolean }>`
-              INSERT INTO transactions (id, tenant_id, kind, settlement, status, asset_id, network_key, amount,
-                source_address, destination_wallet_id, destination_address, destination_user_id, tx_hash,
-                output_index, block_height, block_hash, created_at, updated_at)
-              SELECT r.id, r.tenant_id, 'DEPOSIT', 'ON_CHAIN', 'CONFIRMING', r.asset_id, ${client.networkKey}, r.amount,
-                r.source_address, r.destination_wallet_id, r.destination_address, r.destination_user_id, r.tx_hash,
-                r.output_index, ${height.toString()}, ${hash}, ${at}, ${at}
-              FROM jsonb_to_recordset(${JSON.stringify(chunk)}::jsonb) AS r(id uuid, tenant_id uuid, asset_id text,
-                amount numeric, source_address text, destination_wallet_id uuid, destination_address text,
-                destination_user_id uuid, tx_hash text, output_index integer)
-              ORDER BY r.id
-              ON CONFLICT (network_key, tx_hash, output_index) WHERE kind = 'DEPOSIT' DO UPDATE
-                SET block_height = EXCLUDED.block_height, block_hash = EXCLUDED.block_hash, updated_at = EXCLUDED.updated_at
-                WHERE transactions.status IN ('CONFIRMING', 'COMPLETED')
-              RETURNING id, (xmax = 0) AS inserted`
+            const upserted = yield* insertTransactions(chunk, { onConflict: "depositSeenAgain" })
             const created = upserted.filter((row) => row.inserted)
             recorded += created.length
             yield* transactionEvents.changes(
@@ -404,12 +392,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
               ? "BELOW_MIN_DEPOSIT"
               : null
             if (subStatus === null) {
-              credits.push({
-                tenantId: deposit.tenant_id,
-                kind: "DEPOSIT_CREDIT",
-                referenceId: deposit.id,
-                postings: depositCreditPostings(creditOf(deposit), fee)
-              })
+              credits.push(entryRequest(deposit.tenant_id, deposit.id, Postings.depositCredit(creditOf(deposit), fee)))
             }
             updates.push({ id: deposit.id, fee: subStatus === null ? fee.toString() : null, sub_status: subStatus })
           }

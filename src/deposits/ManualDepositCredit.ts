@@ -9,12 +9,12 @@ import { Catalog } from "../catalog/Catalog.ts"
 import { effectiveDepositFee } from "../catalog/Fees.ts"
 import { InvalidState, NotFound } from "../domain/ApiError.ts"
 import { Ledger } from "../ledger/Ledger.ts"
+import { entryRequest, Postings } from "../ledger/Postings.ts"
 import { Outbox } from "../outbox/Outbox.ts"
 import { Tenants } from "../tenants/Tenants.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
-import { depositCreditPostings } from "./DepositPostings.ts"
 
 export class ManualDepositCredit extends Context.Service<ManualDepositCredit, {
   readonly credit: (tenantId: string, depositId: string) => Effect.Effect<Transaction, NotFound | InvalidState>
@@ -56,12 +56,7 @@ export class ManualDepositCredit extends Context.Service<ManualDepositCredit, {
           // The operator's decision to credit stands even for an amount the fee would swallow: then no fee is kept.
           const fee = amount > usualFee ? usualFee : 0n
           const deposited = { walletId: deposit.destination_wallet_id, assetId: deposit.asset_id, amount }
-          yield* ledger.post({
-            tenantId,
-            kind: "MANUAL_DEPOSIT_CREDIT",
-            referenceId: depositId,
-            postings: depositCreditPostings(deposited, fee)
-          }).pipe(Effect.orDie)
+          yield* ledger.post(entryRequest(tenantId, depositId, Postings.manualDepositCredit(deposited, fee))).pipe(Effect.orDie)
           yield* sql`UPDATE transactions SET sub_status = NULL, fee = ${fee.toString()},
             updated_at = ${new Date(yield* Clock.currentTimeMillis)} WHERE id = ${depositId}`
           yield* outbox.record({

@@ -10,12 +10,13 @@ import { Effect, Schema } from "effect"
 import { ClusterSchema, Entity, type Sharding } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 import { WithdrawalProcessor } from "../withdrawals/WithdrawalProcessor.ts"
+import { ProcessReply } from "../withdrawals/WithdrawalTransitions.ts"
 
 export const Process = Rpc.make("Process", {
   payload: { attempt: Schema.String },
   primaryKey: ({ attempt }) => attempt,
   /** The status the withdrawal stands in when the handler is done (or MISSING). */
-  success: Schema.String
+  success: ProcessReply
 }).annotate(ClusterSchema.Persisted, true)
 
 export const WithdrawalEntity = Entity.make("Withdrawal", [Process])

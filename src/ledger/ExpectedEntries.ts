@@ -1,8 +1,8 @@
 /**
  * What the journal must hold for one transaction, restated from docs/ledger.md, docs/transfers.md and
- * docs/deposits.md rather than imported from the code that writes the postings (deposits/DepositPostings.ts,
- * transfers/Transfers.ts, withdrawals/WithdrawalProcessor.ts): the audit is a second, independent statement of the
- * rules, so a bug in a writer shows as a difference instead of being copied into the check.
+ * docs/deposits.md rather than imported from the code that builds the postings (ledger/Postings.ts): the audit is a
+ * second, independent statement of the rules, so a bug in a writer shows as a difference instead of being copied
+ * into the check.
  *
  * | Transaction | Status | Entries |
  * |---|---|---|

@@ -137,67 +137,14 @@ export class Ledger extends Context.Service<Ledger, {
       const sql = yield* SqlClient.SqlClient
       const ids = yield* Ids
 
-      /** The account's id, opening it (at zero) on first use. */
-      const accountId = (tenantId: string, posting: Posting, now: Date) =>
-        Effect.gen(function*() {
-          const walletId = posting.account.kind === "WALLET" ? posting.account.walletId : null
-          const inserted = yield* sql<{ id: string }>`
-            INSERT INTO ledger_accounts (tenant_id, kind, wallet_id, asset_id, created_at)
-            VALUES (${tenantId}, ${posting.account.kind}, ${walletId}, ${posting.assetId}, ${now})
-            ON CONFLICT ON CONSTRAINT ledger_accounts_owner_key DO NOTHING
-            RETURNING id`
-          if (inserted[0] !== undefined) return BigInt(inserted[0].id)
-          const existing = yield* sql<{ id: string }>`
-            SELECT id FROM ledger_accounts
-            WHERE tenant_id = ${tenantId} AND kind = ${posting.account.kind}
-              AND wallet_id IS NOT DISTINCT FROM ${walletId} AND asset_id = ${posting.assetId}`
-          return BigInt(existing[0]!.id)
-        })
-
-      const post = Effect.fn("Ledger.post")(function*(request: EntryRequest) {
-        yield* Effect.sync(() => assertBalanced(request))
-        const entryId = yield* ids.uuidV7
-        const now = new Date(yield* Clock.currentTimeMillis)
-        const booked = sql.withTransaction(Effect.gen(function*() {
-          const created = yield* sql<{ id: string }>`
-            INSERT INTO ledger_entries (id, tenant_id, kind, reference_id, created_at)
-            VALUES (${entryId}, ${request.tenantId}, ${request.kind}, ${request.referenceId}, ${now})
-            ON CONFLICT ON CONSTRAINT ledger_entries_kind_reference_key DO NOTHING
-            RETURNING id`
-          if (created.length === 0) {
-            const [existing] = yield* sql<{ id: string; tenant_id: string }>`
-              SELECT id, tenant_id FROM ledger_entries WHERE kind = ${request.kind} AND reference_id = ${request.referenceId}`
-            if (existing!.tenant_id !== request.tenantId) {
-              return yield* Effect.die(new Error(`ledger reference ${request.referenceId} belongs to another tenant`))
-            }
-            return { _tag: "AlreadyPosted" as const, entryId: existing!.id }
-          }
-          const rows: Array<{ entry_id: string; account_id: string; bucket: Bucket; amount: string; order: bigint }> = []
-          for (const posting of request.postings) {
-            const id = yield* accountId(request.tenantId, posting, now)
-            rows.push({ entry_id: entryId, account_id: id.toString(), bucket: posting.bucket, amount: posting.amount.toString(), order: id })
-          }
-          // Accounts are locked (by the balance update of each posting) in ascending id order, in every entry, so
-          // two entries over the same accounts can never wait on each other in a cycle.
-          rows.sort((a, b) => (a.order < b.order ? -1 : a.order > b.order ? 1 : a.bucket.localeCompare(b.bucket)))
-          const values = rows.map(({ order: _order, ...row }) => row)
-          // assertBalanced guarantees two or more postings.
-          if (!Arr.isArrayNonEmpty(values)) return yield* Effect.die(new Error("ledger entry without postings"))
-          yield* sql`INSERT INTO ledger_postings ${sql.insert(values)}`
-          return { _tag: "Posted" as const, entryId }
-        }))
-        return yield* booked.pipe(
-          Effect.catchTag("SqlError", (error) =>
-            sqlStateOf(error) === insufficientBalanceSqlState
-              ? Effect.fail(new InsufficientBalance({ message: "available balance below amount plus fee" }))
-              : Effect.die(refusedBy(request, error)))
-        )
-      })
-
       /** JSON text of a list, expanded by PostgreSQL: one parameter whatever the number of rows. */
       const json = (value: unknown) => JSON.stringify(value)
 
-      const postMany = Effect.fn("Ledger.postMany")(function*(requests: ReadonlyArray<EntryRequest>) {
+      /**
+       * The one path that writes the journal (entries, postings, and the accounts they open): `post` is a batch of
+       * one, so a single entry and a block's thousand credits take the same statements and the same lock order.
+       */
+      const book = (requests: ReadonlyArray<EntryRequest>) => Effect.gen(function*() {
         if (requests.length === 0) return []
         yield* Effect.sync(() => requests.forEach(assertBalanced))
         const now = new Date(yield* Clock.currentTimeMillis)
@@ -278,8 +225,9 @@ export class Ledger extends Context.Service<Ledger, {
               return { entry_id: entryId, account_id: id.toString(), bucket: posting.bucket, amount: posting.amount.toString(), order: id }
             })
           )
-          // As in `post`: balances are updated (and locked) in ascending account order, here across the whole batch,
-          // in the order of the VALUES rows, which is the order the row trigger runs in.
+          // Accounts are locked (by the balance update of each posting) in ascending id order across the whole batch,
+          // in the order of the VALUES rows, which is the order the row trigger runs in: two entries over the same
+          // accounts can never wait on each other in a cycle.
           rows.sort((a, b) => (a.order < b.order ? -1 : a.order > b.order ? 1 : a.bucket.localeCompare(b.bucket)))
           const values = rows.map(({ order: _order, ...row }) => row)
           if (!Arr.isArrayNonEmpty(values)) return yield* Effect.die(new Error("ledger entries without postings"))
@@ -293,6 +241,13 @@ export class Ledger extends Context.Service<Ledger, {
               : Effect.die(refusedBy(requests[0]!, error)))
         )
       })
+
+      const post = Effect.fn("Ledger.post")(function*(request: EntryRequest) {
+        const [result] = yield* book([request])
+        return result!
+      })
+
+      const postMany = Effect.fn("Ledger.postMany")(book)
 
       const walletBalances = Effect.fn("Ledger.walletBalances")(function*(walletId: string) {
         const rows = yield* sql<BalanceRow>`

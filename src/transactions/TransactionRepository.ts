@@ -1,4 +1,7 @@
-/** Reading transactions. Writes live with the pipelines that make them (deposits, withdrawals, transfers). */
+/**
+ * Reading transactions. Every kind is created by NewTransaction.ts; status changes live with the pipelines that
+ * make them.
+ */
 import { Context, Effect, Layer } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import {

@@ -30,8 +30,10 @@ import {
   WalletNotActive
 } from "../domain/ApiError.ts"
 import { Ids, uuidPattern } from "../domain/Ids.ts"
-import { Ledger, type Posting } from "../ledger/Ledger.ts"
+import { Ledger } from "../ledger/Ledger.ts"
+import { entryRequest, Postings } from "../ledger/Postings.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
+import { insertTransactions } from "../transactions/NewTransaction.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
@@ -221,17 +223,8 @@ export class Transfers extends Context.Service<Transfers, {
         const fee = quote.fee
         const threshold = tenant.settings.transferApprovalAbove?.[asset.assetId]
         const pending = threshold !== undefined && amount > threshold
-        const payerAccount = { kind: "WALLET" as const, walletId: payer.id }
-        const postings: ReadonlyArray<Posting> = pending
-          ? [
-            { account: payerAccount, assetId: asset.assetId, bucket: "AVAILABLE", amount: -(amount + fee) },
-            { account: payerAccount, assetId: asset.assetId, bucket: "FROZEN", amount: amount + fee }
-          ]
-          : [
-            { account: payerAccount, assetId: asset.assetId, bucket: "AVAILABLE", amount: -(amount + fee) },
-            { account: { kind: "WALLET", walletId: recipient.id }, assetId: asset.assetId, bucket: "AVAILABLE", amount },
-            ...(fee > 0n ? [{ account: { kind: "FEES" }, assetId: asset.assetId, bucket: "AVAILABLE", amount: fee } as const] : [])
-          ]
+        const payment = { walletId: payer.id, assetId: asset.assetId, amount, fee }
+        const entry = pending ? Postings.transferFreeze(payment) : Postings.transfer(payment, recipient.id)
         const id = yield* ids.uuidV7
         const nowMillis = yield* Clock.currentTimeMillis
         const now = new Date(nowMillis)
@@ -260,35 +253,23 @@ export class Transfers extends Context.Service<Transfers, {
             }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           }
           yield* holdPayer(payer.id).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-          yield* sql`INSERT INTO transactions ${
-            sql.insert({
-              id,
-              tenant_id: tenant.id,
-              kind: "INTERNAL_TRANSFER",
-              settlement: "OFF_CHAIN",
-              status,
-              asset_id: asset.assetId,
-              network_key: asset.networkKey,
-              amount: amount.toString(),
-              fee: fee.toString(),
-              source_wallet_id: payer.id,
-              source_address: payer.address,
-              source_user_id: payer.userId,
-              destination_wallet_id: recipient.id,
-              destination_address: quote.destination,
-              destination_user_id: recipient.userId,
-              external_tx_id: request.externalTxId ?? null,
-              note: request.note ?? null,
-              created_at: now,
-              updated_at: now
-            })
-          }`
-          yield* ledger.post({
+          yield* insertTransactions([{
+            id,
             tenantId: tenant.id,
-            kind: pending ? "TRANSFER_FREEZE" : "TRANSFER",
-            referenceId: id,
-            postings
-          })
+            kind: "INTERNAL_TRANSFER",
+            settlement: "OFF_CHAIN",
+            status,
+            assetId: asset.assetId,
+            networkKey: asset.networkKey,
+            amount,
+            fee,
+            source: { walletId: payer.id, address: payer.address, userId: payer.userId },
+            destination: { walletId: recipient.id, address: quote.destination, userId: recipient.userId },
+            externalTxId: request.externalTxId,
+            note: request.note,
+            at: now
+          }]).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          yield* ledger.post(entryRequest(tenant.id, id, entry))
           yield* transactionEvents.created(tenant.id, id)
           if (request.recordReceipt !== undefined) yield* request.recordReceipt(receipt)
         })).pipe(Effect.catchTag("SqlError", Effect.die))
@@ -316,23 +297,11 @@ export class Transfers extends Context.Service<Transfers, {
           if (row.kind !== "INTERNAL_TRANSFER" || row.status !== "PENDING_AUTHORIZATION") {
             return yield* new InvalidState({ message: "transaction is not waiting for approval" })
           }
-          const amount = BigInt(row.amount)
-          const fee = BigInt(row.fee)
-          const payer = { kind: "WALLET" as const, walletId: row.source_wallet_id }
-          const frozenRelease: Posting = { account: payer, assetId: row.asset_id, bucket: "FROZEN", amount: -(amount + fee) }
-          const postings: ReadonlyArray<Posting> = decision === "APPROVE"
-            ? [
-              frozenRelease,
-              { account: { kind: "WALLET", walletId: row.destination_wallet_id }, assetId: row.asset_id, bucket: "AVAILABLE", amount },
-              ...(fee > 0n ? [{ account: { kind: "FEES" }, assetId: row.asset_id, bucket: "AVAILABLE", amount: fee } as const] : [])
-            ]
-            : [frozenRelease, { account: payer, assetId: row.asset_id, bucket: "AVAILABLE", amount: amount + fee }]
-          yield* ledger.post({
-            tenantId,
-            kind: decision === "APPROVE" ? "TRANSFER_SETTLE" : "TRANSFER_RELEASE",
-            referenceId: transactionId,
-            postings
-          }).pipe(Effect.orDie)
+          const payment = { walletId: row.source_wallet_id, assetId: row.asset_id, amount: BigInt(row.amount), fee: BigInt(row.fee) }
+          const entry = decision === "APPROVE"
+            ? Postings.transferSettle(payment, row.destination_wallet_id)
+            : Postings.transferRelease(payment)
+          yield* ledger.post(entryRequest(tenantId, transactionId, entry)).pipe(Effect.orDie)
           const [status, subStatus] = decision === "APPROVE"
             ? ["COMPLETED", null] as const
             : ["REJECTED", "REJECTED_BY_OPERATOR"] as const

@@ -1,11 +1,8 @@
 /**
- * Moves an on-chain withdrawal along its life cycle (decisions.md "Withdrawal life cycle"):
- *
- *   SUBMITTED → REJECTED/BLOCKED_BY_POLICY (destination in the tenant's blockedAddresses)
- *   SUBMITTED → PENDING_AUTHORIZATION (amount above withdrawalApprovalAbove; the operator decides, Withdrawals.ts)
- *   SUBMITTED → QUEUED → (hot wallet short: QUEUED/INSUFFICIENT_FUNDS_PLATFORM, retried by the supervisor)
- *     → PENDING_SIGNATURE → signed bytes stored → broadcast → CONFIRMING (txHash) → COMPLETED (networkFeeRaw)
- *   PENDING_SIGNATURE → FAILED/SIGNING_FAILED or FAILED/BROADCAST_FAILED
+ * Moves an on-chain withdrawal along its life cycle: what it does in each status (the tenant's blocked addresses
+ * and approval threshold on leaving SUBMITTED, the hot wallet's cover in QUEUED, signing and broadcast in
+ * PENDING_SIGNATURE, the confirmation rule in CONFIRMING); which transitions exist, with their ledger effects and
+ * events, is the table's (WithdrawalTransitions.ts), applied by `transition` and nowhere else.
  *
  * The withdrawal's entity (entities/WithdrawalEntity.ts) runs `process`; the confirmation check (`confirm`) runs
  * after each scan of the network. The handler may run twice, or on two processes at once (cluster notes), so the
@@ -16,19 +13,34 @@
  *
  * The signed bytes are stored (once: a trigger refuses any change) before the first broadcast; every later attempt
  * broadcasts those bytes, so no withdrawal is ever signed twice with different parameters.
+ *
+ * Somewhat over 300 lines on purpose: the steps and the one transition writer they share are one state machine,
+ * and the guards that keep it race-free (conditional UPDATEs, the stored-once signature) read best side by side.
  */
 import { Cause, Clock, Context, Effect, Exit, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { ChainClients, type SignedWithdrawal, type WithdrawalTransfer } from "../chains/ChainClient.ts"
 import { meetsConfirmationRule } from "../deposits/DepositWatcher.ts"
-import { Ledger, type EntryKind, type Posting } from "../ledger/Ledger.ts"
+import { Ledger } from "../ledger/Ledger.ts"
+import { entryRequest, type Payment } from "../ledger/Postings.ts"
 import { Signer } from "../signer/Signer.ts"
 import { Tenants } from "../tenants/Tenants.ts"
 import type { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
 import { withdrawalRequest } from "./WithdrawalRequests.ts"
+import {
+  allows,
+  IllegalTransition,
+  ledgerEntries,
+  type NetworkFee,
+  type ProcessReply,
+  type StepOutcome,
+  type TransitionName,
+  type TransitionRule,
+  withdrawalTransitions
+} from "./WithdrawalTransitions.ts"
 
 /** Transitions one `process` call makes at most (SUBMITTED to CONFIRMING is four); a bound, not a budget. */
 export const processStepsMax = 8
@@ -53,55 +65,31 @@ export interface WithdrawalRow {
   readonly network_fee_asset_id: string | null
 }
 
-/** The funds frozen at submission: amount + fee, from available to frozen (docs/ledger.md WITHDRAWAL_FREEZE). */
-export const freezePostings = (row: Pick<WithdrawalRow, "source_wallet_id" | "asset_id" | "amount" | "fee">) => {
-  const total = BigInt(row.amount) + BigInt(row.fee)
-  const wallet = { kind: "WALLET" as const, walletId: row.source_wallet_id }
-  return [
-    { account: wallet, assetId: row.asset_id, bucket: "AVAILABLE", amount: -total },
-    { account: wallet, assetId: row.asset_id, bucket: "FROZEN", amount: total }
-  ] satisfies ReadonlyArray<Posting>
-}
-
-/** FAILED, REJECTED, CANCELLED: the freeze negated (WITHDRAWAL_RELEASE). */
-export const releasePostings = (row: WithdrawalRow): ReadonlyArray<Posting> =>
-  freezePostings(row).map((posting) => ({ ...posting, amount: -posting.amount }))
-
-/** COMPLETED: frozen consumed; the amount left custody (CHAIN), the fee is the tenant's (WITHDRAWAL_SETTLE). */
-const settlePostings = (row: WithdrawalRow): ReadonlyArray<Posting> => {
-  const amount = BigInt(row.amount)
-  const fee = BigInt(row.fee)
-  return [
-    { account: { kind: "WALLET", walletId: row.source_wallet_id }, assetId: row.asset_id, bucket: "FROZEN", amount: -(amount + fee) },
-    { account: { kind: "CHAIN" }, assetId: row.asset_id, bucket: "AVAILABLE", amount },
-    ...(fee > 0n ? [{ account: { kind: "FEES" }, assetId: row.asset_id, bucket: "AVAILABLE", amount: fee } as const] : [])
-  ]
-}
-
-/** The miner's fee the vault paid, in the native coin (NETWORK_FEE). */
-const networkFeePostings = (assetId: string, fee: bigint): ReadonlyArray<Posting> => [
-  { account: { kind: "NETWORK_FEES" }, assetId, bucket: "AVAILABLE", amount: -fee },
-  { account: { kind: "CHAIN" }, assetId, bucket: "AVAILABLE", amount: fee }
-]
-
-export interface Transition {
-  readonly from: TransactionStatus
-  /** Only when the withdrawal has no sub-status (so setting one twice emits one event). */
-  readonly fromWithoutSubStatus?: boolean
-  readonly to: TransactionStatus
-  readonly subStatus: SubStatus | null
+/** What a transition sets beside its status (WithdrawalTransitions.ts: `broadcast` sets txHash, `complete` the fee). */
+export interface TransitionDetails {
   readonly txHash?: string
-  readonly networkFee?: { readonly amount: bigint; readonly assetId: string; readonly blockHeight: bigint }
-  readonly entries?: ReadonlyArray<{ readonly kind: EntryKind; readonly postings: ReadonlyArray<Posting> }>
+  readonly networkFee?: NetworkFee & { readonly blockHeight: bigint }
 }
+
+/** The payer's side of a withdrawal: what its freeze, release and settlement move (ledger/Postings.ts). */
+export const paymentOf = (row: Pick<WithdrawalRow, "source_wallet_id" | "asset_id" | "amount" | "fee">): Payment => ({
+  walletId: row.source_wallet_id,
+  assetId: row.asset_id,
+  amount: BigInt(row.amount),
+  fee: BigInt(row.fee)
+})
 
 export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
   /** Takes the withdrawal as far as it can go now; returns the status it stands in. */
-  readonly process: (withdrawalId: string) => Effect.Effect<TransactionStatus | "MISSING">
+  readonly process: (withdrawalId: string) => Effect.Effect<ProcessReply>
   /** Completes the network's CONFIRMING withdrawals that meet its confirmation rule; returns how many. */
   readonly confirm: (networkKey: string) => Effect.Effect<number>
-  /** Applies one conditional transition with its ledger entries and event; false when the status had moved on. */
-  readonly transition: (row: WithdrawalRow, transition: Transition) => Effect.Effect<boolean>
+  /**
+   * Applies one transition of the table (WithdrawalTransitions.ts) to the withdrawal read as `row`, with its ledger
+   * entries and event; false when the status had moved on since. Dies with IllegalTransition when the table does
+   * not allow it from `row.status`.
+   */
+  readonly transition: (row: WithdrawalRow, name: TransitionName, details?: TransitionDetails) => Effect.Effect<boolean>
   readonly load: (withdrawalId: string) => Effect.Effect<WithdrawalRow | undefined>
 }>()("coffer/WithdrawalProcessor") {
   static readonly layer = Layer.effect(
@@ -129,30 +117,38 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           ([row]) => row
         ).pipe(Effect.orDie)
 
-      const transition = Effect.fn("WithdrawalProcessor.transition")(function*(row: WithdrawalRow, step: Transition) {
+      const transition = Effect.fn("WithdrawalProcessor.transition")(function*(
+        row: WithdrawalRow,
+        name: TransitionName,
+        details: TransitionDetails = {}
+      ) {
+        const step: TransitionRule = withdrawalTransitions[name]
+        yield* Effect.annotateCurrentSpan({ transition: name, from: row.status })
+        if (!allows(name, row.status)) {
+          return yield* Effect.die(new IllegalTransition({ transition: name, withdrawalId: row.id, status: row.status }))
+        }
+        const entries = ledgerEntries(step.ledger, paymentOf(row), details.networkFee)
         return yield* sql.withTransaction(Effect.gen(function*() {
           const at = yield* now
           const updated = yield* sql`
             UPDATE transactions SET status = ${step.to}, sub_status = ${step.subStatus}, updated_at = ${at}
-              ${step.txHash === undefined ? sql`` : sql`, tx_hash = ${step.txHash}`}
+              ${details.txHash === undefined ? sql`` : sql`, tx_hash = ${details.txHash}`}
               ${
-            step.networkFee === undefined ? sql`` : sql`, network_fee = ${step.networkFee.amount.toString()},
-                network_fee_asset_id = ${step.networkFee.assetId}, block_height = ${step.networkFee.blockHeight.toString()}`
+            details.networkFee === undefined ? sql`` : sql`, network_fee = ${details.networkFee.amount.toString()},
+                network_fee_asset_id = ${details.networkFee.assetId}, block_height = ${details.networkFee.blockHeight.toString()}`
           }
-            WHERE id = ${row.id} AND kind = 'WITHDRAWAL' AND status = ${step.from}
+            WHERE id = ${row.id} AND kind = 'WITHDRAWAL' AND status = ${row.status}
               ${step.fromWithoutSubStatus === true ? sql`AND sub_status IS NULL` : sql``}
             RETURNING id`
           if (updated.length === 0) return false
-          for (const entry of step.entries ?? []) {
-            yield* ledger.post({ tenantId: row.tenant_id, kind: entry.kind, referenceId: row.id, postings: entry.postings })
-              .pipe(Effect.orDie)
+          for (const entry of entries) {
+            yield* ledger.post(entryRequest(row.tenant_id, row.id, entry)).pipe(Effect.orDie)
           }
+          // step.event: every entry of the table emits TRANSACTION_STATUS_UPDATED.
           yield* transactionEvents.statusUpdated(row.tenant_id, row.id, step.to, step.subStatus)
           return true
         })).pipe(Effect.orDie)
       })
-
-      const release = (row: WithdrawalRow) => [{ kind: "WITHDRAWAL_RELEASE" as const, postings: releasePostings(row) }]
 
       const hotAddress = (networkKey: string) =>
         Effect.map(platformAddresses.list, (list) =>
@@ -179,12 +175,12 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
               }
               const settings = tenant.settings
               if ((settings.blockedAddresses ?? []).includes(row.destination_address)) {
-                yield* transition(row, { from: "SUBMITTED", to: "REJECTED", subStatus: "BLOCKED_BY_POLICY", entries: release(row) })
+                yield* transition(row, "blockByPolicy")
                 return "NEXT" as const
               }
               const threshold = settings.withdrawalApprovalAbove?.[row.asset_id]
               const pending = threshold !== undefined && BigInt(row.amount) > threshold
-              yield* transition(row, { from: "SUBMITTED", to: pending ? "PENDING_AUTHORIZATION" : "QUEUED", subStatus: null })
+              yield* transition(row, pending ? "awaitAuthorization" : "queue")
               return "NEXT" as const
             }
             case "QUEUED": {
@@ -197,15 +193,10 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
               const transfer = transferOf(row, from)
               const covered = yield* Effect.flatMap(chain.networkFee(row.asset_id), (fee) => chain.hotWalletCovers(transfer, fee))
               if (!covered) {
-                yield* transition(row, {
-                  from: "QUEUED",
-                  fromWithoutSubStatus: true,
-                  to: "QUEUED",
-                  subStatus: "INSUFFICIENT_FUNDS_PLATFORM"
-                })
+                yield* transition(row, "awaitPlatformFunds")
                 return "STOP" as const
               }
-              yield* transition(row, { from: "QUEUED", to: "PENDING_SIGNATURE", subStatus: null })
+              yield* transition(row, "startSigning")
               return "NEXT" as const
             }
             case "PENDING_SIGNATURE":
@@ -234,7 +225,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
             if (Exit.isFailure(exit)) {
               if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.interrupt
               yield* Effect.logError(`withdrawal ${row.id}: signing failed`, exit.cause)
-              yield* transition(row, { from: "PENDING_SIGNATURE", to: "FAILED", subStatus: "SIGNING_FAILED", entries: release(row) })
+              yield* transition(row, "failSigning")
               return "NEXT" as const
             }
             // Stored before any broadcast, and only if no other run stored its own first: the first signature wins
@@ -256,7 +247,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
             const failure = sent.cause.reasons.find(Cause.isFailReason)?.error
             if (failure?._tag === "BroadcastRejected") {
               // Rejected for good by the network: these bytes will never be mined, so the funds can return.
-              yield* transition(row, { from: "PENDING_SIGNATURE", to: "FAILED", subStatus: "BROADCAST_FAILED", entries: release(row) })
+              yield* transition(row, "failBroadcast")
               return "NEXT" as const
             }
             if (failure === undefined) return yield* Effect.orDie(Effect.failCause(sent.cause))
@@ -264,7 +255,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
             yield* Effect.logWarning(`withdrawal ${row.id}: broadcast not possible now (${failure.message}); will retry`)
             return "STOP" as const
           }
-          yield* transition(row, { from: "PENDING_SIGNATURE", to: "CONFIRMING", subStatus: null, txHash: signed.txHash })
+          yield* transition(row, "broadcast", { txHash: signed.txHash })
           return "NEXT" as const
         })
 
@@ -272,7 +263,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
         for (let steps = 0; steps < processStepsMax; steps++) {
           const row = yield* load(withdrawalId)
           if (row === undefined) return "MISSING" as const
-          const outcome = yield* step(row).pipe(
+          const outcome: StepOutcome = yield* step(row).pipe(
             Effect.catchTag("ChainUnavailable", (error) =>
               Effect.as(Effect.logWarning(`withdrawal ${withdrawalId}: ${error.message}; will retry`), "STOP" as const))
           )
@@ -282,17 +273,8 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
       })
 
       const complete = (row: WithdrawalRow, blockHeight: bigint) =>
-        transition(row, {
-          from: "CONFIRMING",
-          to: "COMPLETED",
-          subStatus: null,
-          networkFee: { amount: BigInt(row.network_fee!), assetId: row.network_fee_asset_id!, blockHeight },
-          entries: [
-            { kind: "WITHDRAWAL_SETTLE", postings: settlePostings(row) },
-            ...(BigInt(row.network_fee!) > 0n
-              ? [{ kind: "NETWORK_FEE" as const, postings: networkFeePostings(row.network_fee_asset_id!, BigInt(row.network_fee!)) }]
-              : [])
-          ]
+        transition(row, "complete", {
+          networkFee: { amount: BigInt(row.network_fee!), assetId: row.network_fee_asset_id!, blockHeight }
         })
 
       const confirm = Effect.fn("WithdrawalProcessor.confirm")(function*(networkKey: string) {

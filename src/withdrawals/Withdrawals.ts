@@ -21,14 +21,17 @@ import {
 import { Ids } from "../domain/Ids.ts"
 import { requestProcessing } from "../entities/WithdrawalEntity.ts"
 import { Ledger } from "../ledger/Ledger.ts"
+import { entryRequest } from "../ledger/Postings.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
 import { holdDailyLimit } from "../transfers/DailyLimit.ts"
 import { holdPayer } from "../transfers/PayerHold.ts"
+import { insertTransactions } from "../transactions/NewTransaction.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 import type { Wallet } from "../wallets/WalletRepository.ts"
-import { freezePostings, releasePostings, WithdrawalProcessor } from "./WithdrawalProcessor.ts"
+import { paymentOf, WithdrawalProcessor } from "./WithdrawalProcessor.ts"
+import { allows, creation, ledgerEntries } from "./WithdrawalTransitions.ts"
 
 /** Spec section 2, "On-chain withdrawal receipt" (and, with status CANCELLED, the cancel response). */
 export interface OnChainReceipt {
@@ -79,11 +82,6 @@ const receipt = (
   reservedRaw: (BigInt(row.amount) + BigInt(row.fee)).toString(),
   destination: row.destination_address
 })
-
-/** The statuses a user may still cancel in (spec section 3: signing not yet started). */
-const cancellable = new Set(["SUBMITTED", "PENDING_AUTHORIZATION", "QUEUED"])
-/** The statuses the operator may reject in (decisions.md "Withdrawal life cycle"): the same, before signing. */
-const operatorRejectable = new Set(["SUBMITTED", "PENDING_AUTHORIZATION", "QUEUED"])
 
 export class Withdrawals extends Context.Service<Withdrawals, {
   readonly submit: (
@@ -146,29 +144,26 @@ export class Withdrawals extends Context.Service<Withdrawals, {
             }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           }
           yield* holdPayer(payer.id).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-          yield* sql`INSERT INTO transactions ${
-            sql.insert({
-              id,
-              tenant_id: tenant.id,
-              kind: "WITHDRAWAL",
-              settlement: "ON_CHAIN",
-              status: "SUBMITTED",
-              asset_id: asset.assetId,
-              network_key: asset.networkKey,
-              amount: row.amount,
-              fee: row.fee,
-              source_wallet_id: payer.id,
-              source_address: payer.address,
-              source_user_id: payer.userId,
-              destination_address: submission.destination,
-              external_tx_id: submission.externalTxId ?? null,
-              note: submission.note ?? null,
-              created_at: now,
-              updated_at: now
-            })
-          }`
+          yield* insertTransactions([{
+            id,
+            tenantId: tenant.id,
+            kind: "WITHDRAWAL",
+            settlement: "ON_CHAIN",
+            status: creation.to,
+            assetId: asset.assetId,
+            networkKey: asset.networkKey,
+            amount: submission.amount,
+            fee: submission.fee,
+            source: { walletId: payer.id, address: payer.address, userId: payer.userId },
+            destination: { address: submission.destination },
+            externalTxId: submission.externalTxId,
+            note: submission.note,
+            at: now
+          }]).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           yield* sql`INSERT INTO withdrawals (transaction_id) VALUES (${id})`
-          yield* ledger.post({ tenantId: tenant.id, kind: "WITHDRAWAL_FREEZE", referenceId: id, postings: freezePostings(row) })
+          for (const entry of ledgerEntries(creation.ledger, paymentOf(row))) {
+            yield* ledger.post(entryRequest(tenant.id, id, entry))
+          }
           yield* transactionEvents.created(tenant.id, id)
           if (submission.recordReceipt !== undefined) yield* submission.recordReceipt(submitted)
         })).pipe(Effect.catchTag("SqlError", Effect.die))
@@ -191,12 +186,8 @@ export class Withdrawals extends Context.Service<Withdrawals, {
           const locked = yield* lockedWithdrawal(tenantId, transactionId)
           if (locked.kind !== "WITHDRAWAL") return yield* new InvalidState({ message: "only withdrawals can be cancelled" })
           const row = (yield* processor.load(transactionId))!
-          const done = cancellable.has(row.status) && (yield* processor.transition(row, {
-            from: row.status,
-            to: "CANCELLED",
-            subStatus: "CANCELLED_BY_USER",
-            entries: [{ kind: "WITHDRAWAL_RELEASE", postings: releasePostings(row) }]
-          }))
+          // Spec section 3: cancellable until signing starts (the table's cancelByUser from-states).
+          const done = allows("cancelByUser", row.status) && (yield* processor.transition(row, "cancelByUser"))
           if (!done) return yield* new InvalidState({ message: "withdrawal can no longer be cancelled" })
           return receipt(row, "CANCELLED", "CANCELLED_BY_USER")
         })).pipe(Effect.catchTag("SqlError", Effect.die))
@@ -211,19 +202,14 @@ export class Withdrawals extends Context.Service<Withdrawals, {
           const locked = yield* lockedWithdrawal(tenantId, transactionId)
           const row = locked.kind === "WITHDRAWAL" ? yield* processor.load(transactionId) : undefined
           if (decision === "APPROVE") {
-            const done = row !== undefined && row.status === "PENDING_AUTHORIZATION" &&
-              (yield* processor.transition(row, { from: "PENDING_AUTHORIZATION", to: "QUEUED", subStatus: null }))
+            const done = row !== undefined && allows("approve", row.status) && (yield* processor.transition(row, "approve"))
             if (!done) return yield* new InvalidState({ message: "transaction is not waiting for approval" })
             return
           }
           // decisions.md: SUBMITTED/QUEUED (with or without INSUFFICIENT_FUNDS_PLATFORM) and PENDING_AUTHORIZATION
           // can be rejected, released in the same transaction; from PENDING_SIGNATURE on the chain may have it.
-          const done = row !== undefined && operatorRejectable.has(row.status) && (yield* processor.transition(row, {
-            from: row.status,
-            to: "REJECTED",
-            subStatus: "REJECTED_BY_OPERATOR",
-            entries: [{ kind: "WITHDRAWAL_RELEASE", postings: releasePostings(row) }]
-          }))
+          const done = row !== undefined && allows("rejectByOperator", row.status) &&
+            (yield* processor.transition(row, "rejectByOperator"))
           if (!done) return yield* new InvalidState({ message: "transaction can no longer be rejected" })
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         if (decision === "APPROVE") yield* ask(transactionId, "approved")

@@ -23,11 +23,12 @@ import { Outbox } from "../../src/outbox/Outbox.ts"
 import { TransactionEvents } from "../../src/transactions/TransactionEvents.ts"
 import { WithdrawalEntity, WithdrawalEntityLayer } from "../../src/entities/WithdrawalEntity.ts"
 import { Ledger } from "../../src/ledger/Ledger.ts"
+import { Postings } from "../../src/ledger/Postings.ts"
 import { Signer } from "../../src/signer/Signer.ts"
 import { Tenants } from "../../src/tenants/Tenants.ts"
 import { TransactionRepository } from "../../src/transactions/TransactionRepository.ts"
 import { PlatformAddresses } from "../../src/wallets/PlatformAddresses.ts"
-import { freezePostings, WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
+import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
 import { testMnemonic } from "../support/TestApp.ts"
 
 const realSleep = (millis: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, millis)))
@@ -101,7 +102,7 @@ const insertSubmittedWithdrawal = (ids: { tenantId: string; userId: string; uid:
         tenantId: ids.tenantId,
         kind: "WITHDRAWAL_FREEZE",
         referenceId: ids.withdrawalId,
-        postings: freezePostings({ source_wallet_id: ids.walletId, asset_id: eth, amount: amount.toString(), fee: fee.toString() })
+        postings: Postings.withdrawalFreeze({ walletId: ids.walletId, assetId: eth, amount, fee }).postings
       })
     }))
   }).pipe(Effect.orDie)
