@@ -5,11 +5,11 @@
  * caller's bug fails loudly before it reaches the database, and turns "not enough available" into the spec's
  * INSUFFICIENT_BALANCE.
  */
-import { Array as Arr, Clock, Context, Effect, Layer } from "effect"
+import { Array as Arr, Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
+import { decodeRows, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { InsufficientBalance } from "../domain/ApiError.ts"
 import { Ids } from "../domain/Ids.ts"
-import { fromNumeric } from "../domain/RawAmount.ts"
 
 export type AccountKind = "WALLET" | "FEES" | "NETWORK_FEES" | "CHAIN"
 export type Bucket = "AVAILABLE" | "FROZEN"
@@ -102,17 +102,28 @@ export const assertBalanced = (request: EntryRequest): void => {
   }
 }
 
-export interface BalanceRow {
-  readonly asset_id: string
-  readonly available: string
-  readonly frozen: string
-}
+export const BalanceRow = Schema.Struct({ asset_id: Text, available: Numeric, frozen: Numeric })
+export type BalanceRow = typeof BalanceRow.Type
 
 const balanceFromRow = (row: BalanceRow): Balance => ({
   assetId: row.asset_id,
-  available: fromNumeric(row.available),
-  frozen: fromNumeric(row.frozen)
+  available: row.available,
+  frozen: row.frozen
 })
+
+// Each query's rows, decoded at this edge (db/RowSchemas.ts); compiled once here, not per call.
+const EntryIdRow = Schema.Struct({ id: Text })
+const createdEntries = decodeRows(EntryIdRow, "Ledger.postMany (insert entries)")
+const existingEntries = decodeRows(
+  Schema.Struct({ id: Text, tenant_id: Text, kind: Text, reference_id: Text }),
+  "Ledger.postMany (existing entries)"
+)
+const batchAccounts = decodeRows(
+  Schema.Struct({ id: Numeric, tenant_id: Text, kind: Text, wallet_id: Nullable(Text), asset_id: Text }),
+  "Ledger.postMany (accounts)"
+)
+const walletBalanceRows = decodeRows(BalanceRow, "Ledger.walletBalances")
+const userBalanceRows = decodeRows(BalanceRow, "Ledger.userBalances")
 
 export class Ledger extends Context.Service<Ledger, {
   /**
@@ -137,6 +148,7 @@ export class Ledger extends Context.Service<Ledger, {
       const sql = yield* SqlClient.SqlClient
       const ids = yield* Ids
 
+
       /** JSON text of a list, expanded by PostgreSQL: one parameter whatever the number of rows. */
       const json = (value: unknown) => JSON.stringify(value)
 
@@ -153,7 +165,7 @@ export class Ledger extends Context.Service<Ledger, {
           entryIds.push(yield* ids.uuidV7)
         }
         const booked = sql.withTransaction(Effect.gen(function*() {
-          const created = yield* sql<{ id: string }>`
+          const created = yield* sql`
             INSERT INTO ledger_entries (id, tenant_id, kind, reference_id, created_at)
             SELECT e.id, e.tenant_id, e.kind, e.reference_id, ${now}
             FROM jsonb_to_recordset(${json(requests.map((request, index) => ({
@@ -163,7 +175,7 @@ export class Ledger extends Context.Service<Ledger, {
             reference_id: request.referenceId
           })))}::jsonb) AS e(id uuid, tenant_id uuid, kind text, reference_id uuid)
             ON CONFLICT ON CONSTRAINT ledger_entries_kind_reference_key DO NOTHING
-            RETURNING id`
+            RETURNING id`.pipe(Effect.flatMap(createdEntries))
           const posted = new Set(created.map((row) => row.id))
           const results: Array<PostResult> = []
           const pending = requests.flatMap((request, index) => {
@@ -175,10 +187,12 @@ export class Ledger extends Context.Service<Ledger, {
             return []
           })
           if (posted.size < requests.length) {
-            const existing = yield* sql<{ id: string; tenant_id: string; kind: string; reference_id: string }>`
+            const existing = yield* sql`
               SELECT l.id, l.tenant_id, l.kind, l.reference_id FROM ledger_entries l
               JOIN jsonb_to_recordset(${json(requests.map((request) => ({ kind: request.kind, reference_id: request.referenceId })))
-            }::jsonb) AS r(kind text, reference_id uuid) ON l.kind = r.kind AND l.reference_id = r.reference_id`
+            }::jsonb) AS r(kind text, reference_id uuid) ON l.kind = r.kind AND l.reference_id = r.reference_id`.pipe(
+              Effect.flatMap(existingEntries)
+            )
             const byKey = new Map(existing.map((row) => [`${row.kind}/${row.reference_id}`, row]))
             requests.forEach((request, index) => {
               if (results[index]!._tag === "Posted") return
@@ -210,14 +224,14 @@ export class Ledger extends Context.Service<Ledger, {
             FROM jsonb_to_recordset(${ownerRows}::jsonb) AS o(tenant_id uuid, kind text, wallet_id uuid, asset_id text)
             ORDER BY o.tenant_id, o.kind, o.wallet_id, o.asset_id
             ON CONFLICT ON CONSTRAINT ledger_accounts_owner_key DO NOTHING`
-          const accounts = yield* sql<{ id: string; tenant_id: string; kind: string; wallet_id: string | null; asset_id: string }>`
+          const accounts = yield* sql`
             SELECT a.id::text AS id, a.tenant_id, a.kind, a.wallet_id, a.asset_id FROM ledger_accounts a
             JOIN jsonb_to_recordset(${ownerRows}::jsonb) AS o(tenant_id uuid, kind text, wallet_id uuid, asset_id text)
               ON a.tenant_id = o.tenant_id AND a.kind = o.kind AND a.wallet_id IS NOT DISTINCT FROM o.wallet_id
-                AND a.asset_id = o.asset_id`
+                AND a.asset_id = o.asset_id`.pipe(Effect.flatMap(batchAccounts))
           const idOf = new Map(accounts.map((row) => [
             `${row.tenant_id}/${row.kind}/${row.wallet_id ?? ""}/${row.asset_id}`,
-            BigInt(row.id)
+            row.id
           ]))
           const rows = pending.flatMap(([request, entryId]) =>
             request.postings.map((posting) => {
@@ -250,20 +264,20 @@ export class Ledger extends Context.Service<Ledger, {
       const postMany = Effect.fn("Ledger.postMany")(book)
 
       const walletBalances = Effect.fn("Ledger.walletBalances")(function*(walletId: string) {
-        const rows = yield* sql<BalanceRow>`
+        const rows = yield* sql`
           SELECT asset_id, available::text AS available, frozen::text AS frozen FROM ledger_accounts
           WHERE wallet_id = ${walletId} AND kind = 'WALLET'
-          ORDER BY asset_id`.pipe(Effect.orDie)
+          ORDER BY asset_id`.pipe(Effect.orDie, Effect.flatMap(walletBalanceRows))
         return rows.map(balanceFromRow)
       })
 
       const userBalances = Effect.fn("Ledger.userBalances")(function*(userId: string) {
-        const rows = yield* sql<BalanceRow>`
+        const rows = yield* sql`
           SELECT a.asset_id, sum(a.available)::text AS available, sum(a.frozen)::text AS frozen
           FROM ledger_accounts a JOIN wallets w ON w.id = a.wallet_id
           WHERE w.user_id = ${userId} AND a.kind = 'WALLET'
           GROUP BY a.asset_id
-          ORDER BY a.asset_id`.pipe(Effect.orDie)
+          ORDER BY a.asset_id`.pipe(Effect.orDie, Effect.flatMap(userBalanceRows))
         return rows.map(balanceFromRow)
       })
 
