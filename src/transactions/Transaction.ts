@@ -1,6 +1,7 @@
 /** A transaction as the service holds it (spec section 2, "Transaction object"); amounts are bigint. */
+import { Schema } from "effect"
 import type { SqlClient } from "effect/sql"
-import { fromNumeric } from "../domain/RawAmount.ts"
+import { Int4, Nullable, Numeric, Text, Timestamp } from "../db/RowSchemas.ts"
 
 export const TransactionKind = ["DEPOSIT", "WITHDRAWAL", "INTERNAL_TRANSFER"] as const
 export type TransactionKind = (typeof TransactionKind)[number]
@@ -19,17 +20,19 @@ export const TransactionStatus = [
 ] as const
 export type TransactionStatus = (typeof TransactionStatus)[number]
 
-export type SubStatus =
-  | "BELOW_MIN_DEPOSIT"
-  | "MANUAL_REVIEW"
-  | "DROPPED"
-  | "INSUFFICIENT_FUNDS_PLATFORM"
-  | "CANCELLED_BY_USER"
-  | "BLOCKED_BY_POLICY"
-  | "REJECTED_BY_OPERATOR"
-  | "SIGNING_FAILED"
-  | "BROADCAST_FAILED"
-  | "REVERTED_ON_CHAIN"
+export const SubStatus = [
+  "BELOW_MIN_DEPOSIT",
+  "MANUAL_REVIEW",
+  "DROPPED",
+  "INSUFFICIENT_FUNDS_PLATFORM",
+  "CANCELLED_BY_USER",
+  "BLOCKED_BY_POLICY",
+  "REJECTED_BY_OPERATOR",
+  "SIGNING_FAILED",
+  "BROADCAST_FAILED",
+  "REVERTED_ON_CHAIN"
+] as const
+export type SubStatus = (typeof SubStatus)[number]
 
 export interface Party {
   readonly walletId: string | null
@@ -63,38 +66,38 @@ export interface Transaction {
   readonly updatedAt: Date
 }
 
-export interface TransactionRow {
-  readonly id: string
-  readonly tenant_id: string
-  readonly kind: TransactionKind
-  readonly settlement: "ON_CHAIN" | "OFF_CHAIN"
-  readonly status: TransactionStatus
-  readonly sub_status: SubStatus | null
-  readonly asset_id: string
-  readonly network_key: string
-  readonly amount: string
-  readonly fee: string | null
-  readonly network_fee: string | null
-  readonly network_fee_asset_id: string | null
-  readonly source_wallet_id: string | null
-  readonly source_address: string | null
-  readonly source_customer_ref_id: string | null
-  readonly source_uid: string | null
-  readonly destination_wallet_id: string | null
-  readonly destination_address: string | null
-  readonly destination_customer_ref_id: string | null
-  readonly destination_uid: string | null
-  readonly tx_hash: string | null
-  readonly output_index: number | null
-  readonly block_height: string | null
-  readonly block_hash: string | null
-  readonly external_tx_id: string | null
-  readonly note: string | null
-  readonly created_at: Date
-  readonly updated_at: Date
-}
-
-const numericOrNull = (value: string | null): bigint | null => (value === null ? null : fromNumeric(value))
+/** The columns of `transactionSelect`, decoded (db/RowSchemas.ts): amounts as bigint, times as Date. */
+export const TransactionRow = Schema.Struct({
+  id: Text,
+  tenant_id: Text,
+  kind: Schema.Literals(TransactionKind),
+  settlement: Schema.Literals(["ON_CHAIN", "OFF_CHAIN"]),
+  status: Schema.Literals(TransactionStatus),
+  sub_status: Nullable(Schema.Literals(SubStatus)),
+  asset_id: Text,
+  network_key: Text,
+  amount: Numeric,
+  fee: Nullable(Numeric),
+  network_fee: Nullable(Numeric),
+  network_fee_asset_id: Nullable(Text),
+  source_wallet_id: Nullable(Text),
+  source_address: Nullable(Text),
+  source_customer_ref_id: Nullable(Text),
+  source_uid: Nullable(Text),
+  destination_wallet_id: Nullable(Text),
+  destination_address: Nullable(Text),
+  destination_customer_ref_id: Nullable(Text),
+  destination_uid: Nullable(Text),
+  tx_hash: Nullable(Text),
+  output_index: Nullable(Int4),
+  block_height: Nullable(Numeric),
+  block_hash: Nullable(Text),
+  external_tx_id: Nullable(Text),
+  note: Nullable(Text),
+  created_at: Timestamp,
+  updated_at: Timestamp
+})
+export type TransactionRow = typeof TransactionRow.Type
 
 export const transactionFromRow = (row: TransactionRow): Transaction => ({
   id: row.id,
@@ -105,9 +108,9 @@ export const transactionFromRow = (row: TransactionRow): Transaction => ({
   subStatus: row.sub_status,
   assetId: row.asset_id,
   networkKey: row.network_key,
-  amount: fromNumeric(row.amount),
-  fee: numericOrNull(row.fee),
-  networkFee: numericOrNull(row.network_fee),
+  amount: row.amount,
+  fee: row.fee,
+  networkFee: row.network_fee,
   networkFeeAssetId: row.network_fee_asset_id,
   source: {
     walletId: row.source_wallet_id,
@@ -123,7 +126,7 @@ export const transactionFromRow = (row: TransactionRow): Transaction => ({
   },
   txHash: row.tx_hash,
   outputIndex: row.output_index,
-  blockHeight: numericOrNull(row.block_height),
+  blockHeight: row.block_height,
   blockHash: row.block_hash,
   externalTxId: row.external_tx_id,
   note: row.note,

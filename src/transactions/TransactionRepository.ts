@@ -4,11 +4,12 @@
  */
 import { Context, Effect, Layer } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
+import { decodeFirstRow, decodeRows } from "../db/RowSchemas.ts"
 import {
   type Transaction,
   transactionFromRow,
   type TransactionKind,
-  type TransactionRow,
+  TransactionRow,
   transactionSelect,
   type TransactionStatus
 } from "./Transaction.ts"
@@ -29,6 +30,12 @@ export interface TransactionFilter {
   readonly before?: string | undefined
 }
 
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const foundRow = decodeFirstRow(TransactionRow, "TransactionRepository.find")
+const foundRows = decodeRows(TransactionRow, "TransactionRepository.findMany")
+const externalRow = decodeFirstRow(TransactionRow, "TransactionRepository.findByExternalTxId")
+const listedRows = decodeRows(TransactionRow, "TransactionRepository.list")
+
 export class TransactionRepository extends Context.Service<TransactionRepository, {
   /** This tenant's transaction, or undefined (another tenant's is as missing as none). */
   readonly find: (tenantId: string, id: string) => Effect.Effect<Transaction | undefined>
@@ -48,17 +55,18 @@ export class TransactionRepository extends Context.Service<TransactionRepository
       const select = transactionSelect(sql)
 
       const find = Effect.fn("TransactionRepository.find")(function*(tenantId: string, id: string) {
-        const rows = yield* sql<TransactionRow>`${select} WHERE t.tenant_id = ${tenantId} AND t.id = ${id}`.pipe(
-          Effect.orDie
+        const row = yield* sql`${select} WHERE t.tenant_id = ${tenantId} AND t.id = ${id}`.pipe(
+          Effect.orDie,
+          Effect.flatMap(foundRow)
         )
-        return rows[0] === undefined ? undefined : transactionFromRow(rows[0])
+        return row === undefined ? undefined : transactionFromRow(row)
       })
 
       const findMany = Effect.fn("TransactionRepository.findMany")(function*(ids: ReadonlyArray<string>) {
         if (ids.length === 0) return []
-        const rows = yield* sql<TransactionRow>`
+        const rows = yield* sql`
           ${select} WHERE t.id IN (SELECT value::uuid FROM jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb))`
-          .pipe(Effect.orDie)
+          .pipe(Effect.orDie, Effect.flatMap(foundRows))
         return rows.map(transactionFromRow)
       })
 
@@ -66,15 +74,18 @@ export class TransactionRepository extends Context.Service<TransactionRepository
         tenantId: string,
         externalTxId: string
       ) {
-        const rows = yield* sql<TransactionRow>`
-          ${select} WHERE t.tenant_id = ${tenantId} AND t.external_tx_id = ${externalTxId}`.pipe(Effect.orDie)
-        return rows[0] === undefined ? undefined : transactionFromRow(rows[0])
+        const row = yield* sql`
+          ${select} WHERE t.tenant_id = ${tenantId} AND t.external_tx_id = ${externalTxId}`.pipe(
+          Effect.orDie,
+          Effect.flatMap(externalRow)
+        )
+        return row === undefined ? undefined : transactionFromRow(row)
       })
 
       const list = Effect.fn("TransactionRepository.list")(function*(tenantId: string, filter: TransactionFilter) {
         const optional = <A>(value: A | undefined, condition: (value: A) => Statement.Fragment): Statement.Fragment =>
           value === undefined ? sql`` : condition(value)
-        const rows = yield* sql<TransactionRow>`
+        const rows = yield* sql`
           ${select}
           WHERE t.tenant_id = ${tenantId}
             ${optional(filter.walletId, (id) => sql`AND (t.source_wallet_id = ${id} OR t.destination_wallet_id = ${id})`)}
@@ -88,7 +99,7 @@ export class TransactionRepository extends Context.Service<TransactionRepository
             ${optional(filter.createdTo, (to) => sql`AND t.created_at < ${to}`)}
             ${optional(filter.before, (before) => sql`AND t.id < ${before}`)}
           ORDER BY t.id DESC
-          LIMIT ${filter.limit}`.pipe(Effect.orDie)
+          LIMIT ${filter.limit}`.pipe(Effect.orDie, Effect.flatMap(listedRows))
         const items = rows.map(transactionFromRow)
         return { items, nextBefore: items.length === filter.limit ? items[items.length - 1]!.id : null }
       })
