@@ -5,10 +5,11 @@
  * networks added to the catalog since. Idempotent: inserts skip registered rows and the activation is a
  * conditional UPDATE, so a second concurrent run changes nothing.
  */
-import { Clock, Context, Duration, Effect, Layer, Schedule } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import type { BtcNetwork } from "../chains/ChainFamily.ts"
+import { type BtcNetwork, ChainFamily } from "../chains/ChainFamily.ts"
 import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
+import { decodeFirstRow, decodeRows, Int4, Text } from "../db/RowSchemas.ts"
 import type { SignerUnavailable } from "../domain/ApiError.ts"
 import { Outbox } from "../outbox/Outbox.ts"
 import { Signer } from "../signer/Signer.ts"
@@ -27,6 +28,13 @@ export const familyNetworks = (catalog: Catalog["Service"], family: string) =>
 /** REGISTERED: a provisioned wallet got the addresses of networks added to the catalog since. */
 export type ProvisionOutcome = "ACTIVATED" | "REGISTERED" | "ALREADY_PROVISIONED" | "MISSING"
 
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const walletToProvision = decodeFirstRow(
+  Schema.Struct({ tenant_id: Text, chain_family: ChainFamily, seq: Int4, status: Text, tenant_seq: Int4, user_seq: Int4 }),
+  "WalletProvisioner.provisionOnce (wallet)"
+)
+const registeredNetworks = decodeRows(Schema.Struct({ network_key: Text }), "WalletProvisioner.provisionOnce (registered)")
+
 export class WalletProvisioner extends Context.Service<WalletProvisioner, {
   /** Runs until the wallet is provisioned, retrying an unavailable signer with backoff. */
   readonly provision: (walletId: string) => Effect.Effect<ProvisionOutcome>
@@ -42,18 +50,10 @@ export class WalletProvisioner extends Context.Service<WalletProvisioner, {
       const outbox = yield* Outbox
 
       const provisionOnce = Effect.fn("WalletProvisioner.provisionOnce")(function*(walletId: string) {
-        const rows = yield* sql<{
-          tenant_id: string
-          chain_family: "EVM" | "TRON" | "BTC" | "SOL"
-          seq: number
-          status: string
-          tenant_seq: number
-          user_seq: number
-        }>`
+        const wallet = yield* sql`
           SELECT w.tenant_id, w.chain_family, w.seq, w.status, t.seq AS tenant_seq, u.seq AS user_seq
           FROM wallets w JOIN tenants t ON t.id = w.tenant_id JOIN users u ON u.id = w.user_id
-          WHERE w.id = ${walletId}`.pipe(Effect.orDie)
-        const wallet = rows[0]
+          WHERE w.id = ${walletId}`.pipe(Effect.orDie, Effect.flatMap(walletToProvision))
         if (wallet === undefined) return "MISSING" as const
         // Closed wallets receive nothing; every other state keeps its addresses registered.
         if (wallet.status === "CLOSED") return "ALREADY_PROVISIONED" as const
@@ -63,8 +63,11 @@ export class WalletProvisioner extends Context.Service<WalletProvisioner, {
           return yield* Effect.die(new Error(`no enabled network for family ${wallet.chain_family}`))
         }
         const registered = new Set(
-          (yield* sql<{ network_key: string }>`
-            SELECT network_key FROM wallet_addresses WHERE wallet_id = ${walletId}`.pipe(Effect.orDie))
+          (yield* sql`
+            SELECT network_key FROM wallet_addresses WHERE wallet_id = ${walletId}`.pipe(
+            Effect.orDie,
+            Effect.flatMap(registeredNetworks)
+          ))
             .map((row) => row.network_key)
         )
         // A provisioned wallet only needs the networks added to the catalog after it was provisioned.

@@ -1,9 +1,11 @@
 /** Reading wallets and their addresses. Writes live with the rules that make them (Wallets, WalletProvisioner). */
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import type { ChainFamily } from "../chains/ChainFamily.ts"
+import { ChainFamily } from "../chains/ChainFamily.ts"
+import { decodeFirstRow, decodeRows, Int4, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
 
-export type WalletStatus = "PROVISIONING" | "ACTIVE" | "HIDDEN" | "FROZEN" | "CLOSED"
+export const WalletStatus = ["PROVISIONING", "ACTIVE", "HIDDEN", "FROZEN", "CLOSED"] as const
+export type WalletStatus = (typeof WalletStatus)[number]
 
 export interface Wallet {
   readonly id: string
@@ -19,26 +21,44 @@ export interface Wallet {
   readonly createdAt: Date
 }
 
+export const WatchStatus = ["ALLOCATED", "REGISTERING", "ACTIVE", "DEGRADED", "FROZEN"] as const
+
 export interface WalletAddress {
   readonly walletId: string
   readonly networkKey: string
   readonly address: string
-  readonly watchStatus: "ALLOCATED" | "REGISTERING" | "ACTIVE" | "DEGRADED" | "FROZEN"
+  readonly watchStatus: (typeof WatchStatus)[number]
 }
 
-export interface WalletRow {
-  readonly id: string
-  readonly tenant_id: string
-  readonly user_id: string
-  readonly customer_ref_id: string
-  readonly chain_family: ChainFamily
-  readonly seq: number
-  readonly name: string
-  readonly is_default: boolean
-  readonly status: WalletStatus
-  readonly address: string | null
-  readonly created_at: Date
-}
+/** The columns of `walletColumns`, decoded (db/RowSchemas.ts). */
+export const WalletRow = Schema.Struct({
+  id: Text,
+  tenant_id: Text,
+  user_id: Text,
+  customer_ref_id: Text,
+  chain_family: ChainFamily,
+  seq: Int4,
+  name: Text,
+  is_default: Schema.Boolean,
+  status: Schema.Literals(WalletStatus),
+  address: Nullable(Text),
+  created_at: Timestamp
+})
+export type WalletRow = typeof WalletRow.Type
+
+const AddressRow = Schema.Struct({
+  wallet_id: Text,
+  network_key: Text,
+  address: Text,
+  watch_status: Schema.Literals(WatchStatus)
+})
+
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const foundRow = decodeFirstRow(WalletRow, "WalletRepository.find")
+const userRows = decodeRows(WalletRow, "WalletRepository.listByUser")
+const listedRows = decodeRows(WalletRow, "WalletRepository.list")
+const addressRows = decodeRows(AddressRow, "WalletRepository.addresses")
+const byAddressRow = decodeFirstRow(WalletRow, "WalletRepository.findByAddress")
 
 export const walletFromRow = (row: WalletRow): Wallet => ({
   id: row.id,
@@ -78,17 +98,17 @@ export class WalletRepository extends Context.Service<WalletRepository, {
       const columns = walletColumns(sql)
 
       const find = Effect.fn("WalletRepository.find")(function*(tenantId: string, walletId: string) {
-        const rows = yield* sql<WalletRow>`
+        const row = yield* sql`
           SELECT ${columns} FROM wallets w JOIN users u ON u.id = w.user_id
-          WHERE w.tenant_id = ${tenantId} AND w.id = ${walletId}`.pipe(Effect.orDie)
-        return rows[0] === undefined ? undefined : walletFromRow(rows[0])
+          WHERE w.tenant_id = ${tenantId} AND w.id = ${walletId}`.pipe(Effect.orDie, Effect.flatMap(foundRow))
+        return row === undefined ? undefined : walletFromRow(row)
       })
 
       const listByUser = Effect.fn("WalletRepository.listByUser")(function*(tenantId: string, userId: string) {
-        const rows = yield* sql<WalletRow>`
+        const rows = yield* sql`
           SELECT ${columns} FROM wallets w JOIN users u ON u.id = w.user_id
           WHERE w.tenant_id = ${tenantId} AND w.user_id = ${userId}
-          ORDER BY w.chain_family, w.seq`.pipe(Effect.orDie)
+          ORDER BY w.chain_family, w.seq`.pipe(Effect.orDie, Effect.flatMap(userRows))
         return rows.map(walletFromRow)
       })
 
@@ -96,21 +116,21 @@ export class WalletRepository extends Context.Service<WalletRepository, {
         tenantId: string,
         options: { customerRefId?: string | undefined; limit: number; before?: string | undefined }
       ) {
-        const rows = yield* sql<WalletRow>`
+        const rows = yield* sql`
           SELECT ${columns} FROM wallets w JOIN users u ON u.id = w.user_id
           WHERE w.tenant_id = ${tenantId}
             ${options.customerRefId === undefined ? sql`` : sql`AND u.customer_ref_id = ${options.customerRefId}`}
             ${options.before === undefined ? sql`` : sql`AND w.id < ${options.before}`}
           ORDER BY w.id DESC
-          LIMIT ${options.limit}`.pipe(Effect.orDie)
+          LIMIT ${options.limit}`.pipe(Effect.orDie, Effect.flatMap(listedRows))
         const items = rows.map(walletFromRow)
         return { items, nextBefore: items.length === options.limit ? items[items.length - 1]!.id : null }
       })
 
       const addresses = Effect.fn("WalletRepository.addresses")(function*(walletId: string) {
-        const rows = yield* sql<{ wallet_id: string; network_key: string; address: string; watch_status: WalletAddress["watchStatus"] }>`
+        const rows = yield* sql`
           SELECT wallet_id, network_key, address, watch_status FROM wallet_addresses WHERE wallet_id = ${walletId}`
-          .pipe(Effect.orDie)
+          .pipe(Effect.orDie, Effect.flatMap(addressRows))
         return rows.map((row) => ({
           walletId: row.wallet_id,
           networkKey: row.network_key,
@@ -124,12 +144,12 @@ export class WalletRepository extends Context.Service<WalletRepository, {
         networkKey: string,
         address: string
       ) {
-        const rows = yield* sql<WalletRow>`
+        const row = yield* sql`
           SELECT ${columns} FROM wallet_addresses a
             JOIN wallets w ON w.id = a.wallet_id JOIN users u ON u.id = w.user_id
           WHERE a.tenant_id = ${tenantId} AND a.network_key = ${networkKey} AND a.address = ${address}`
-          .pipe(Effect.orDie)
-        return rows[0] === undefined ? undefined : walletFromRow(rows[0])
+          .pipe(Effect.orDie, Effect.flatMap(byAddressRow))
+        return row === undefined ? undefined : walletFromRow(row)
       })
 
       return WalletRepository.of({ find, listByUser, list, addresses, findByAddress })

@@ -3,14 +3,17 @@
  * status is read from the database wherever it matters (sending, receiving, deposit settlement), so the change
  * holds in every process once it commits. What each status implies is documented in docs/operations.md.
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import { decodeFirstRow } from "../db/RowSchemas.ts"
 import { InvalidState, NotFound } from "../domain/ApiError.ts"
-import { type Wallet, WalletRepository, type WalletStatus } from "./WalletRepository.ts"
+import { type Wallet, WalletRepository, WalletStatus } from "./WalletRepository.ts"
 
 /** The statuses an operator may set; `PROVISIONING` and `CLOSED` are not switches (spec: they cannot be set). */
 export const switchableWalletStatuses = ["ACTIVE", "HIDDEN", "FROZEN"] as const
 export type SwitchableWalletStatus = (typeof switchableWalletStatuses)[number]
+
+const lockedWallet = decodeFirstRow(Schema.Struct({ status: Schema.Literals(WalletStatus) }), "WalletSwitch.set (lock)")
 
 export class WalletSwitch extends Context.Service<WalletSwitch, {
   readonly set: (
@@ -29,8 +32,11 @@ export class WalletSwitch extends Context.Service<WalletSwitch, {
         const at = new Date(yield* Clock.currentTimeMillis)
         // The row lock orders this change with the provisioning entity's PROVISIONING -> ACTIVE step.
         yield* sql.withTransaction(Effect.gen(function*() {
-          const [row] = yield* sql<{ status: WalletStatus }>`
-            SELECT status FROM wallets WHERE id = ${walletId} AND tenant_id = ${tenantId} FOR UPDATE`.pipe(Effect.orDie)
+          const row = yield* sql`
+            SELECT status FROM wallets WHERE id = ${walletId} AND tenant_id = ${tenantId} FOR UPDATE`.pipe(
+            Effect.orDie,
+            Effect.flatMap(lockedWallet)
+          )
           if (row === undefined) return yield* new NotFound({ message: "wallet not found" })
           if (row.status === "PROVISIONING") {
             return yield* new InvalidState({ message: "the wallet is still provisioning" })

@@ -4,7 +4,7 @@
  * parallel deposit_address calls for a new user create one user and one wallet. Provisioning itself is the wallet
  * entity's job; this service records the wallet and sends it the persisted `Provision` message.
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { ChainFamily } from "../chains/ChainFamily.ts"
 import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
@@ -18,6 +18,7 @@ import {
   SignerUnavailable,
   WalletLimitReached
 } from "../domain/ApiError.ts"
+import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Text } from "../db/RowSchemas.ts"
 import { Ids } from "../domain/Ids.ts"
 import { WalletEntity } from "../entities/WalletEntity.ts"
 import { Signer } from "../signer/Signer.ts"
@@ -26,7 +27,15 @@ import type { Tenant } from "../tenants/Tenants.ts"
 import { customerRefIdMessage, normalizeCustomerRefId } from "../users/UserRules.ts"
 import { type User, Users } from "../users/Users.ts"
 import { visibleAddress } from "./AddressVisibility.ts"
-import { type Wallet, WalletRepository, walletColumns, walletFromRow, type WalletRow } from "./WalletRepository.ts"
+import { type Wallet, WalletRepository, walletColumns, walletFromRow, WalletRow } from "./WalletRepository.ts"
+
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const walletCounts = decodeSingleRow(
+  Schema.Struct({ family_count: Int4, recent_count: Int4, has_default: Schema.Boolean, max_seq: Int4 }),
+  "Wallets.insertWallet (counts)"
+)
+const lockedUser = decodeFirstRow(Schema.Struct({ status: Text }), "Wallets.lockUser")
+const familyWallets = decodeRows(WalletRow, "Wallets.depositWallet (wallets of the family)")
 
 export const chainFamilies: ReadonlyArray<ChainFamily> = ["EVM", "TRON", "BTC", "SOL"]
 export const walletNameLengthMax = 40
@@ -102,30 +111,30 @@ export class Wallets extends Context.Service<Wallets, {
       const insertWallet = (tenant: Tenant, user: User, family: ChainFamily, name: string | null | undefined) =>
         Effect.gen(function*() {
           const now = yield* Clock.currentTimeMillis
-          const [counts] = yield* sql<{ family_count: number; recent_count: number; has_default: boolean; max_seq: number }>`
+          const counts = yield* sql`
             SELECT count(*) FILTER (WHERE chain_family = ${family})::int AS family_count,
                    count(*) FILTER (WHERE created_at > ${new Date(now - walletCreationWindowMillis)})::int AS recent_count,
                    coalesce(bool_or(is_default AND chain_family = ${family}), false) AS has_default,
                    coalesce(max(seq) FILTER (WHERE chain_family = ${family}), 0)::int AS max_seq
-            FROM wallets WHERE user_id = ${user.id}`
-          if (counts!.family_count >= (tenant.settings.walletsPerFamily ?? walletsPerFamilyDefault)) {
+            FROM wallets WHERE user_id = ${user.id}`.pipe(Effect.flatMap(walletCounts))
+          if (counts.family_count >= (tenant.settings.walletsPerFamily ?? walletsPerFamilyDefault)) {
             return yield* new WalletLimitReached({ message: `wallet limit per chain family reached for ${family}` })
           }
-          if (counts!.recent_count >= (tenant.settings.walletCreationsPer24h ?? walletCreationsPer24hDefault)) {
+          if (counts.recent_count >= (tenant.settings.walletCreationsPer24h ?? walletCreationsPer24hDefault)) {
             return yield* new RateLimited({ message: walletRateMessage })
           }
           const id = yield* ids.uuidV7
-          const seq = counts!.max_seq + 1
+          const seq = counts.max_seq + 1
           yield* sql`
             INSERT INTO wallets (id, tenant_id, user_id, chain_family, seq, name, is_default, status, created_at,
               updated_at)
             VALUES (${id}, ${tenant.id}, ${user.id}, ${family}, ${seq}, ${walletName(name, family, seq)},
-              ${!counts!.has_default}, 'PROVISIONING', ${new Date(now)}, ${new Date(now)})`
+              ${!counts.has_default}, 'PROVISIONING', ${new Date(now)}, ${new Date(now)})`
           return id
         })
 
       const lockUser = (userId: string) =>
-        sql<{ status: string }>`SELECT status FROM users WHERE id = ${userId} FOR UPDATE`
+        sql`SELECT status FROM users WHERE id = ${userId} FOR UPDATE`.pipe(Effect.flatMap(lockedUser))
 
       /** Sends the persisted Provision message; returns once it is stored. */
       const requestProvisioning = (walletId: string, attempt = "initial") =>
@@ -152,7 +161,7 @@ export class Wallets extends Context.Service<Wallets, {
         const user = yield* users.create(tenant.id, { customerRefId }).pipe(Effect.catchTag("EmailTaken", Effect.die))
         // The answer is the wallet as created (spec 4.3: PROVISIONING, no address), read in its own transaction.
         const wallet = yield* sql.withTransaction(Effect.gen(function*() {
-          const [locked] = yield* lockUser(user.id)
+          const locked = yield* lockUser(user.id)
           if (locked?.status !== "ACTIVE") return yield* new Forbidden({ message: userNotActiveMessage })
           const created = yield* loadWallet(tenant.id, yield* insertWallet(tenant, user, family, input.name))
           if (recordWallet !== undefined) yield* recordWallet(created)
@@ -166,11 +175,11 @@ export class Wallets extends Context.Service<Wallets, {
       /** The wallet a deposit address comes from, creating it if the user has no usable one in the family. */
       const depositWallet = (tenant: Tenant, user: User, network: CatalogNetwork) =>
         sql.withTransaction(Effect.gen(function*() {
-          const [locked] = yield* lockUser(user.id)
-          const rows = yield* sql<WalletRow>`
+          const locked = yield* lockUser(user.id)
+          const rows = yield* sql`
             SELECT ${columns} FROM wallets w JOIN users u ON u.id = w.user_id
             WHERE w.user_id = ${user.id} AND w.chain_family = ${network.chainFamily}
-            ORDER BY w.is_default DESC, w.seq`
+            ORDER BY w.is_default DESC, w.seq`.pipe(Effect.flatMap(familyWallets))
           const usable = rows.map(walletFromRow).find(usableForDeposits)
           if (usable !== undefined) return usable.id
           if (locked?.status !== "ACTIVE") return yield* new Forbidden({ message: userNotActiveMessage })
