@@ -6,9 +6,10 @@
  * Each code is usable once: the accepted time step is stored (`users.totp_last_step`) by a conditional update, so two
  * concurrent requests with one code cannot both pass.
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Secret, TOTP } from "otpauth"
+import { decodeFirstRow, decodeSingleRow, Int4, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
 import { CooldownActive, RateLimited, TwoFactorInvalid, TwoFactorRequired } from "../domain/ApiError.ts"
 
 /** Section 8: two-step code checks per user. */
@@ -18,6 +19,13 @@ export const twoFactorWindowMillis = 15 * 60_000
 const periodSeconds = 30
 /** One step either way for clock drift between the user's phone and us. */
 const driftSteps = 1
+
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const payerRow = decodeFirstRow(
+  Schema.Struct({ totp_secret: Nullable(Text), cooldown_until: Nullable(Timestamp) }),
+  "TwoFactor.verify (payer)"
+)
+const recentChecks = decodeSingleRow(Schema.Struct({ n: Int4 }), "TwoFactor.verify (recent checks)")
 
 export type TwoFactorError = CooldownActive | TwoFactorRequired | TwoFactorInvalid | RateLimited
 
@@ -36,8 +44,8 @@ export class TwoFactor extends Context.Service<TwoFactor, {
 
       const verify = Effect.fn("TwoFactor.verify")(function*(userId: string, required: boolean, code: string | undefined) {
         const now = yield* Clock.currentTimeMillis
-        const [user] = yield* sql<{ totp_secret: string | null; cooldown_until: Date | null }>`
-          SELECT totp_secret, cooldown_until FROM users WHERE id = ${userId}`
+        const user = yield* sql`
+          SELECT totp_secret, cooldown_until FROM users WHERE id = ${userId}`.pipe(Effect.flatMap(payerRow))
         const inCooldown = user?.cooldown_until != null && user.cooldown_until.getTime() > now
         if (!required) {
           if (inCooldown) return yield* new CooldownActive({ message: "security cooldown is active" })
@@ -49,9 +57,10 @@ export class TwoFactor extends Context.Service<TwoFactor, {
 
         const windowStart = new Date(now - twoFactorWindowMillis)
         yield* sql`DELETE FROM two_factor_checks WHERE user_id = ${userId} AND checked_at < ${windowStart}`
-        const [recent] = yield* sql<{ n: number }>`
+        const recent = yield* sql`
           SELECT count(*)::int AS n FROM two_factor_checks WHERE user_id = ${userId} AND checked_at >= ${windowStart}`
-        if (recent!.n >= twoFactorChecksMax) {
+          .pipe(Effect.flatMap(recentChecks))
+        if (recent.n >= twoFactorChecksMax) {
           return yield* new RateLimited({ message: "too many two-step code checks; try again later" })
         }
         yield* sql`INSERT INTO two_factor_checks (user_id, checked_at) VALUES (${userId}, ${new Date(now)})`

@@ -2,8 +2,9 @@
  * End users of a tenant (spec 4.2). Creation is idempotent by `customerRefId` and safe under concurrency: the
  * unique keys decide, and a losing concurrent insert returns the winner's row unchanged.
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
+import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
 import { BadRequest, EmailTaken, InvalidState, NotFound } from "../domain/ApiError.ts"
 import { Entropy } from "../domain/Entropy.ts"
 import { Ids } from "../domain/Ids.ts"
@@ -21,7 +22,8 @@ import {
   weakPasswordMessage
 } from "./UserRules.ts"
 
-export type UserStatus = "ACTIVE" | "FROZEN" | "CLOSED"
+export const UserStatus = ["ACTIVE", "FROZEN", "CLOSED"] as const
+export type UserStatus = (typeof UserStatus)[number]
 
 export interface User {
   readonly id: string
@@ -39,20 +41,31 @@ export interface User {
   readonly createdAt: Date
 }
 
-interface Row {
-  readonly id: string
-  readonly tenant_id: string
-  readonly seq: number
-  readonly uid: string
-  readonly customer_ref_id: string
-  readonly email: string | null
-  readonly nickname: string | null
-  readonly source: "B_API" | "C_DIRECT"
-  readonly status: UserStatus
-  readonly cooldown_until: Date | null
-  readonly totp_enabled: boolean
-  readonly created_at: Date
-}
+/** The columns of `columns` below, decoded (db/RowSchemas.ts). */
+const Row = Schema.Struct({
+  id: Text,
+  tenant_id: Text,
+  seq: Int4,
+  uid: Text,
+  customer_ref_id: Text,
+  email: Nullable(Text),
+  nickname: Nullable(Text),
+  source: Schema.Literals(["B_API", "C_DIRECT"]),
+  status: Schema.Literals(UserStatus),
+  cooldown_until: Nullable(Timestamp),
+  totp_enabled: Schema.Boolean,
+  created_at: Timestamp
+})
+type Row = typeof Row.Type
+
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const foundRow = decodeFirstRow(Row, "Users.find")
+const userCounter = decodeSingleRow(Schema.Struct({ user_seq: Int4 }), "Users.create (tenant counter)")
+const insertedRow = decodeFirstRow(Row, "Users.create (insert)")
+const listedRows = decodeRows(Row, "Users.list")
+const updatedRow = decodeFirstRow(Row, "Users.update")
+const operatorUpdatedRow = decodeSingleRow(Row, "Users.operatorUpdate")
+const totpUpdatedRow = decodeSingleRow(Row, "Users.setTotpSecret")
 
 const fromRow = (row: Row): User => ({
   id: row.id,
@@ -111,10 +124,10 @@ export class Users extends Context.Service<Users, {
         (totp_secret IS NOT NULL) AS totp_enabled, created_at`
 
       const find = Effect.fn("Users.find")(function*(tenantId: string, customerRefId: string) {
-        const rows = yield* sql<Row>`
+        const row = yield* sql`
           SELECT ${columns} FROM users WHERE tenant_id = ${tenantId} AND customer_ref_id = ${customerRefId}`
-          .pipe(Effect.orDie)
-        return rows[0] === undefined ? undefined : fromRow(rows[0])
+          .pipe(Effect.orDie, Effect.flatMap(foundRow))
+        return row === undefined ? undefined : fromRow(row)
       })
 
       const get = Effect.fn("Users.get")(function*(tenantId: string, customerRefId: string) {
@@ -161,17 +174,19 @@ export class Users extends Context.Service<Users, {
           const now = new Date(yield* Clock.currentTimeMillis)
           const inserted = yield* sql.withTransaction(Effect.gen(function*() {
             // The tenant row lock serializes user-index allocation within the tenant.
-            const [counter] = yield* sql<{ user_seq: number }>`
-              UPDATE tenants SET user_seq = user_seq + 1 WHERE id = ${tenantId} RETURNING user_seq`
-            return yield* sql<Row>`
+            const counter = yield* sql`
+              UPDATE tenants SET user_seq = user_seq + 1 WHERE id = ${tenantId} RETURNING user_seq`.pipe(
+              Effect.flatMap(userCounter)
+            )
+            return yield* sql`
               INSERT INTO users (id, tenant_id, seq, uid, customer_ref_id, email, password_hash, nickname, source,
                 created_at, updated_at)
-              VALUES (${id}, ${tenantId}, ${counter!.user_seq - 1}, ${uid}, ${customerRefId}, ${email},
+              VALUES (${id}, ${tenantId}, ${counter.user_seq - 1}, ${uid}, ${customerRefId}, ${email},
                 ${passwordHash}, ${nickname}, 'B_API', ${now}, ${now})
               ON CONFLICT (tenant_id, customer_ref_id) DO NOTHING
-              RETURNING ${columns}`
+              RETURNING ${columns}`.pipe(Effect.flatMap(insertedRow))
           })).pipe(
-            Effect.map((rows) => ({ _tag: "Done" as const, rows })),
+            Effect.map((row) => ({ _tag: "Done" as const, row })),
             Effect.catchReason(
               "SqlError",
               "UniqueViolation",
@@ -186,7 +201,7 @@ export class Users extends Context.Service<Users, {
             )
           )
           if (inserted._tag === "Retry") continue
-          if (inserted.rows[0] !== undefined) return fromRow(inserted.rows[0])
+          if (inserted.row !== undefined) return fromRow(inserted.row)
           // A concurrent request created this customerRefId first: return that user unchanged.
           const winner = yield* find(tenantId, customerRefId)
           if (winner !== undefined) return winner
@@ -200,7 +215,7 @@ export class Users extends Context.Service<Users, {
       ) {
         // Newest first by `seq`, allocated under the tenant row lock in creation order. Ids are time-ordered only
         // within one process: users created by two processes in one millisecond would compare by random bits.
-        const rows = yield* sql<Row>`
+        const rows = yield* sql`
           SELECT ${columns} FROM users
           WHERE tenant_id = ${tenantId} AND source = 'B_API'
             ${
@@ -210,7 +225,7 @@ export class Users extends Context.Service<Users, {
         }
             ${options.status === undefined ? sql`` : sql`AND status = ${options.status}`}
           ORDER BY seq DESC
-          LIMIT ${options.limit}`.pipe(Effect.orDie)
+          LIMIT ${options.limit}`.pipe(Effect.orDie, Effect.flatMap(listedRows))
         const items = rows.map(fromRow)
         return { items, nextCursor: items.length === options.limit ? items[items.length - 1]!.id : null }
       })
@@ -239,7 +254,7 @@ export class Users extends Context.Service<Users, {
           return yield* new InvalidState({ message: "user is closed" })
         }
         const now = new Date(yield* Clock.currentTimeMillis)
-        const rows = yield* sql<Row>`
+        const row = yield* sql`
           UPDATE users SET email = ${email ?? user.email}, status = ${status ?? user.status}, updated_at = ${now}
           WHERE id = ${user.id} AND status <> 'CLOSED'
           RETURNING ${columns}`.pipe(
@@ -251,10 +266,11 @@ export class Users extends Context.Service<Users, {
                 ? Effect.fail(new EmailTaken({ message: "email is used by another user of the tenant" }))
                 : Effect.die(error),
             (_, error) => Effect.die(error)
-          )
+          ),
+          Effect.flatMap(updatedRow)
         )
-        if (rows[0] === undefined) return yield* new InvalidState({ message: "user is closed" })
-        return fromRow(rows[0])
+        if (row === undefined) return yield* new InvalidState({ message: "user is closed" })
+        return fromRow(row)
       })
 
       const operatorUpdate = Effect.fn("Users.operatorUpdate")(function*(
@@ -269,11 +285,11 @@ export class Users extends Context.Service<Users, {
         }
         const now = new Date(yield* Clock.currentTimeMillis)
         const cooldown = patch.cooldownUntil === undefined ? user.cooldownUntil : patch.cooldownUntil
-        const rows = yield* sql<Row>`
+        const row = yield* sql`
           UPDATE users SET cooldown_until = ${cooldown}, status = ${patch.status ?? user.status}, updated_at = ${now}
           WHERE id = ${user.id}
-          RETURNING ${columns}`.pipe(Effect.orDie)
-        return fromRow(rows[0]!)
+          RETURNING ${columns}`.pipe(Effect.orDie, Effect.flatMap(operatorUpdatedRow))
+        return fromRow(row)
       })
 
       const setTotpSecret = Effect.fn("Users.setTotpSecret")(function*(
@@ -283,11 +299,11 @@ export class Users extends Context.Service<Users, {
       ) {
         const user = yield* get(tenantId, customerRefId)
         const now = new Date(yield* Clock.currentTimeMillis)
-        const rows = yield* sql<Row>`
+        const row = yield* sql`
           UPDATE users SET totp_secret = ${secret}, totp_last_step = NULL, updated_at = ${now}
           WHERE id = ${user.id}
-          RETURNING ${columns}`.pipe(Effect.orDie)
-        return fromRow(rows[0]!)
+          RETURNING ${columns}`.pipe(Effect.orDie, Effect.flatMap(totpUpdatedRow))
+        return fromRow(row)
       })
 
       return Users.of({ create, find, get, list, update, operatorUpdate, setTotpSecret })
