@@ -1,8 +1,9 @@
 /** Creating and revoking API keys (operator interface). Every write invalidates the signature check's cache. */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { PgClient } from "@effect/sql-pg"
 import { SqlClient } from "effect/sql"
 import { announceConfigChange } from "./ConfigChanges.ts"
+import { decodeRows, decodeSingleRow, Int4, Text, Timestamp } from "../db/RowSchemas.ts"
 import { BadRequest, NotFound } from "../domain/ApiError.ts"
 import { Entropy } from "../domain/Entropy.ts"
 import { ApiKeys } from "./ApiKeys.ts"
@@ -23,15 +24,21 @@ export interface ApiKeyRecord {
   readonly createdAt: Date
 }
 
-interface Row {
-  readonly key_id: string
-  readonly tenant_id: string
-  readonly name: string
-  readonly allowed_ips: ReadonlyArray<string>
-  readonly rate_limit_per_second: number
-  readonly status: "ACTIVE" | "REVOKED"
-  readonly created_at: Date
-}
+/** The columns `create` returns, decoded (db/RowSchemas.ts). */
+const Row = Schema.Struct({
+  key_id: Text,
+  tenant_id: Text,
+  name: Text,
+  allowed_ips: Schema.Array(Text),
+  rate_limit_per_second: Int4,
+  status: Schema.Literals(["ACTIVE", "REVOKED"]),
+  created_at: Timestamp
+})
+type Row = typeof Row.Type
+
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const createdRow = decodeSingleRow(Row, "ApiKeyRegistry.create")
+const revokedRows = decodeRows(Schema.Struct({ key_id: Text }), "ApiKeyRegistry.revoke")
 
 const fromRow = (row: Row): ApiKeyRecord => ({
   keyId: row.key_id,
@@ -80,23 +87,26 @@ export class ApiKeyRegistry extends Context.Service<ApiKeyRegistry, {
         }
         const keyId = `ak_${Buffer.from(yield* entropy.bytes(12)).toString("hex")}`
         const now = new Date(yield* Clock.currentTimeMillis)
-        const rows = yield* sql<Row>`
+        const row = yield* sql`
           INSERT INTO api_keys (key_id, tenant_id, name, public_key, allowed_ips, rate_limit_per_second, created_at)
           VALUES (${keyId}, ${tenantId}, ${name}, ${publicKey},
             (SELECT coalesce(array_agg(value), '{}') FROM jsonb_array_elements_text(${JSON.stringify(allowedIps)}::jsonb)),
             ${rate}, ${now})
-          RETURNING key_id, tenant_id, name, allowed_ips, rate_limit_per_second, status, created_at`.pipe(Effect.orDie)
+          RETURNING key_id, tenant_id, name, allowed_ips, rate_limit_per_second, status, created_at`.pipe(
+          Effect.orDie,
+          Effect.flatMap(createdRow)
+        )
         yield* cache.invalidate
         yield* announce
-        return fromRow(rows[0]!)
+        return fromRow(row)
       })
 
       const revoke = Effect.fn("ApiKeyRegistry.revoke")(function*(tenantId: string, keyId: string) {
         const now = new Date(yield* Clock.currentTimeMillis)
-        const rows = yield* sql<{ key_id: string }>`
+        const rows = yield* sql`
           UPDATE api_keys SET status = 'REVOKED', revoked_at = coalesce(revoked_at, ${now})
           WHERE key_id = ${keyId} AND tenant_id = ${tenantId}
-          RETURNING key_id`.pipe(Effect.orDie)
+          RETURNING key_id`.pipe(Effect.orDie, Effect.flatMap(revokedRows))
         yield* cache.invalidate
         yield* announce
         if (rows.length === 0) return yield* new NotFound({ message: "api key not found" })

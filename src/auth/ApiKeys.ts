@@ -4,9 +4,10 @@
  * the operator interface invalidates the cache at once, in this process and through ConfigChanges in every other
  * (a revoked key is rejected on the next request); entries also expire after `apiKeyCacheTtlMillis`.
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { KeyObject } from "node:crypto"
+import { decodeFirstRow, Int4, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
 import { onConfigChange } from "./ConfigChanges.ts"
 import { publicKeyFromHex } from "./Ed25519.ts"
 import { type IpMatcher, makeIpMatcher } from "./IpAllowList.ts"
@@ -26,16 +27,20 @@ export interface ApiKeyEntry {
   readonly subscriptionExpiresAtMillis: number | undefined
 }
 
-interface Row {
-  readonly key_id: string
-  readonly tenant_id: string
-  readonly status: "ACTIVE" | "REVOKED"
-  readonly public_key: string
-  readonly allowed_ips: ReadonlyArray<string>
-  readonly rate_limit_per_second: number
-  readonly tenant_status: "ACTIVE" | "SUSPENDED"
-  readonly subscription_expires_at: Date | null
-}
+// The key and its tenant's standing, decoded at this edge (db/RowSchemas.ts); compiled once, here.
+const keyRow = decodeFirstRow(
+  Schema.Struct({
+    key_id: Text,
+    tenant_id: Text,
+    status: Schema.Literals(["ACTIVE", "REVOKED"]),
+    public_key: Text,
+    allowed_ips: Schema.Array(Text),
+    rate_limit_per_second: Int4,
+    tenant_status: Schema.Literals(["ACTIVE", "SUSPENDED"]),
+    subscription_expires_at: Nullable(Timestamp)
+  }),
+  "ApiKeys.lookup"
+)
 
 export class ApiKeys extends Context.Service<ApiKeys, {
   /** The key, or undefined when no such key exists. */
@@ -52,13 +57,14 @@ export class ApiKeys extends Context.Service<ApiKeys, {
       const cache = new Map<string, { readonly entry: ApiKeyEntry | undefined; readonly loadedAtMillis: number }>()
 
       const load = (keyId: string) =>
-        sql<Row>`
+        sql`
           SELECT k.key_id, k.tenant_id, k.status, k.public_key, k.allowed_ips, k.rate_limit_per_second,
                  t.status AS tenant_status, t.subscription_expires_at
           FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
           WHERE k.key_id = ${keyId}`.pipe(
-          Effect.map((rows): ApiKeyEntry | undefined => {
-            const row = rows[0]
+          Effect.orDie,
+          Effect.flatMap(keyRow),
+          Effect.map((row): ApiKeyEntry | undefined => {
             if (row === undefined) return undefined
             return {
               keyId: row.key_id,
@@ -71,8 +77,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
               tenantStatus: row.tenant_status,
               subscriptionExpiresAtMillis: row.subscription_expires_at?.getTime()
             }
-          }),
-          Effect.orDie
+          })
         )
 
       // On the path of every signed request: a cache hit must cost no more than a map lookup (no span, no query).

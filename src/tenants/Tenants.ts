@@ -2,10 +2,11 @@
  * Tenants: the operator provisions them; every /v1 request reads its tenant's settings and networks. Reads are
  * cached like API keys: invalidated at once on operator writes, in every process (ConfigChanges).
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { PgClient } from "@effect/sql-pg"
 import { SqlClient } from "effect/sql"
 import { announceConfigChange, onConfigChange } from "../auth/ConfigChanges.ts"
+import { decodeFirstRow, decodeSingleRow, Int4, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
 import { NotFound } from "../domain/ApiError.ts"
 import { Ids } from "../domain/Ids.ts"
 import { decodeStoredSettings, type TenantSettings } from "./TenantSettings.ts"
@@ -26,16 +27,23 @@ export interface Tenant {
   readonly createdAt: Date
 }
 
-interface Row {
-  readonly id: string
-  readonly seq: number
-  readonly name: string
-  readonly status: "ACTIVE" | "SUSPENDED"
-  readonly subscription_expires_at: Date | null
-  readonly settings: Record<string, unknown>
-  readonly networks: ReadonlyArray<string>
-  readonly created_at: Date
-}
+/** The columns of `columns` below, decoded (db/RowSchemas.ts); `settings` is jsonb, parsed by the driver. */
+const Row = Schema.Struct({
+  id: Text,
+  seq: Int4,
+  name: Text,
+  status: Schema.Literals(["ACTIVE", "SUSPENDED"]),
+  subscription_expires_at: Nullable(Timestamp),
+  settings: Schema.Record(Schema.String, Schema.Unknown),
+  networks: Schema.Array(Text),
+  created_at: Timestamp
+})
+type Row = typeof Row.Type
+
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const foundRow = decodeFirstRow(Row, "Tenants.get")
+const createdRow = decodeSingleRow(Row, "Tenants.create")
+const updatedRow = decodeFirstRow(Row, "Tenants.update")
 
 const fromRow = (row: Row): Tenant => ({
   id: row.id,
@@ -79,8 +87,11 @@ export class Tenants extends Context.Service<Tenants, {
         sql`(SELECT coalesce(array_agg(value), '{}') FROM jsonb_array_elements_text(${JSON.stringify(values)}::jsonb))`
 
       const get = Effect.fn("Tenants.get")(function*(tenantId: string) {
-        const rows = yield* sql<Row>`SELECT ${columns} FROM tenants WHERE id = ${tenantId}`.pipe(Effect.orDie)
-        return rows[0] === undefined ? undefined : fromRow(rows[0])
+        const row = yield* sql`SELECT ${columns} FROM tenants WHERE id = ${tenantId}`.pipe(
+          Effect.orDie,
+          Effect.flatMap(foundRow)
+        )
+        return row === undefined ? undefined : fromRow(row)
       })
 
       // On the path of every /v1 request: a cache hit is a map lookup, without a span.
@@ -98,11 +109,11 @@ export class Tenants extends Context.Service<Tenants, {
       const create = Effect.fn("Tenants.create")(function*(input: { name: string; networks: ReadonlyArray<string> }) {
         const id = yield* ids.uuidV7
         const now = new Date(yield* Clock.currentTimeMillis)
-        const rows = yield* sql<Row>`
+        const row = yield* sql`
           INSERT INTO tenants (id, name, networks, created_at)
           VALUES (${id}, ${input.name}, ${textArray(input.networks)}, ${now})
-          RETURNING ${columns}`.pipe(Effect.orDie)
-        return fromRow(rows[0]!)
+          RETURNING ${columns}`.pipe(Effect.orDie, Effect.flatMap(createdRow))
+        return fromRow(row)
       })
 
       const update = Effect.fn("Tenants.update")(function*(tenantId: string, patch: TenantPatch) {
@@ -114,15 +125,15 @@ export class Tenants extends Context.Service<Tenants, {
           : patch.subscriptionExpiresAt
         const networks = patch.networks ?? current.networks
         const settings = patch.settingsEncoded ?? current.settingsEncoded
-        const rows = yield* sql<Row>`
+        const row = yield* sql`
           UPDATE tenants SET status = ${status}, subscription_expires_at = ${expires},
             networks = ${textArray(networks)},
             settings = ${JSON.stringify(settings)}::jsonb
           WHERE id = ${tenantId}
-          RETURNING ${columns}`.pipe(Effect.orDie)
+          RETURNING ${columns}`.pipe(Effect.orDie, Effect.flatMap(updatedRow))
         cache.clear()
         yield* announceConfigChange.pipe(Effect.provideService(PgClient.PgClient, pg))
-        return rows[0] === undefined ? undefined : fromRow(rows[0])
+        return row === undefined ? undefined : fromRow(row)
       })
 
       const invalidate = Effect.sync(() => cache.clear())
