@@ -16,20 +16,28 @@
  * a crash either does all of it or none, and a repeat is harmless.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Cause, Clock, Effect, Layer, Queue, Schedule } from "effect"
+import { Cause, Clock, Effect, Layer, Queue, Schedule, Schema } from "effect"
 import type { Sharding } from "effect/cluster"
 import { SqlClient } from "effect/sql"
+import { decodeRows, Text } from "../db/RowSchemas.ts"
 import { wakeEndpoints } from "../entities/WebhookEndpointEntity.ts"
 import { fanOutBatchMax, sweepEndpointsMax, WebhookTimings } from "./DeliverySettings.ts"
 
 /** The channel the `outbox_events_notify` trigger (sql/0004_webhooks.sql) notifies at every commit of events. */
 export const outboxChannel = "coffer_outbox"
 
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const fannedRows = decodeRows(
+  Schema.Struct({ kind: Schema.Literals(["event", "endpoint"]), id: Text }),
+  "Dispatcher.fanOutBatch"
+)
+const dueEndpointRows = decodeRows(Schema.Struct({ endpoint_id: Text }), "Dispatcher.dueEndpoints")
+
 /** Fans out one batch; answers how many events it dispatched and which endpoints got new deliveries. */
 export const fanOutBatch = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const now = new Date(yield* Clock.currentTimeMillis)
-  const rows = yield* sql<{ kind: "event" | "endpoint"; id: string }>`
+  const rows = yield* sql`
     WITH batch AS (
       SELECT id, tenant_id, event_type, subject_id, created_at FROM outbox_events
       WHERE dispatched_at IS NULL
@@ -51,7 +59,7 @@ export const fanOutBatch = Effect.gen(function*() {
     )
     SELECT 'event' AS kind, id::text AS id FROM marked
     UNION ALL
-    SELECT DISTINCT 'endpoint' AS kind, endpoint_id::text AS id FROM fanned`.pipe(Effect.orDie)
+    SELECT DISTINCT 'endpoint' AS kind, endpoint_id::text AS id FROM fanned`.pipe(Effect.orDie, Effect.flatMap(fannedRows))
   return {
     events: rows.filter((row) => row.kind === "event").length,
     endpoints: rows.filter((row) => row.kind === "endpoint").map((row) => row.id)
@@ -78,11 +86,11 @@ export const dispatchPending: Effect.Effect<number, never, SqlClient.SqlClient |
 export const dueEndpoints = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const now = new Date(yield* Clock.currentTimeMillis)
-  const rows = yield* sql<{ endpoint_id: string }>`
+  const rows = yield* sql`
     SELECT DISTINCT d.endpoint_id FROM webhook_deliveries d
       JOIN webhook_endpoints w ON w.id = d.endpoint_id AND w.status = 'ACTIVE'
     WHERE d.status = 'PENDING' AND d.next_at <= ${now}
-    LIMIT ${sweepEndpointsMax}`.pipe(Effect.orDie)
+    LIMIT ${sweepEndpointsMax}`.pipe(Effect.orDie, Effect.flatMap(dueEndpointRows))
   return rows.map((row) => row.endpoint_id)
 })
 

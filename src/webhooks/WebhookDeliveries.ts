@@ -2,13 +2,15 @@
  * Reading and re-queueing delivery records (spec 4.5, `GET /v1/webhooks/deliveries` and
  * `POST /v1/webhooks/events/{eventId}/resend`; section 3 "Webhook delivery statuses").
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import type { Sharding } from "effect/cluster"
 import { SqlClient } from "effect/sql"
+import { decodeRows, Int4, Nullable, Numeric, Text, Timestamp } from "../db/RowSchemas.ts"
 import { NotFound } from "../domain/ApiError.ts"
 import { wakeEndpoints } from "../entities/WebhookEndpointEntity.ts"
 
-export type DeliveryStatus = "PENDING" | "DELIVERED" | "DEAD"
+export const DeliveryStatus = ["PENDING", "DELIVERED", "DEAD"] as const
+export type DeliveryStatus = (typeof DeliveryStatus)[number]
 
 export interface DeliveryRecord {
   readonly id: number
@@ -25,20 +27,26 @@ export interface DeliveryRecord {
   readonly nextAt: Date | null
 }
 
-interface Row {
-  readonly id: string
-  readonly event_id: string
-  readonly event_type: string
-  readonly endpoint_id: string
-  readonly url: string
-  readonly status: DeliveryStatus
-  readonly attempt: number
-  readonly response_status: number | null
-  readonly last_error: string | null
-  readonly duration_ms: number | null
-  readonly last_attempt_at: Date | null
-  readonly next_at: Date | null
-}
+/** The columns `list` selects, decoded (db/RowSchemas.ts); `id` is the identity column selected as text. */
+const Row = Schema.Struct({
+  id: Numeric,
+  event_id: Text,
+  event_type: Text,
+  endpoint_id: Text,
+  url: Text,
+  status: Schema.Literals(DeliveryStatus),
+  attempt: Int4,
+  response_status: Nullable(Int4),
+  last_error: Nullable(Text),
+  duration_ms: Nullable(Int4),
+  last_attempt_at: Nullable(Timestamp),
+  next_at: Nullable(Timestamp)
+})
+type Row = typeof Row.Type
+
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const listedRows = decodeRows(Row, "WebhookDeliveries.list")
+const resentRows = decodeRows(Schema.Struct({ endpoint_id: Text }), "WebhookDeliveries.resend")
 
 const fromRow = (row: Row): DeliveryRecord => ({
   // Identity values stay far below 2^53 (one per event and endpoint).
@@ -80,7 +88,7 @@ export class WebhookDeliveries extends Context.Service<WebhookDeliveries, {
       const context = yield* Effect.context<Sharding.Sharding>()
 
       const list = Effect.fn("WebhookDeliveries.list")(function*(tenantId: string, filter: DeliveryFilter) {
-        const rows = yield* sql<Row>`
+        const rows = yield* sql`
           SELECT d.id::text AS id, d.event_id, e.event_type, d.endpoint_id, coalesce(d.url, w.url) AS url, d.status,
             d.attempt, d.response_status, d.last_error, d.duration_ms, d.last_attempt_at, d.next_at
           FROM webhook_deliveries d
@@ -91,7 +99,7 @@ export class WebhookDeliveries extends Context.Service<WebhookDeliveries, {
             ${filter.status === undefined ? sql`` : sql`AND d.status = ${filter.status}`}
             ${filter.before === undefined ? sql`` : sql`AND d.id < ${String(filter.before)}::bigint`}
           ORDER BY d.id DESC
-          LIMIT ${filter.limit}`.pipe(Effect.orDie)
+          LIMIT ${filter.limit}`.pipe(Effect.orDie, Effect.flatMap(listedRows))
         return rows.map(fromRow)
       })
 
@@ -100,11 +108,11 @@ export class WebhookDeliveries extends Context.Service<WebhookDeliveries, {
         const result = yield* sql.withTransaction(Effect.gen(function*() {
           const [event] = yield* sql`SELECT id FROM outbox_events WHERE id = ${eventId} AND tenant_id = ${tenantId}`
           if (event === undefined) return undefined
-          return yield* sql<{ endpoint_id: string }>`
+          return yield* sql`
             UPDATE webhook_deliveries SET status = 'PENDING', attempt = 0, response_status = NULL, last_error = NULL,
               duration_ms = NULL, last_attempt_at = NULL, next_at = ${now}, updated_at = ${now}
             WHERE event_id = ${eventId} AND tenant_id = ${tenantId}
-            RETURNING endpoint_id`
+            RETURNING endpoint_id`.pipe(Effect.flatMap(resentRows))
         })).pipe(Effect.orDie)
         if (result === undefined) return yield* new NotFound({ message: "event not found" })
         yield* wakeEndpoints(new Set(result.map((row) => row.endpoint_id))).pipe(Effect.provideContext(context))

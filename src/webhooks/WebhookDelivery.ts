@@ -11,8 +11,9 @@
  * 3. record: DELIVERED on a 2xx; otherwise the next due time from the retry schedule, or DEAD after the sixth
  *    attempt, again only if the delivery is still the one claimed.
  */
-import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text, Timestamp } from "../db/RowSchemas.ts"
 import { toRfc3339 } from "../domain/Time.ts"
 import { makeGroupCommit } from "../db/GroupCommit.ts"
 import { Signer } from "../signer/Signer.ts"
@@ -28,22 +29,27 @@ import { EventDataRenderer } from "./EventData.ts"
 import { retryScheduleSeconds, webhookHeaders, webhookKeyId } from "./EventTypes.ts"
 import { type AttemptOutcome, WebhookTransport } from "./WebhookTransport.ts"
 
-interface EndpointRow {
-  readonly id: string
-  readonly url: string
-  readonly status: string
-}
+const EndpointRow = Schema.Struct({ id: Text, url: Text, status: Text })
+type EndpointRow = typeof EndpointRow.Type
 
-interface DueRow {
-  readonly id: string
-  readonly attempt: number
-  readonly event_id: string
-  readonly tenant_id: string
-  readonly event_type: string
-  readonly subject_id: string
-  readonly data: unknown
-  readonly event_created_at: Date
-}
+/** A claimed delivery with its event; `id` is the identity column, selected as text and decoded to bigint. */
+const DueRow = Schema.Struct({
+  id: Numeric,
+  attempt: Int4,
+  due_at: Timestamp,
+  event_id: Text,
+  tenant_id: Text,
+  event_type: Text,
+  subject_id: Text,
+  data: Schema.Unknown,
+  event_created_at: Timestamp
+})
+type DueRow = typeof DueRow.Type
+
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const endpointRow = decodeFirstRow(EndpointRow, "WebhookDelivery.deliverDue (endpoint)")
+const claimedRows = decodeRows(DueRow, "WebhookDelivery.deliverDue (claim)")
+const nextDueRow = decodeSingleRow(Schema.Struct({ next_at: Nullable(Timestamp) }), "WebhookDelivery.deliverDue (next)")
 
 /** What one attempt writes to its delivery row. */
 interface AttemptRecord {
@@ -193,7 +199,7 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
         const attempt = due.attempt + 1
         const nextAt = result.delivered ? undefined : nextAttemptAt(attempt, endedAt)
         yield* record({
-          id: due.id,
+          id: due.id.toString(),
           claimedAttempt: due.attempt,
           status: result.delivered ? "DELIVERED" : nextAt === undefined ? "DEAD" : "PENDING",
           attempt,
@@ -208,14 +214,14 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
       }, (effect) => Effect.orDie(effect))
 
       const deliverDue = Effect.fn("WebhookDelivery.deliverDue")(function*(endpointId: string) {
-        const [endpoint] = yield* sql<EndpointRow>`
-          SELECT id, url, status FROM webhook_endpoints WHERE id = ${endpointId}`
+        const endpoint = yield* sql`
+          SELECT id, url, status FROM webhook_endpoints WHERE id = ${endpointId}`.pipe(Effect.flatMap(endpointRow))
         if (endpoint === undefined || endpoint.status !== "ACTIVE") return undefined
         const timings = yield* WebhookTimings
         const now = yield* Clock.currentTimeMillis
         // The round's due deliveries are claimed in one statement (a lease each, as one commit): rows another round
         // holds are skipped, and a row changed since it was due is not taken (it no longer matches).
-        const claimed = yield* sql<DueRow & { due_at: Date }>`
+        const claimed = yield* sql`
           WITH claimed AS (
             UPDATE webhook_deliveries d SET next_at = ${new Date(now + timings.claimLeaseMillis)}, updated_at = ${new Date(now)}
             FROM (
@@ -230,18 +236,16 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
           )
           SELECT c.id::text AS id, c.attempt, c.due_at, e.id AS event_id, e.tenant_id, e.event_type, e.subject_id, e.data,
             e.created_at AS event_created_at
-          FROM claimed c JOIN outbox_events e ON e.id = c.event_id`
-        const due = [...claimed].sort((a, b) =>
-          a.due_at.getTime() - b.due_at.getTime() || (BigInt(a.id) < BigInt(b.id) ? -1 : 1)
-        )
+          FROM claimed c JOIN outbox_events e ON e.id = c.event_id`.pipe(Effect.flatMap(claimedRows))
+        const due = [...claimed].sort((a, b) => a.due_at.getTime() - b.due_at.getTime() || (a.id < b.id ? -1 : 1))
         yield* Effect.forEach(due, (row) => attemptOne(endpoint, row), {
           concurrency: deliveryConcurrencyPerEndpoint,
           discard: true
         })
-        const [next] = yield* sql<{ next_at: Date | null }>`
+        const next = yield* sql`
           SELECT min(next_at) AS next_at FROM webhook_deliveries
-          WHERE endpoint_id = ${endpointId} AND status = 'PENDING'`
-        return next?.next_at == null ? undefined : next.next_at.getTime()
+          WHERE endpoint_id = ${endpointId} AND status = 'PENDING'`.pipe(Effect.flatMap(nextDueRow))
+        return next.next_at === null ? undefined : next.next_at.getTime()
       }, (effect) => Effect.orDie(effect))
 
       return WebhookDelivery.of({ deliverDue })

@@ -4,10 +4,11 @@
  * PostgreSQL (the `webhook_endpoints_active_max` trigger, race-free), and its refusal becomes LIMIT_EXCEEDED here.
  * Every query is scoped by tenant, so another tenant's endpoint is simply not found (404).
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import type { Sharding } from "effect/cluster"
 import { SqlClient, type SqlError } from "effect/sql"
 import { AppConfig } from "../Config.ts"
+import { decodeFirstRow, decodeRows, decodeSingleRow, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
 import { BadRequest, LimitExceeded, NotFound } from "../domain/ApiError.ts"
 import { Ids } from "../domain/Ids.ts"
 import { wakeEndpoints } from "../entities/WebhookEndpointEntity.ts"
@@ -20,9 +21,10 @@ import {
   checkWebhookUrl,
   webhookEndpointsListMax
 } from "./EndpointRules.ts"
-import type { EventType } from "./EventTypes.ts"
+import { type EventType, eventTypes } from "./EventTypes.ts"
 
-export type WebhookEndpointStatus = "ACTIVE" | "DISABLED"
+export const WebhookEndpointStatus = ["ACTIVE", "DISABLED"] as const
+export type WebhookEndpointStatus = (typeof WebhookEndpointStatus)[number]
 
 export interface WebhookEndpoint {
   readonly id: string
@@ -34,15 +36,24 @@ export interface WebhookEndpoint {
   readonly createdAt: Date
 }
 
-interface Row {
-  readonly id: string
-  readonly tenant_id: string
-  readonly url: string
-  readonly events: ReadonlyArray<EventType>
-  readonly description: string | null
-  readonly status: WebhookEndpointStatus
-  readonly created_at: Date
-}
+/** The columns of `columns` below, decoded (db/RowSchemas.ts); `events` is text[] and only holds known types. */
+const Row = Schema.Struct({
+  id: Text,
+  tenant_id: Text,
+  url: Text,
+  events: Schema.Array(Schema.Literals(eventTypes)),
+  description: Nullable(Text),
+  status: Schema.Literals(WebhookEndpointStatus),
+  created_at: Timestamp
+})
+type Row = typeof Row.Type
+
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const createdRow = decodeSingleRow(Row, "WebhookEndpoints.create")
+const listedRows = decodeRows(Row, "WebhookEndpoints.list")
+const lockedRow = decodeFirstRow(Row, "WebhookEndpoints.update (lock)")
+const updatedRow = decodeSingleRow(Row, "WebhookEndpoints.update")
+const endpointIdRow = decodeFirstRow(Schema.Struct({ id: Text }), "WebhookEndpoints.sendTest")
 
 const fromRow = (row: Row): WebhookEndpoint => ({
   id: row.id,
@@ -136,19 +147,22 @@ export class WebhookEndpoints extends Context.Service<WebhookEndpoints, {
         const description = yield* checkText(input.description ?? null)
         const id = yield* ids.uuidV7
         const now = new Date(yield* Clock.currentTimeMillis)
-        const rows = yield* sql<Row>`
+        const row = yield* sql`
           INSERT INTO webhook_endpoints (id, tenant_id, url, events, description, status, active_since, created_at,
             updated_at)
           VALUES (${id}, ${tenantId}, ${url}, ${textArray(events)}, ${description}, 'ACTIVE', ${now}, ${now}, ${now})
-          RETURNING ${columns}`.pipe(Effect.catchReason("SqlError", "ConstraintError", activeLimitReached, sqlDefect))
-        return fromRow(rows[0]!)
+          RETURNING ${columns}`.pipe(
+          Effect.catchReason("SqlError", "ConstraintError", activeLimitReached, sqlDefect),
+          Effect.flatMap(createdRow)
+        )
+        return fromRow(row)
       })
 
       const list = Effect.fn("WebhookEndpoints.list")(function*(tenantId: string) {
-        const rows = yield* sql<Row>`
+        const rows = yield* sql`
           SELECT ${columns} FROM webhook_endpoints WHERE tenant_id = ${tenantId}
           ORDER BY created_at DESC, id DESC
-          LIMIT ${webhookEndpointsListMax}`.pipe(Effect.orDie)
+          LIMIT ${webhookEndpointsListMax}`.pipe(Effect.orDie, Effect.flatMap(listedRows))
         return rows.map(fromRow)
       })
 
@@ -162,14 +176,15 @@ export class WebhookEndpoints extends Context.Service<WebhookEndpoints, {
         const description = input.description === undefined ? undefined : yield* checkText(input.description)
         const now = new Date(yield* Clock.currentTimeMillis)
         const result = yield* sql.withTransaction(Effect.gen(function*() {
-          const [current] = yield* sql<Row>`
+          const current = yield* sql`
             SELECT ${columns} FROM webhook_endpoints WHERE id = ${endpointId} AND tenant_id = ${tenantId} FOR UPDATE`
+            .pipe(Effect.flatMap(lockedRow))
           if (current === undefined) return undefined
           const status: WebhookEndpointStatus = input.active === undefined
             ? current.status
             : input.active ? "ACTIVE" : "DISABLED"
           const activated = current.status === "DISABLED" && status === "ACTIVE"
-          const [row] = yield* sql<Row>`
+          const row = yield* sql`
             UPDATE webhook_endpoints SET
               url = ${url ?? current.url},
               events = ${textArray(events ?? current.events)},
@@ -178,8 +193,8 @@ export class WebhookEndpoints extends Context.Service<WebhookEndpoints, {
               active_since = ${activated ? sql`${now}` : sql`active_since`},
               updated_at = ${now}
             WHERE id = ${endpointId}
-            RETURNING ${columns}`
-          return { endpoint: fromRow(row!), activated }
+            RETURNING ${columns}`.pipe(Effect.flatMap(updatedRow))
+          return { endpoint: fromRow(row), activated }
         })).pipe(Effect.catchReason("SqlError", "ConstraintError", activeLimitReached, sqlDefect))
         if (result === undefined) return yield* endpointNotFound()
         // Deliveries that waited while it was disabled (a test event, a resend) go out now.
@@ -198,8 +213,11 @@ export class WebhookEndpoints extends Context.Service<WebhookEndpoints, {
       })
 
       const sendTest = Effect.fn("WebhookEndpoints.sendTest")(function*(tenantId: string, endpointId: string) {
-        const [endpoint] = yield* sql<{ id: string }>`
-          SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND tenant_id = ${tenantId}`.pipe(Effect.orDie)
+        const endpoint = yield* sql`
+          SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND tenant_id = ${tenantId}`.pipe(
+          Effect.orDie,
+          Effect.flatMap(endpointIdRow)
+        )
         if (endpoint === undefined) return yield* endpointNotFound()
         const dedupeKey = yield* ids.uuidV7
         // The dispatcher routes it to this endpoint only (Dispatcher.ts), woken by the commit notification.
