@@ -25,7 +25,7 @@
  * background loop in DepositWatcherLoop.ts; the steps themselves are to be split once issue 9's row decoding and
  * postings module, which rewrite these same lines, have landed.
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { effectiveDepositFee } from "../catalog/Fees.ts"
@@ -36,6 +36,7 @@ import {
   type ChainTransfer,
   type TransactionState
 } from "../chains/ChainClient.ts"
+import { decodeFirstRow, decodeRows, decodeSingleRow, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { decideOrphanedDeposit, meetsConfirmationRule } from "./DepositDecisions.ts"
 import { Ids } from "../domain/Ids.ts"
 import { type EntryRequest, Ledger } from "../ledger/Ledger.ts"
@@ -43,7 +44,7 @@ import { entryRequest, Postings } from "../ledger/Postings.ts"
 import { Outbox } from "../outbox/Outbox.ts"
 import { insertTransactions, type NewTransaction } from "../transactions/NewTransaction.ts"
 import { type Tenant, Tenants } from "../tenants/Tenants.ts"
-import type { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
+import { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 
 // Its home is DepositDecisions.ts; exported here too for the callers that import it from the watcher.
@@ -74,25 +75,47 @@ export interface ScanResult {
   readonly rewound: number
 }
 
-/** The operator's switches of a deposit's network and asset (sql/0010_switches.sql). */
-interface SwitchColumns {
-  readonly switch_deposit_enabled: boolean
-  readonly switch_watch: string
-  readonly asset_switch_status: string
-}
+/** The columns of `depositColumns`, decoded (db/RowSchemas.ts): amounts and heights as bigint. */
+const DepositRow = Schema.Struct({
+  id: Text,
+  tenant_id: Text,
+  status: Schema.Literals(TransactionStatus),
+  sub_status: Nullable(Schema.Literals(SubStatus)),
+  asset_id: Text,
+  amount: Numeric,
+  fee: Nullable(Numeric),
+  tx_hash: Text,
+  block_height: Nullable(Numeric),
+  destination_wallet_id: Text
+})
+type DepositRow = typeof DepositRow.Type
 
-interface DepositRow {
-  readonly id: string
-  readonly tenant_id: string
-  readonly status: TransactionStatus
-  readonly sub_status: SubStatus | null
-  readonly asset_id: string
-  readonly amount: string
-  readonly fee: string | null
-  readonly tx_hash: string
-  readonly block_height: string | null
-  readonly destination_wallet_id: string
-}
+/** A deposit as settling reads it: with its address, wallet and the operator's switches (sql/0010_switches.sql). */
+const SettlingRow = Schema.Struct({
+  ...DepositRow.fields,
+  watch_status: Text,
+  wallet_status: Text,
+  switch_deposit_enabled: Schema.Boolean,
+  switch_watch: Text,
+  asset_switch_status: Text
+})
+
+const CursorRow = Schema.Struct({ height: Numeric, head_height: Numeric })
+
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const cursorHeightRow = decodeFirstRow(Schema.Struct({ height: Numeric }), "DepositWatcher.cursorHeight")
+const lockedCursorRow = decodeFirstRow(Schema.Struct({ height: Numeric }), "DepositWatcher.lockCursorAt")
+const storedHashRow = decodeFirstRow(Schema.Struct({ hash: Text }), "DepositWatcher.storedHash")
+const orphanTxRows = decodeRows(Schema.Struct({ tx_hash: Text }), "DepositWatcher.orphanStates")
+const orphanedRows = decodeRows(DepositRow, "DepositWatcher.rewindTo")
+const ownerRows = decodeRows(
+  Schema.Struct({ address: Text, wallet_id: Text, tenant_id: Text, user_id: Text }),
+  "DepositWatcher.recordTransfers (owners)"
+)
+const settlingRows = decodeRows(SettlingRow, "DepositWatcher.settleMany")
+const waitingRows = decodeRows(Schema.Struct({ id: Text, block_height: Numeric }), "DepositWatcher.settleConfirmed")
+const scannedCursorRow = decodeSingleRow(CursorRow, "DepositWatcher.scan (cursor)")
+const cursorRows = decodeRows(Schema.Struct({ network_key: Text, ...CursorRow.fields }), "DepositWatcher.status")
 
 export class DepositWatcher extends Context.Service<DepositWatcher, {
   /** Scans one network now (see the module comment); the background loop calls the same. */
@@ -124,9 +147,11 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
       const cursorHeight = (client: ChainClient) =>
         Effect.gen(function*() {
           const read = () =>
-            sql<{ height: string }>`SELECT height::text AS height FROM chain_cursors WHERE network_key = ${client.networkKey}`
-          const [existing] = yield* read()
-          if (existing !== undefined) return BigInt(existing.height)
+            sql`SELECT height::text AS height FROM chain_cursors WHERE network_key = ${client.networkKey}`.pipe(
+              Effect.flatMap(cursorHeightRow)
+            )
+          const existing = yield* read()
+          if (existing !== undefined) return existing.height
           const head = yield* client.head
           const start = client.startFromGenesis ? 0n : head.height
           const block = yield* client.block(start)
@@ -143,8 +168,9 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
                 VALUES (${client.networkKey}, ${start.toString()}, ${block.hash}) ON CONFLICT DO NOTHING`
             }
           }))
-          const [created] = yield* read()
-          return BigInt(created!.height)
+          const created = yield* read()
+          if (created === undefined) return yield* Effect.die(new Error(`no cursor for ${client.networkKey} after creating it`))
+          return created.height
         })
 
       /**
@@ -154,15 +180,19 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
        */
       const lockCursorAt = (networkKey: string, height: bigint, stored: string | undefined) =>
         Effect.gen(function*() {
-          const [row] = yield* sql<{ height: string }>`
-            SELECT height::text AS height FROM chain_cursors WHERE network_key = ${networkKey} FOR UPDATE`
-          return row !== undefined && BigInt(row.height) === height && (yield* storedHash(networkKey, height)) === stored
+          const row = yield* sql`
+            SELECT height::text AS height FROM chain_cursors WHERE network_key = ${networkKey} FOR UPDATE`.pipe(
+            Effect.flatMap(lockedCursorRow)
+          )
+          return row !== undefined && row.height === height && (yield* storedHash(networkKey, height)) === stored
         })
 
       const storedHash = (networkKey: string, height: bigint) =>
         Effect.map(
-          sql<{ hash: string }>`SELECT hash FROM chain_blocks WHERE network_key = ${networkKey} AND height = ${height.toString()}`,
-          ([row]) => row?.hash
+          sql`SELECT hash FROM chain_blocks WHERE network_key = ${networkKey} AND height = ${height.toString()}`.pipe(
+            Effect.flatMap(storedHashRow)
+          ),
+          (row) => row?.hash
         )
 
       const setCursor = (networkKey: string, height: bigint, headHeight: bigint) =>
@@ -177,7 +207,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
       const creditOf = (deposit: DepositRow) => ({
         walletId: deposit.destination_wallet_id,
         assetId: deposit.asset_id,
-        amount: BigInt(deposit.amount)
+        amount: deposit.amount
       })
 
       /**
@@ -186,9 +216,10 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
        */
       const orphanStates = (client: ChainClient, height: bigint) =>
         Effect.gen(function*() {
-          const rows = yield* sql<{ tx_hash: string }>`
+          const rows = yield* sql`
             SELECT DISTINCT tx_hash FROM transactions
             WHERE kind = 'DEPOSIT' AND network_key = ${client.networkKey} AND block_height > ${height.toString()}`
+            .pipe(Effect.flatMap(orphanTxRows))
           const states = new Map<string, TransactionState>()
           for (const { tx_hash } of rows) states.set(tx_hash, yield* client.transactionState(tx_hash))
           return states
@@ -201,12 +232,12 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
        */
       const rewindTo = (client: ChainClient, height: bigint, states: ReadonlyMap<string, TransactionState>) =>
         Effect.gen(function*() {
-          const orphaned = yield* sql<DepositRow>`
+          const orphaned = yield* sql`
             SELECT ${depositColumns} FROM transactions
             WHERE kind = 'DEPOSIT' AND network_key = ${client.networkKey} AND block_height > ${height.toString()}
             -- The column, not the text alias of the select list: heights order as numbers.
             ORDER BY transactions.block_height, transactions.id
-            FOR UPDATE`
+            FOR UPDATE`.pipe(Effect.flatMap(orphanedRows))
           if (orphaned.some((deposit) => !states.has(deposit.tx_hash))) return undefined
           for (const deposit of orphaned) {
             const state = states.get(deposit.tx_hash)!
@@ -220,7 +251,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
               yield* sql`UPDATE transactions SET block_height = NULL, block_hash = NULL, updated_at = ${yield* now}
                 WHERE id = ${deposit.id}`
             } else if (decision === "REVERSE") {
-              const fee = BigInt(deposit.fee ?? "0")
+              const fee = deposit.fee ?? 0n
               yield* ledger.post(entryRequest(deposit.tenant_id, deposit.id, Postings.depositReversal(creditOf(deposit), fee)))
                 .pipe(Effect.orDie)
               yield* sql`UPDATE transactions SET status = 'REVERSED', updated_at = ${yield* now} WHERE id = ${deposit.id}`
@@ -244,11 +275,13 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
         Effect.gen(function*() {
           if (transfers.length === 0) return 0
           const addresses = [...new Set(transfers.map((transfer) => transfer.to))]
-          const owners = yield* sql<{ address: string; wallet_id: string; tenant_id: string; user_id: string }>`
+          const owners = yield* sql`
             SELECT a.address, a.wallet_id, a.tenant_id, w.user_id
             FROM wallet_addresses a JOIN wallets w ON w.id = a.wallet_id
             WHERE a.network_key = ${client.networkKey}
-              AND a.address IN (SELECT jsonb_array_elements_text(${JSON.stringify(addresses)}::jsonb))`
+              AND a.address IN (SELECT jsonb_array_elements_text(${JSON.stringify(addresses)}::jsonb))`.pipe(
+              Effect.flatMap(ownerRows)
+            )
           const ownerOf = new Map(owners.map((owner) => [owner.address, owner]))
           const at = yield* now
           const rows: Array<NewTransaction> = []
@@ -348,7 +381,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
           // The operator's switches are read here, in the settling transaction, so one set a moment ago holds
           // (operator-interface.md, "Switches"; sql/0010_switches.sql). Locked in id order, as every settlement
           // locks them, so two processes never wait on each other in a cycle.
-          const deposits = yield* sql<DepositRow & SwitchColumns & { watch_status: string; wallet_status: string }>`
+          const deposits = yield* sql`
             SELECT t.id, t.tenant_id, t.status, t.sub_status, t.asset_id, t.amount::text AS amount, t.fee::text AS fee,
               t.tx_hash, t.block_height::text AS block_height, t.destination_wallet_id,
               a.watch_status, w.status AS wallet_status,
@@ -360,7 +393,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
             JOIN assets s ON s.asset_id = t.asset_id
             WHERE t.id IN (SELECT value::uuid FROM jsonb_array_elements_text(${JSON.stringify(depositIds)}::jsonb))
             ORDER BY t.id
-            FOR UPDATE OF t`
+            FOR UPDATE OF t`.pipe(Effect.flatMap(settlingRows))
           const credits: Array<EntryRequest> = []
           const updates: Array<{ id: string; fee: string | null; sub_status: SubStatus | null }> = []
           // Read once per transaction, not per deposit: a block's deposits mostly belong to a few tenants.
@@ -379,7 +412,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
               updates.push({ id: deposit.id, fee: null, sub_status: "MANUAL_REVIEW" })
               continue
             }
-            const amount = BigInt(deposit.amount)
+            const amount = deposit.amount
             const fee = effectiveDepositFee(asset, tenant.settings, 0n)
             // The network may have been taken from the tenant since the address was handed out.
             const networkOfTenant = tenant.networks.includes(network.networkKey)
@@ -417,14 +450,14 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
         Effect.gen(function*() {
           const network = catalog.network(client.networkKey)
           if (network === undefined) return 0
-          const waiting = yield* sql<{ id: string; block_height: string }>`
+          const waiting = yield* sql`
             SELECT id, block_height::text AS block_height FROM transactions
             WHERE kind = 'DEPOSIT' AND status = 'CONFIRMING' AND network_key = ${client.networkKey}
               AND block_height IS NOT NULL AND block_height <= ${head.height.toString()}
             ORDER BY transactions.block_height, transactions.id
-            LIMIT ${settlementsPerScanMax}`
+            LIMIT ${settlementsPerScanMax}`.pipe(Effect.flatMap(waitingRows))
           const due = waiting
-            .filter((deposit) => meetsConfirmationRule(network, head, BigInt(deposit.block_height)))
+            .filter((deposit) => meetsConfirmationRule(network, head, deposit.block_height))
             .map((deposit) => deposit.id)
           let settled = 0
           for (let offset = 0; offset < due.length; offset += settlementsPerTransactionMax) {
@@ -451,12 +484,13 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
           if (outcome._tag === "Advanced" && steps >= blocksPerScanMax) break
         }
         const settled = head === undefined ? 0 : yield* settleConfirmed(client, head)
-        const [cursor] = yield* sql<{ height: string; head_height: string }>`
+        const cursor = yield* sql`
           SELECT height::text AS height, head_height::text AS head_height FROM chain_cursors WHERE network_key = ${networkKey}`
+          .pipe(Effect.flatMap(scannedCursorRow))
         return {
           networkKey,
-          height: BigInt(cursor!.height),
-          headHeight: BigInt(cursor!.head_height),
+          height: cursor.height,
+          headHeight: cursor.head_height,
           recorded,
           settled,
           rewound
@@ -464,13 +498,13 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
       }, (effect) => effect.pipe(Effect.orDie, Effect.provideService(SqlClient.SqlClient, sql)))
 
       const status = Effect.map(
-        sql<{ network_key: string; height: string; head_height: string }>`
+        sql`
           SELECT network_key, height::text AS height, head_height::text AS head_height FROM chain_cursors
-          ORDER BY network_key`,
+          ORDER BY network_key`.pipe(Effect.flatMap(cursorRows)),
         (rows) =>
           rows
             .filter((row) => clients.get(row.network_key) !== undefined)
-            .map((row) => ({ networkKey: row.network_key, height: BigInt(row.height), headHeight: BigInt(row.head_height) }))
+            .map((row) => ({ networkKey: row.network_key, height: row.height, headHeight: row.head_height }))
       ).pipe(Effect.orDie)
 
       return DepositWatcher.of({ scan, status })

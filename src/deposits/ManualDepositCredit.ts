@@ -3,10 +3,11 @@
  * decisions.md: `MANUAL_REVIEW` until an operator credits it, then `MANUAL_DEPOSIT_CREDITED` and subStatus null).
  * The ledger credit, the status change and both events commit in one transaction.
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { effectiveDepositFee } from "../catalog/Fees.ts"
+import { decodeFirstRow, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { InvalidState, NotFound } from "../domain/ApiError.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest, Postings } from "../ledger/Postings.ts"
@@ -15,6 +16,12 @@ import { Tenants } from "../tenants/Tenants.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
+
+// Compiled once (db/RowSchemas.ts): the deposit's row decoded at this edge, a mismatch a defect naming the query.
+const heldDeposit = decodeFirstRow(
+  Schema.Struct({ status: Text, sub_status: Nullable(Text), asset_id: Text, amount: Numeric, destination_wallet_id: Text }),
+  "ManualDepositCredit.credit"
+)
 
 export class ManualDepositCredit extends Context.Service<ManualDepositCredit, {
   readonly credit: (tenantId: string, depositId: string) => Effect.Effect<Transaction, NotFound | InvalidState>
@@ -32,22 +39,16 @@ export class ManualDepositCredit extends Context.Service<ManualDepositCredit, {
 
       const credit = Effect.fn("ManualDepositCredit.credit")(function*(tenantId: string, depositId: string) {
         const credited = yield* sql.withTransaction(Effect.gen(function*() {
-          const [deposit] = yield* sql<{
-            status: string
-            sub_status: string | null
-            asset_id: string
-            amount: string
-            destination_wallet_id: string
-          }>`
+          const deposit = yield* sql`
             SELECT status, sub_status, asset_id, amount::text AS amount, destination_wallet_id FROM transactions
             WHERE tenant_id = ${tenantId} AND id = ${depositId} AND kind = 'DEPOSIT'
-            FOR UPDATE`
+            FOR UPDATE`.pipe(Effect.flatMap(heldDeposit))
           if (deposit === undefined) return yield* new NotFound({ message: "deposit not found" })
           if (deposit.status !== "COMPLETED" || deposit.sub_status !== "MANUAL_REVIEW") {
             return yield* new InvalidState({ message: "deposit is not held for manual review" })
           }
           const asset = catalog.asset(deposit.asset_id)!
-          const amount = BigInt(deposit.amount)
+          const amount = deposit.amount
           const tenant = yield* tenants.get(tenantId)
           // The deposit row names this tenant and the foreign key holds it: a missing tenant is a defect, never a
           // credit under default settings (fail closed).
