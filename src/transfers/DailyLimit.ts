@@ -5,11 +5,15 @@
  * inside the database transaction that creates the movement, so N parallel requests that each fit but together
  * exceed the limit never all pass (docs/transfers.md "Limits under concurrency").
  */
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
+import { decodeSingleRow, Numeric } from "../db/RowSchemas.ts"
 import { LimitExceeded } from "../domain/ApiError.ts"
 
 export const dailyLimitExceededMessage = "daily limit exceeded"
+
+// Compiled once (db/RowSchemas.ts): the sum decoded at this edge, a mismatch a defect naming the query.
+const spentRow = decodeSingleRow(Schema.Struct({ total: Numeric }), "DailyLimit.spentToday")
 
 /** Midnight UTC of the day `millis` falls in: the daily limit's window starts there. */
 export const startOfUtcDay = (millis: number): Date => {
@@ -37,14 +41,16 @@ export const spentToday = (
 ): Effect.Effect<bigint, SqlError.SqlError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const [row] = yield* sql<{ total: string }>`
+    const row = yield* sql`
       SELECT coalesce(sum(amount), 0)::text AS total FROM transactions
       WHERE tenant_id = ${tenantId} AND source_user_id = ${userId} AND asset_id = ${assetId}
         AND created_at >= ${startOfUtcDay(nowMillis)}
         AND status NOT IN ('FAILED', 'REJECTED', 'CANCELLED')
         AND (kind = 'WITHDRAWAL'
-          OR (kind = 'INTERNAL_TRANSFER' AND destination_user_id IS DISTINCT FROM source_user_id))`
-    return BigInt(row!.total)
+          OR (kind = 'INTERNAL_TRANSFER' AND destination_user_id IS DISTINCT FROM source_user_id))`.pipe(
+      Effect.flatMap(spentRow)
+    )
+    return row.total
   })
 
 /** Whether the new amount fits beside what was spent today. */

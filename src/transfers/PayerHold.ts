@@ -5,12 +5,16 @@
  * a freeze's UPDATE and a movement then serialize, so a movement either commits before the freeze or sees it and
  * fails with the same error the early check gives (operator-interface.md, "Switches": a `FROZEN` wallet cannot send).
  */
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
+import { decodeFirstRow, Text } from "../db/RowSchemas.ts"
 import { Forbidden, NotFound, WalletNotActive } from "../domain/ApiError.ts"
 import { userFrozenMessage } from "../users/UserRules.ts"
 
 export const payerNotActiveMessage = "the paying wallet is not active"
+
+// Compiled once (db/RowSchemas.ts): the row decoded at this edge, a mismatch a defect naming the query.
+const payerRow = decodeFirstRow(Schema.Struct({ wallet_status: Text, user_status: Text }), "PayerHold.holdPayer")
 
 /** Call inside the moving transaction, after the daily limit's hold (lock order, docs/ledger.md). */
 export const holdPayer = (
@@ -18,11 +22,11 @@ export const holdPayer = (
 ): Effect.Effect<void, Forbidden | NotFound | WalletNotActive | SqlError.SqlError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const [row] = yield* sql<{ wallet_status: string; user_status: string }>`
+    const row = yield* sql`
       SELECT w.status AS wallet_status, u.status AS user_status
       FROM wallets w JOIN users u ON u.id = w.user_id
       WHERE w.id = ${walletId}
-      FOR SHARE OF w, u`
+      FOR SHARE OF w, u`.pipe(Effect.flatMap(payerRow))
     if (row === undefined) return yield* new NotFound({ message: "wallet not found" })
     if (row.user_status !== "ACTIVE") return yield* new Forbidden({ message: userFrozenMessage })
     if (row.wallet_status !== "ACTIVE") return yield* new WalletNotActive({ message: payerNotActiveMessage })

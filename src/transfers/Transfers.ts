@@ -14,9 +14,10 @@
  * The daily limit is checked again, binding, first inside the creating transaction (DailyLimit.ts), so parallel
  * requests never overshoot it together.
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
+import { decodeFirstRow, Numeric, Text } from "../db/RowSchemas.ts"
 import {
   AssetMismatch,
   BlockedByPolicy,
@@ -98,6 +99,23 @@ export type SubmitError =
 const canReceive = (wallet: Wallet, payer: Wallet) =>
   wallet.status === "ACTIVE" || (wallet.status === "HIDDEN" && wallet.userId === payer.userId)
 
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const userStatusRow = decodeFirstRow(Schema.Struct({ status: Text }), "Transfers.userStatus")
+const recipientUserRow = decodeFirstRow(Schema.Struct({ id: Text, status: Text }), "Transfers.recipientWallet (user)")
+const defaultWalletRow = decodeFirstRow(Schema.Struct({ id: Text }), "Transfers.recipientWallet (default wallet)")
+const heldTransferRow = decodeFirstRow(
+  Schema.Struct({
+    kind: Text,
+    status: Text,
+    asset_id: Text,
+    amount: Numeric,
+    fee: Numeric,
+    source_wallet_id: Text,
+    destination_wallet_id: Text
+  }),
+  "Transfers.decide"
+)
+
 export class Transfers extends Context.Service<Transfers, {
   readonly submit: (
     tenant: Tenant,
@@ -126,8 +144,8 @@ export class Transfers extends Context.Service<Transfers, {
 
       const userStatus = (userId: string) =>
         Effect.map(
-          sql<{ status: string }>`SELECT status FROM users WHERE id = ${userId}`,
-          ([row]) => row?.status
+          sql`SELECT status FROM users WHERE id = ${userId}`.pipe(Effect.flatMap(userStatusRow)),
+          (row) => row?.status
         ).pipe(Effect.orDie)
 
       /** The recipient wallet a WALLET or END_USER destination names (ONE_TIME_ADDRESS goes through the quote). */
@@ -140,19 +158,19 @@ export class Transfers extends Context.Service<Transfers, {
             return wallet
           }
           if (destination.type !== "END_USER") return undefined
-          const [user] = yield* sql<{ id: string; status: string }>`
+          const user = yield* sql`
             SELECT id, status FROM users WHERE tenant_id = ${tenant.id} AND ${
             destination.uid !== undefined ? sql`uid = ${destination.uid}` : sql`customer_ref_id = ${destination.customerRefId ?? ""}`
-          }`.pipe(Effect.orDie)
+          }`.pipe(Effect.orDie, Effect.flatMap(recipientUserRow))
           if (user === undefined || user.status !== "ACTIVE") {
             return yield* new RecipientNotFound({ message: "recipient not found" })
           }
           if (user.id === payer.userId) {
             return yield* new SameUserUseWalletTransfer({ message: "to move funds between your own wallets use a WALLET destination" })
           }
-          const [defaultWallet] = yield* sql<{ id: string }>`
+          const defaultWallet = yield* sql`
             SELECT id FROM wallets WHERE user_id = ${user.id} AND chain_family = ${payer.chainFamily} AND is_default`
-            .pipe(Effect.orDie)
+            .pipe(Effect.orDie, Effect.flatMap(defaultWalletRow))
           if (defaultWallet === undefined) {
             return yield* new RecipientNoWallet({ message: `recipient has no default ${payer.chainFamily} wallet` })
           }
@@ -282,22 +300,16 @@ export class Transfers extends Context.Service<Transfers, {
         decision: "APPROVE" | "REJECT"
       ) {
         yield* sql.withTransaction(Effect.gen(function*() {
-          const [row] = yield* sql<{
-            kind: string
-            status: string
-            asset_id: string
-            amount: string
-            fee: string
-            source_wallet_id: string
-            destination_wallet_id: string
-          }>`
+          const row = yield* sql`
             SELECT kind, status, asset_id, amount::text AS amount, fee::text AS fee, source_wallet_id, destination_wallet_id
-            FROM transactions WHERE tenant_id = ${tenantId} AND id = ${transactionId} FOR UPDATE`
+            FROM transactions WHERE tenant_id = ${tenantId} AND id = ${transactionId} FOR UPDATE`.pipe(
+            Effect.flatMap(heldTransferRow)
+          )
           if (row === undefined) return yield* new NotFound({ message: "transaction not found" })
           if (row.kind !== "INTERNAL_TRANSFER" || row.status !== "PENDING_AUTHORIZATION") {
             return yield* new InvalidState({ message: "transaction is not waiting for approval" })
           }
-          const payment = { walletId: row.source_wallet_id, assetId: row.asset_id, amount: BigInt(row.amount), fee: BigInt(row.fee) }
+          const payment = { walletId: row.source_wallet_id, assetId: row.asset_id, amount: row.amount, fee: row.fee }
           const entry = decision === "APPROVE"
             ? Postings.transferSettle(payment, row.destination_wallet_id)
             : Postings.transferRelease(payment)
