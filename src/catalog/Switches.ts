@@ -11,14 +11,17 @@
  * query), never cached: a change holds in every process from the moment its transaction commits, with no
  * notification that could arrive late or be lost.
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { ChainClients } from "../chains/ChainClient.ts"
+import { decodeSingleRow, Nullable, Text } from "../db/RowSchemas.ts"
 import { InvalidState, NotFound } from "../domain/ApiError.ts"
 import { Catalog, type CatalogAsset, type CatalogNetwork } from "./Catalog.ts"
 
-export type Watch = "ACTIVE" | "FROZEN"
-export type AssetSwitchStatus = "ENABLED" | "DEPOSIT_PAUSED"
+export const Watch = ["ACTIVE", "FROZEN"] as const
+export type Watch = (typeof Watch)[number]
+export const AssetSwitchStatus = ["ENABLED", "DEPOSIT_PAUSED"] as const
+export type AssetSwitchStatus = (typeof AssetSwitchStatus)[number]
 
 /** What the operator set on a network (defaults: everything on). */
 export interface NetworkSwitch {
@@ -61,6 +64,23 @@ export interface ClientCapability {
   readonly watches: boolean
   readonly sends: boolean
 }
+
+// The stored switches, decoded at this edge (db/RowSchemas.ts); compiled once, a mismatch a defect naming the query.
+const NetworkSwitchRow = Schema.Struct({
+  depositEnabled: Schema.Boolean,
+  withdrawEnabled: Schema.Boolean,
+  watch: Schema.Literals(Watch)
+})
+const AssetSwitchRow = Schema.Struct({ status: Schema.Literals(AssetSwitchStatus), withdrawEnabled: Schema.Boolean })
+const switchesRow = decodeSingleRow(
+  Schema.Struct({
+    networks: Nullable(Schema.Array(Schema.Struct({ key: Text, ...NetworkSwitchRow.fields }))),
+    assets: Nullable(Schema.Array(Schema.Struct({ key: Text, ...AssetSwitchRow.fields })))
+  }),
+  "Switches.view"
+)
+const lockedNetworkRow = decodeSingleRow(NetworkSwitchRow, "Switches.setNetwork (lock)")
+const lockedAssetRow = decodeSingleRow(AssetSwitchRow, "Switches.setAsset (lock)")
 
 const switchOn: NetworkSwitch = { depositEnabled: true, withdrawEnabled: true, watch: "ACTIVE" }
 const assetOn: AssetSwitch = { status: "ENABLED", withdrawEnabled: true }
@@ -142,15 +162,18 @@ export class Switches extends Context.Service<Switches, {
 
       // Both tables in one round trip: a few dozen rows, read on each use instead of cached (module comment).
       const view = Effect.gen(function*() {
-        const [row] = yield* sql<{ networks: ReadonlyArray<any> | null; assets: ReadonlyArray<any> | null }>`
+        const row = yield* sql`
           SELECT
             (SELECT json_agg(json_build_object('key', network_key, 'depositEnabled', switch_deposit_enabled,
               'withdrawEnabled', switch_withdraw_enabled, 'watch', switch_watch)) FROM networks) AS networks,
             (SELECT json_agg(json_build_object('key', asset_id, 'status', switch_status,
-              'withdrawEnabled', switch_withdraw_enabled)) FROM assets) AS assets`.pipe(Effect.orDie)
+              'withdrawEnabled', switch_withdraw_enabled)) FROM assets) AS assets`.pipe(
+          Effect.orDie,
+          Effect.flatMap(switchesRow)
+        )
         return makeSwitchView({
-          networks: new Map((row?.networks ?? []).map((entry) => [entry.key as string, entry as NetworkSwitch])),
-          assets: new Map((row?.assets ?? []).map((entry) => [entry.key as string, entry as AssetSwitch])),
+          networks: new Map((row.networks ?? []).map((entry) => [entry.key, entry])),
+          assets: new Map((row.assets ?? []).map((entry) => [entry.key, entry])),
           capability
         })
       }).pipe(Effect.withSpan("Switches.view"))
@@ -168,13 +191,13 @@ export class Switches extends Context.Service<Switches, {
         const at = new Date(yield* Clock.currentTimeMillis)
         // The row lock orders concurrent changes, so each one's history entry names what it really changed.
         yield* sql.withTransaction(Effect.gen(function*() {
-          const [current] = yield* sql<NetworkSwitch>`
+          const current: NetworkSwitch = yield* sql`
             SELECT switch_deposit_enabled AS "depositEnabled", switch_withdraw_enabled AS "withdrawEnabled",
               switch_watch AS watch
-            FROM networks WHERE network_key = ${networkKey} FOR UPDATE`
-          const change = changedFields(current!, patch)
+            FROM networks WHERE network_key = ${networkKey} FOR UPDATE`.pipe(Effect.flatMap(lockedNetworkRow))
+          const change = changedFields(current, patch)
           if (Object.keys(change).length === 0) return
-          const next = { ...current!, ...change }
+          const next = { ...current, ...change }
           yield* sql`UPDATE networks SET switch_deposit_enabled = ${next.depositEnabled},
               switch_withdraw_enabled = ${next.withdrawEnabled}, switch_watch = ${next.watch}, switched_at = ${at}
             WHERE network_key = ${networkKey}`
@@ -191,12 +214,12 @@ export class Switches extends Context.Service<Switches, {
         }
         const at = new Date(yield* Clock.currentTimeMillis)
         yield* sql.withTransaction(Effect.gen(function*() {
-          const [current] = yield* sql<AssetSwitch>`
+          const current: AssetSwitch = yield* sql`
             SELECT switch_status AS status, switch_withdraw_enabled AS "withdrawEnabled"
-            FROM assets WHERE asset_id = ${assetId} FOR UPDATE`
-          const change = changedFields(current!, patch)
+            FROM assets WHERE asset_id = ${assetId} FOR UPDATE`.pipe(Effect.flatMap(lockedAssetRow))
+          const change = changedFields(current, patch)
           if (Object.keys(change).length === 0) return
-          const next = { ...current!, ...change }
+          const next = { ...current, ...change }
           yield* sql`UPDATE assets SET switch_status = ${next.status}, switch_withdraw_enabled = ${next.withdrawEnabled},
               switched_at = ${at}
             WHERE asset_id = ${assetId}`
