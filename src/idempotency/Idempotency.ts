@@ -10,8 +10,9 @@
  * that runs it (ServiceInstance.ts): the record of a process that is gone is re-executed at once, and an execution
  * whose claim was taken over can no longer commit.
  */
-import { Cause, Clock, Context, Effect, Exit, Layer, Option } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import { decodeFirstRow, Int4, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
 import { BadRequest, IdempotencyConflict } from "../domain/ApiError.ts"
 import { Ids } from "../domain/Ids.ts"
 import { CrashPoints } from "./CrashPoints.ts"
@@ -85,6 +86,20 @@ type Claim = { readonly _tag: "Execute"; readonly claimId: string } | {
   readonly response: StoredResponse
 }
 
+// Compiled once (db/RowSchemas.ts): the held record decoded at this edge, a mismatch a defect naming the query.
+const heldRecord = decodeFirstRow(
+  Schema.Struct({
+    key_id: Text,
+    request_sha256: Text,
+    state: Schema.Literals(["IN_PROGRESS", "COMPLETED", "RETRYABLE_FAILURE"]),
+    response_status: Nullable(Int4),
+    response_body: Nullable(Text),
+    locked_until: Timestamp,
+    owner_gone: Schema.Boolean
+  }),
+  "Idempotency.claim (held record)"
+)
+
 export class Idempotency extends Context.Service<Idempotency, {
   /**
    * Runs `execute` at most once per scope and body: a replay of the same body returns the first response, a
@@ -133,19 +148,10 @@ export class Idempotency extends Context.Service<Idempotency, {
               RETURNING 1 AS inserted`
             if (inserted.length > 0) return { _tag: "Execute", claimId } as Claim
             const decided = yield* sql.withTransaction(Effect.gen(function*() {
-              const rows = yield* sql<{
-                key_id: string
-                request_sha256: string
-                state: "IN_PROGRESS" | "COMPLETED" | "RETRYABLE_FAILURE"
-                response_status: number | null
-                response_body: string | null
-                locked_until: Date
-                owner_gone: boolean
-              }>`SELECT key_id, request_sha256, state, response_status, response_body, locked_until,
+              const row = yield* sql`SELECT key_id, request_sha256, state, response_status, response_body, locked_until,
                    (owner_instance IS NOT NULL AND owner_instance <> ${instance.id}
                      AND NOT ${ownerIsLive(sql, sql.literal("owner_instance"), now)}) AS owner_gone
-                 FROM idempotency_records WHERE ${holder(scope)} FOR UPDATE`
-              const row = rows[0]
+                 FROM idempotency_records WHERE ${holder(scope)} FOR UPDATE`.pipe(Effect.flatMap(heldRecord))
               if (row === undefined) return undefined // released meanwhile: claim again
               if (row.key_id !== scope.keyId) return yield* new IdempotencyConflict({ message: usedByAnotherKeyMessage })
               if (row.request_sha256 !== requestSha256) {

@@ -11,8 +11,9 @@
  * Neither sign is trusted for correctness: a re-execution takes a new claim (a fencing token) and the replaced
  * execution can no longer store a response or commit an effect settled in its transaction (Idempotency.ts).
  */
-import { Clock, Context, Deferred, Effect, Layer, Schedule } from "effect"
+import { Clock, Context, Deferred, Effect, Layer, Schedule, Schema } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
+import { decodeSingleRow, Int4 } from "../db/RowSchemas.ts"
 import { uuidV7 } from "../domain/Ids.ts"
 
 /** The advisory lock's first key ("Coff"): the second is the instance's `lock_key`. */
@@ -24,6 +25,10 @@ export const heartbeatStaleMillis = 20_000
 export const instanceRetentionMillis = 24 * 60 * 60 * 1000
 /** A lost lock connection is re-established after this pause. */
 const reconnectPauseMillis = 1_000
+
+// Compiled once (db/RowSchemas.ts): each query's row decoded at this edge, a mismatch a defect naming it.
+const registeredRow = decodeSingleRow(Schema.Struct({ lock_key: Int4 }), "ServiceInstance (register)")
+const releasedRow = decodeSingleRow(Schema.Struct({ count: Int4 }), "ServiceInstance (release stopped owners)")
 
 /**
  * A SQL condition: the instance `owner` (a uuid column or value) is live at `nowMillis`. It reads `pg_locks`, which
@@ -53,10 +58,12 @@ export class ServiceInstance extends Context.Service<ServiceInstance, {
       const sql = yield* SqlClient.SqlClient
       const id = yield* uuidV7
       const started = yield* Clock.currentTimeMillis
-      const [registered] = yield* sql<{ lock_key: number }>`
+      const registered = yield* sql`
         INSERT INTO service_instances (id, started_at, heartbeat_at)
-        VALUES (${id}, ${new Date(started)}, ${new Date(started)}) RETURNING lock_key`
-      const lockKey = registered!.lock_key
+        VALUES (${id}, ${new Date(started)}, ${new Date(started)}) RETURNING lock_key`.pipe(
+        Effect.flatMap(registeredRow)
+      )
+      const lockKey = registered.lock_key
 
       const heartbeat = Effect.flatMap(Clock.currentTimeMillis, (now) =>
         sql`UPDATE service_instances SET heartbeat_at = ${new Date(now)} WHERE id = ${id}`)
@@ -92,16 +99,16 @@ export class ServiceInstance extends Context.Service<ServiceInstance, {
       yield* Deferred.await(locked)
 
       const now = yield* Clock.currentTimeMillis
-      const released = yield* sql<{ count: number }>`
+      const released = yield* sql`
         WITH released AS (
           UPDATE idempotency_records r SET state = 'RETRYABLE_FAILURE', locked_until = ${new Date(now)},
             owner_instance = NULL, claim_id = NULL, updated_at = ${new Date(now)}
           WHERE state = 'IN_PROGRESS' AND owner_instance IS NOT NULL
             AND NOT ${ownerIsLive(sql, sql.literal("r.owner_instance"), now)}
           RETURNING 1)
-        SELECT count(*)::int AS count FROM released`
-      if (released[0]!.count > 0) {
-        yield* Effect.logInfo(`released ${released[0]!.count} idempotency keys of stopped processes`)
+        SELECT count(*)::int AS count FROM released`.pipe(Effect.flatMap(releasedRow))
+      if (released.count > 0) {
+        yield* Effect.logInfo(`released ${released.count} idempotency keys of stopped processes`)
       }
       yield* sql`DELETE FROM service_instances s WHERE heartbeat_at < ${new Date(now - instanceRetentionMillis)}
         AND NOT EXISTS (SELECT 1 FROM idempotency_records r WHERE r.state = 'IN_PROGRESS' AND r.owner_instance = s.id)`
