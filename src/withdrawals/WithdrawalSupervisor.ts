@@ -7,9 +7,10 @@
  *   re-request carries a new attempt key per sweep window, so it is not answered from an earlier stored reply;
  * - the confirmation check completes CONFIRMING withdrawals after each network's confirmation rule.
  */
-import { Clock, Effect, Layer, Schedule } from "effect"
+import { Clock, Effect, Layer, Schedule, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { ChainClients } from "../chains/ChainClient.ts"
+import { decodeRows, Text } from "../db/RowSchemas.ts"
 import { requestProcessing } from "../entities/WithdrawalEntity.ts"
 import { WithdrawalProcessor } from "./WithdrawalProcessor.ts"
 
@@ -20,17 +21,21 @@ export const withdrawalSweepBatchMax = 500
 /** How often each network's CONFIRMING withdrawals are checked (as often as the deposit scan). */
 export const withdrawalConfirmIntervalMillis = 1_000
 
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const stuckRows = decodeRows(Schema.Struct({ id: Text }), "WithdrawalSupervisor.sweepStuckWithdrawals")
+const queuedRows = decodeRows(Schema.Struct({ id: Text }), "WithdrawalSupervisor.retryQueuedWithdrawals")
+
 const ask = (ids: ReadonlyArray<{ id: string }>, attempt: string) =>
   Effect.forEach(ids, ({ id }) => requestProcessing(id, attempt), { discard: true })
 
 export const sweepStuckWithdrawals = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const now = yield* Clock.currentTimeMillis
-  const stuck = yield* sql<{ id: string }>`
+  const stuck = yield* sql`
     SELECT id FROM transactions
     WHERE kind = 'WITHDRAWAL' AND status IN ('SUBMITTED', 'QUEUED', 'PENDING_SIGNATURE')
       AND updated_at < ${new Date(now - withdrawalStuckAfterMillis)}
-    ORDER BY updated_at LIMIT ${withdrawalSweepBatchMax}`
+    ORDER BY updated_at LIMIT ${withdrawalSweepBatchMax}`.pipe(Effect.flatMap(stuckRows))
   yield* ask(stuck, `supervisor:${Math.floor(now / withdrawalSweepIntervalMillis)}`)
   return stuck.length
 })
@@ -40,10 +45,10 @@ export const retryQueuedWithdrawals = (networkKey: string) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const now = yield* Clock.currentTimeMillis
-    const queued = yield* sql<{ id: string }>`
+    const queued = yield* sql`
       SELECT id FROM transactions
       WHERE kind = 'WITHDRAWAL' AND status = 'QUEUED' AND network_key = ${networkKey}
-      ORDER BY id LIMIT ${withdrawalSweepBatchMax}`
+      ORDER BY id LIMIT ${withdrawalSweepBatchMax}`.pipe(Effect.flatMap(queuedRows))
     yield* ask(queued, `hot-wallet:${now}`)
     return queued.length
   })
