@@ -14,11 +14,11 @@
  * only reads: one `REPEATABLE READ, READ ONLY` transaction, safe beside a running service. It must be called
  * outside any transaction of the caller's (a nested call would get a savepoint, not a snapshot: refused).
  */
-import { Data, Effect } from "effect"
+import { Data, Effect, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import { fromNumeric } from "../domain/RawAmount.ts"
+import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { type BookedTransaction, describePosting, expectedEntries, type ExpectedPosting } from "./ExpectedEntries.ts"
-import type { AccountKind, Bucket, EntryKind } from "./Ledger.ts"
+import { type AccountKind, type Bucket, EntryKind } from "./Ledger.ts"
 
 export const CheckName = [
   "entriesBalance",
@@ -131,32 +131,94 @@ class Findings {
   }
 }
 
-interface EntryPostingRow {
-  readonly entry_id: string
-  readonly entry_kind: EntryKind
-  readonly entry_tenant_id: string
-  readonly reference_id: string
-  readonly account_kind: AccountKind | null
-  readonly wallet_id: string | null
-  readonly asset_id: string | null
-  readonly bucket: Bucket | null
-  readonly amount: string | null
-}
+// Each query's rows, decoded at this edge (db/RowSchemas.ts) and compiled once: amounts arrive as bigint, and a
+// column that changes fails here naming the check's query instead of skewing a comparison.
+const accountKinds = ["WALLET", "FEES", "NETWORK_FEES", "CHAIN"] as const satisfies ReadonlyArray<AccountKind>
+const buckets = ["AVAILABLE", "FROZEN"] as const satisfies ReadonlyArray<Bucket>
 
-interface TransactionRow {
-  readonly id: string
-  readonly tenant_id: string
-  readonly kind: string
-  readonly status: string
-  readonly sub_status: string | null
-  readonly asset_id: string
-  readonly amount: string
-  readonly fee: string | null
-  readonly network_fee: string | null
-  readonly network_fee_asset_id: string | null
-  readonly source_wallet_id: string | null
-  readonly destination_wallet_id: string | null
-}
+const EntryPostingRow = Schema.Struct({
+  entry_id: Text,
+  entry_kind: Schema.Literals(EntryKind),
+  entry_tenant_id: Text,
+  reference_id: Text,
+  account_kind: Nullable(Schema.Literals(accountKinds)),
+  wallet_id: Nullable(Text),
+  asset_id: Nullable(Text),
+  bucket: Nullable(Schema.Literals(buckets)),
+  amount: Nullable(Numeric)
+})
+type EntryPostingRow = typeof EntryPostingRow.Type
+
+const TransactionRow = Schema.Struct({
+  id: Text,
+  tenant_id: Text,
+  kind: Text,
+  status: Text,
+  sub_status: Nullable(Text),
+  asset_id: Text,
+  amount: Numeric,
+  fee: Nullable(Numeric),
+  network_fee: Nullable(Numeric),
+  network_fee_asset_id: Nullable(Text),
+  source_wallet_id: Nullable(Text),
+  destination_wallet_id: Nullable(Text)
+})
+type TransactionRow = typeof TransactionRow.Type
+
+const countRow = (query: string) => decodeSingleRow(Schema.Struct({ n: Int4 }), query)
+const totalsRow = decodeSingleRow(
+  Schema.Struct({ accounts: Int4, entries: Int4, postings: Int4, transactions: Int4 }),
+  "LedgerAudit (totals)"
+)
+const unbalancedRows = decodeRows(
+  Schema.Struct({ id: Text, kind: Text, reference_id: Text, asset_id: Text, total: Numeric }),
+  "LedgerAudit.entriesBalance (unbalanced)"
+)
+const thinRows = decodeRows(
+  Schema.Struct({ id: Text, kind: Text, reference_id: Text, postings: Int4 }),
+  "LedgerAudit.entriesBalance (thin)"
+)
+const foreignRows = decodeRows(
+  Schema.Struct({ id: Text, kind: Text, tenant_id: Text, account_id: Text, account_tenant_id: Text }),
+  "LedgerAudit.entriesBalance (foreign)"
+)
+const driftedRows = decodeRows(
+  Schema.Struct({
+    id: Text,
+    kind: Text,
+    wallet_id: Nullable(Text),
+    asset_id: Text,
+    available: Numeric,
+    frozen: Numeric,
+    journal_available: Numeric,
+    journal_frozen: Numeric
+  }),
+  "LedgerAudit.balancesMatchJournal (drifted)"
+)
+const overdrawnRows = decodeRows(
+  Schema.Struct({ id: Text, kind: Text, wallet_id: Nullable(Text), asset_id: Text, available: Numeric }),
+  "LedgerAudit.balancesMatchJournal (overdrawn)"
+)
+const pairsRow = countRow("LedgerAudit.booksClose (pairs)")
+const openRows = decodeRows(Schema.Struct({ tenant_id: Text, asset_id: Text, total: Numeric }), "LedgerAudit.booksClose")
+const creditsRow = countRow("LedgerAudit.depositsCreditedOnce (credits)")
+const twiceRows = decodeRows(Schema.Struct({ reference_id: Text, kinds: Text }), "LedgerAudit.depositsCreditedOnce")
+const duplicatedRows = decodeRows(
+  Schema.Struct({ network_key: Text, tx_hash: Nullable(Text), output_index: Nullable(Int4), ids: Text }),
+  "LedgerAudit.depositsCreditedOnce (outputs)"
+)
+const walletsRow = countRow("LedgerAudit.frozenMatchesOpen (wallets)")
+const mismatchedRows = decodeRows(
+  Schema.Struct({ wallet_id: Text, asset_id: Text, frozen: Numeric, reserved: Numeric, open: Int4 }),
+  "LedgerAudit.frozenMatchesOpen"
+)
+const transactionPage = decodeRows(TransactionRow, "LedgerAudit.transactionsBooked (transactions)")
+const entryPostingRows = decodeRows(EntryPostingRow, "LedgerAudit.transactionsBooked (entries)")
+const orphanRows = decodeRows(
+  Schema.Struct({ id: Text, kind: Text, reference_id: Text }),
+  "LedgerAudit.transactionsBooked (orphans)"
+)
+const modeRow = decodeFirstRow(Schema.Struct({ isolation: Text, read_only: Text }), "LedgerAudit (transaction mode)")
 
 const bookedTransaction = (row: TransactionRow): BookedTransaction => ({
   id: row.id,
@@ -164,9 +226,9 @@ const bookedTransaction = (row: TransactionRow): BookedTransaction => ({
   status: row.status,
   subStatus: row.sub_status,
   assetId: row.asset_id,
-  amount: fromNumeric(row.amount),
-  fee: row.fee === null ? null : fromNumeric(row.fee),
-  networkFee: row.network_fee === null ? null : fromNumeric(row.network_fee),
+  amount: row.amount,
+  fee: row.fee,
+  networkFee: row.network_fee,
   networkFeeAssetId: row.network_fee_asset_id,
   sourceWalletId: row.source_wallet_id,
   destinationWalletId: row.destination_wallet_id
@@ -201,7 +263,7 @@ const compareBookings = (
         walletId: row.wallet_id,
         assetId: row.asset_id,
         bucket: row.bucket,
-        amount: fromNumeric(row.amount)
+        amount: row.amount
       })
     }
   }
@@ -235,39 +297,39 @@ const runChecks = Effect.gen(function*() {
   const limit = discrepanciesPerCheckMax + 1
   const checks: Array<CheckResult> = []
 
-  const [counts] = yield* sql<{ accounts: number; entries: number; postings: number; transactions: number }>`
+  const totals = yield* sql`
     SELECT (SELECT count(*) FROM ledger_accounts)::int AS accounts, (SELECT count(*) FROM ledger_entries)::int AS entries,
       (SELECT count(*) FROM ledger_postings)::int AS postings, (SELECT count(*) FROM transactions)::int AS transactions`
-  const totals = counts!
+    .pipe(Effect.flatMap(totalsRow))
 
   // 1. Entries.
   {
     const findings = new Findings("entriesBalance")
-    const unbalanced = yield* sql<{ id: string; kind: string; reference_id: string; asset_id: string; total: string }>`
+    const unbalanced = yield* sql`
       SELECT e.id, e.kind, e.reference_id, a.asset_id, sum(p.amount)::text AS total
       FROM ledger_postings p JOIN ledger_entries e ON e.id = p.entry_id JOIN ledger_accounts a ON a.id = p.account_id
       GROUP BY e.id, e.kind, e.reference_id, a.asset_id
       HAVING sum(p.amount) <> 0
-      ORDER BY e.id, a.asset_id LIMIT ${limit}`
+      ORDER BY e.id, a.asset_id LIMIT ${limit}`.pipe(Effect.flatMap(unbalancedRows))
     for (const row of unbalanced) {
       findings.add(`entry ${row.id}`, `entry ${row.id} (${row.kind} of ${row.reference_id}) does not balance: ` +
         `${row.asset_id} sums to ${row.total}`)
     }
-    const thin = yield* sql<{ id: string; kind: string; reference_id: string; postings: number }>`
+    const thin = yield* sql`
       SELECT e.id, e.kind, e.reference_id, count(p.entry_id)::int AS postings
       FROM ledger_entries e LEFT JOIN ledger_postings p ON p.entry_id = e.id
       GROUP BY e.id, e.kind, e.reference_id
       HAVING count(p.entry_id) < 2
-      ORDER BY e.id LIMIT ${limit}`
+      ORDER BY e.id LIMIT ${limit}`.pipe(Effect.flatMap(thinRows))
     for (const row of thin) {
       findings.add(`entry ${row.id}`, `entry ${row.id} (${row.kind} of ${row.reference_id}) has ${row.postings} ` +
         `posting${row.postings === 1 ? "" : "s"}, at least two are needed`)
     }
-    const foreign = yield* sql<{ id: string; kind: string; tenant_id: string; account_id: string; account_tenant_id: string }>`
+    const foreign = yield* sql`
       SELECT e.id, e.kind, e.tenant_id, a.id::text AS account_id, a.tenant_id AS account_tenant_id
       FROM ledger_postings p JOIN ledger_entries e ON e.id = p.entry_id JOIN ledger_accounts a ON a.id = p.account_id
       WHERE a.tenant_id <> e.tenant_id
-      ORDER BY e.id LIMIT ${limit}`
+      ORDER BY e.id LIMIT ${limit}`.pipe(Effect.flatMap(foreignRows))
     for (const row of foreign) {
       findings.add(`entry ${row.id}`, `entry ${row.id} (${row.kind}) of tenant ${row.tenant_id} posts to account ` +
         `${row.account_id} of tenant ${row.account_tenant_id}`)
@@ -282,16 +344,7 @@ const runChecks = Effect.gen(function*() {
   // 2. Balances, recomputed from the journal.
   {
     const findings = new Findings("balancesMatchJournal")
-    const drifted = yield* sql<{
-      id: string
-      kind: string
-      wallet_id: string | null
-      asset_id: string
-      available: string
-      frozen: string
-      journal_available: string
-      journal_frozen: string
-    }>`
+    const drifted = yield* sql`
       SELECT a.id::text AS id, a.kind, a.wallet_id, a.asset_id, a.available::text AS available, a.frozen::text AS frozen,
         coalesce(sum(p.amount) FILTER (WHERE p.bucket = 'AVAILABLE'), 0)::text AS journal_available,
         coalesce(sum(p.amount) FILTER (WHERE p.bucket = 'FROZEN'), 0)::text AS journal_frozen
@@ -299,7 +352,7 @@ const runChecks = Effect.gen(function*() {
       GROUP BY a.id
       HAVING a.available <> coalesce(sum(p.amount) FILTER (WHERE p.bucket = 'AVAILABLE'), 0)
         OR a.frozen <> coalesce(sum(p.amount) FILTER (WHERE p.bucket = 'FROZEN'), 0)
-      ORDER BY a.id LIMIT ${limit}`
+      ORDER BY a.id LIMIT ${limit}`.pipe(Effect.flatMap(driftedRows))
     for (const row of drifted) {
       const owner = row.wallet_id === null ? row.kind : `${row.kind} ${row.wallet_id}`
       findings.add(`account ${row.id}`, `account ${row.id} (${owner}, ${row.asset_id}) holds available ` +
@@ -307,13 +360,13 @@ const runChecks = Effect.gen(function*() {
         `frozen ${row.journal_frozen}`)
     }
     // sql/0003: a debit may overdraw a wallet or FEES account only as a deposit reversal (decisions.md, Deposits).
-    const overdrawn = yield* sql<{ id: string; kind: string; wallet_id: string | null; asset_id: string; available: string }>`
+    const overdrawn = yield* sql`
       SELECT a.id::text AS id, a.kind, a.wallet_id, a.asset_id, a.available::text AS available
       FROM ledger_accounts a
       WHERE a.kind IN ('WALLET', 'FEES') AND a.available < 0 AND NOT EXISTS (
         SELECT 1 FROM ledger_postings p JOIN ledger_entries e ON e.id = p.entry_id
         WHERE p.account_id = a.id AND e.kind = 'DEPOSIT_REVERSAL')
-      ORDER BY a.id LIMIT ${limit}`
+      ORDER BY a.id LIMIT ${limit}`.pipe(Effect.flatMap(overdrawnRows))
     for (const row of overdrawn) {
       const owner = row.wallet_id === null ? row.kind : `${row.kind} ${row.wallet_id}`
       findings.add(`account ${row.id}`, `account ${row.id} (${owner}, ${row.asset_id}) is overdrawn ` +
@@ -329,48 +382,50 @@ const runChecks = Effect.gen(function*() {
   // 3. The books close: what users and fee accounts hold is what the CHAIN account gave out.
   {
     const findings = new Findings("booksClose")
-    const [pairs] = yield* sql<{ n: number }>`
+    const pairs = yield* sql`
       SELECT count(*)::int AS n FROM (SELECT DISTINCT tenant_id, asset_id FROM ledger_accounts) pairs`
-    const open = yield* sql<{ tenant_id: string; asset_id: string; total: string }>`
+      .pipe(Effect.flatMap(pairsRow))
+    const open = yield* sql`
       SELECT tenant_id, asset_id, sum(available + frozen)::text AS total FROM ledger_accounts
       GROUP BY tenant_id, asset_id
       HAVING sum(available + frozen) <> 0
-      ORDER BY tenant_id, asset_id LIMIT ${limit}`
+      ORDER BY tenant_id, asset_id LIMIT ${limit}`.pipe(Effect.flatMap(openRows))
     for (const row of open) {
       findings.add(`tenant ${row.tenant_id} asset ${row.asset_id}`,
         `tenant ${row.tenant_id}: the ${row.asset_id} accounts sum to ${row.total}, not 0`)
     }
-    checks.push(findings.result("per tenant and asset, all accounts sum to zero", pairs!.n, "tenant assets"))
+    checks.push(findings.result("per tenant and asset, all accounts sum to zero", pairs.n, "tenant assets"))
   }
 
   // 4. Deposits credited once.
   {
     const findings = new Findings("depositsCreditedOnce")
-    const [credits] = yield* sql<{ n: number }>`
+    const credits = yield* sql`
       SELECT count(*)::int AS n FROM ledger_entries WHERE kind IN ('DEPOSIT_CREDIT', 'MANUAL_DEPOSIT_CREDIT')`
-    const twice = yield* sql<{ reference_id: string; kinds: string }>`
+      .pipe(Effect.flatMap(creditsRow))
+    const twice = yield* sql`
       SELECT reference_id, string_agg(kind || ' ' || id, ', ' ORDER BY id) AS kinds FROM ledger_entries
       WHERE kind IN ('DEPOSIT_CREDIT', 'MANUAL_DEPOSIT_CREDIT')
       GROUP BY reference_id
       HAVING count(*) > 1
-      ORDER BY reference_id LIMIT ${limit}`
+      ORDER BY reference_id LIMIT ${limit}`.pipe(Effect.flatMap(twiceRows))
     for (const row of twice) {
       findings.add(`transaction ${row.reference_id}`, `deposit ${row.reference_id} is credited more than once: ${row.kinds}`)
     }
     // decisions.md: seeing a transfer again never makes a second record (the unique index holds it today).
-    const duplicated = yield* sql<{ network_key: string; tx_hash: string; output_index: number; ids: string }>`
+    const duplicated = yield* sql`
       SELECT network_key, tx_hash, output_index, string_agg(id::text, ', ' ORDER BY id) AS ids FROM transactions
       WHERE kind = 'DEPOSIT'
       GROUP BY network_key, tx_hash, output_index
       HAVING count(*) > 1
-      ORDER BY network_key, tx_hash, output_index LIMIT ${limit}`
+      ORDER BY network_key, tx_hash, output_index LIMIT ${limit}`.pipe(Effect.flatMap(duplicatedRows))
     for (const row of duplicated) {
       findings.add(`output ${row.network_key} ${row.tx_hash}:${row.output_index}`,
         `${row.network_key} output ${row.tx_hash}:${row.output_index} has several deposit records: ${row.ids}`)
     }
     checks.push(findings.result(
       "no deposit has two credits (automatic or manual), no on-chain output two deposit records",
-      credits!.n,
+      credits.n,
       "credits"
     ))
   }
@@ -378,8 +433,10 @@ const runChecks = Effect.gen(function*() {
   // 5. Frozen funds: exactly what open withdrawals and transfers awaiting approval reserved.
   {
     const findings = new Findings("frozenMatchesOpen")
-    const [wallets] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ledger_accounts WHERE kind = 'WALLET'`
-    const mismatched = yield* sql<{ wallet_id: string; asset_id: string; frozen: string; reserved: string; open: number }>`
+    const wallets = yield* sql`SELECT count(*)::int AS n FROM ledger_accounts WHERE kind = 'WALLET'`.pipe(
+      Effect.flatMap(walletsRow)
+    )
+    const mismatched = yield* sql`
       WITH reserved AS (
         SELECT source_wallet_id AS wallet_id, asset_id, sum(amount + coalesce(fee, 0)) AS amount, count(*)::int AS open
         FROM transactions
@@ -394,7 +451,7 @@ const runChecks = Effect.gen(function*() {
         coalesce(h.frozen, 0)::text AS frozen, coalesce(r.amount, 0)::text AS reserved, coalesce(r.open, 0) AS open
       FROM held h FULL JOIN reserved r ON r.wallet_id = h.wallet_id AND r.asset_id = h.asset_id
       WHERE coalesce(h.frozen, 0) <> coalesce(r.amount, 0)
-      ORDER BY 1, 2 LIMIT ${limit}`
+      ORDER BY 1, 2 LIMIT ${limit}`.pipe(Effect.flatMap(mismatchedRows))
     for (const row of mismatched) {
       findings.add(`wallet ${row.wallet_id} asset ${row.asset_id}`, `wallet ${row.wallet_id} has ${row.frozen} ` +
         `${row.asset_id} frozen; its ${row.open} open withdrawal${row.open === 1 ? "" : "s"} and pending ` +
@@ -402,7 +459,7 @@ const runChecks = Effect.gen(function*() {
     }
     checks.push(findings.result(
       "every wallet's frozen amount equals amount + fee of its open withdrawals and transfers awaiting approval",
-      wallets!.n,
+      wallets.n,
       "wallet accounts"
     ))
   }
@@ -412,21 +469,21 @@ const runChecks = Effect.gen(function*() {
     const findings = new Findings("transactionsBooked")
     let after = "00000000-0000-0000-0000-000000000000"
     for (;;) {
-      const page = yield* sql<TransactionRow>`
+      const page = yield* sql`
         SELECT id, tenant_id, kind, status, sub_status, asset_id, amount::text AS amount, fee::text AS fee,
           network_fee::text AS network_fee, network_fee_asset_id, source_wallet_id, destination_wallet_id
-        FROM transactions WHERE id > ${after} ORDER BY id LIMIT ${transactionsPerPageMax}`
+        FROM transactions WHERE id > ${after} ORDER BY id LIMIT ${transactionsPerPageMax}`.pipe(Effect.flatMap(transactionPage))
       if (page.length === 0) break
       const first = page[0]!.id
       const last = page[page.length - 1]!.id
       // Ids in between that are no transaction (entries booking nothing) are read too, and ignored here.
-      const rows = yield* sql<EntryPostingRow>`
+      const rows = yield* sql`
         SELECT e.id AS entry_id, e.kind AS entry_kind, e.tenant_id AS entry_tenant_id, e.reference_id,
           a.kind AS account_kind, a.wallet_id, a.asset_id, p.bucket, p.amount::text AS amount
         FROM ledger_entries e
         LEFT JOIN ledger_postings p ON p.entry_id = e.id
         LEFT JOIN ledger_accounts a ON a.id = p.account_id
-        WHERE e.reference_id BETWEEN ${first} AND ${last}`
+        WHERE e.reference_id BETWEEN ${first} AND ${last}`.pipe(Effect.flatMap(entryPostingRows))
       const byReference = new Map<string, Array<EntryPostingRow>>()
       for (const row of rows) {
         const list = byReference.get(row.reference_id) ?? []
@@ -441,10 +498,10 @@ const runChecks = Effect.gen(function*() {
       after = last
       if (page.length < transactionsPerPageMax) break
     }
-    const orphans = yield* sql<{ id: string; kind: string; reference_id: string }>`
+    const orphans = yield* sql`
       SELECT e.id, e.kind, e.reference_id FROM ledger_entries e
       WHERE NOT EXISTS (SELECT 1 FROM transactions t WHERE t.id = e.reference_id)
-      ORDER BY e.id LIMIT ${limit}`
+      ORDER BY e.id LIMIT ${limit}`.pipe(Effect.flatMap(orphanRows))
     for (const row of orphans) {
       findings.add(`entry ${row.id}`, `entry ${row.id} (${row.kind}) books ${row.reference_id}, which is no transaction`)
     }
@@ -474,9 +531,9 @@ export const auditLedger: Effect.Effect<LedgerAuditReport, LedgerAuditError, Sql
     return yield* sql.withTransaction(Effect.gen(function*() {
       // Inside a caller's transaction withTransaction opens a savepoint and ignores BeginTransaction: the snapshot
       // would then be the caller's, not ours. Asserted rather than assumed.
-      const [mode] = yield* sql<{ isolation: string; read_only: string }>`
+      const mode = yield* sql`
         SELECT current_setting('transaction_isolation') AS isolation,
-          current_setting('transaction_read_only') AS read_only`
+          current_setting('transaction_read_only') AS read_only`.pipe(Effect.flatMap(modeRow))
       if (mode?.isolation !== "repeatable read" || mode.read_only !== "on") {
         return yield* new LedgerAuditError({
           message: `the audit needs its own REPEATABLE READ, READ ONLY transaction, got ${mode?.isolation} ` +
