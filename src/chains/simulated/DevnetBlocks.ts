@@ -4,14 +4,30 @@
  * hashes, the current time, and the per-network lock.
  */
 import { base58 } from "@scure/base"
-import { Clock, Effect } from "effect"
+import { Clock, Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../../catalog/Catalog.ts"
+import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text } from "../../db/RowSchemas.ts"
 import { Entropy } from "../../domain/Entropy.ts"
-import { fromNumeric } from "../../domain/RawAmount.ts"
 import type { ChainBlock, ChainHead, TransactionState } from "../ChainClient.ts"
 import type { ChainFamily } from "../ChainFamily.ts"
 import { finalityDepthBlocks } from "./DevnetParameters.ts"
+
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const tipRow = decodeSingleRow(Schema.Struct({ height: Numeric, hash: Text }), "DevnetBlocks.tip")
+const blockRow = decodeFirstRow(Schema.Struct({ hash: Text, parent_hash: Text }), "DevnetBlocks.block")
+const transferRows = decodeRows(
+  Schema.Struct({
+    tx_hash: Text,
+    output_index: Int4,
+    from_address: Nullable(Text),
+    to_address: Text,
+    asset_id: Text,
+    amount: Numeric
+  }),
+  "DevnetBlocks.block (transfers)"
+)
+const inclusionRow = decodeFirstRow(Schema.Struct({ block_height: Nullable(Numeric) }), "DevnetBlocks.transactionState")
 
 const bytesToHex = (bytes: Uint8Array) => Buffer.from(bytes).toString("hex")
 
@@ -57,10 +73,10 @@ export const makeDevnetBlocks = Effect.gen(function*() {
   const tip = (networkKey: string) =>
     Effect.gen(function*() {
       yield* ensureGenesis(networkKey)
-      const [row] = yield* sql<{ height: string; hash: string }>`
+      const row = yield* sql`
         SELECT b.height::text AS height, b.hash FROM devnet_blocks b
-        WHERE b.network_key = ${networkKey} ORDER BY b.height DESC LIMIT 1`
-      return { height: BigInt(row!.height), hash: row!.hash }
+        WHERE b.network_key = ${networkKey} ORDER BY b.height DESC LIMIT 1`.pipe(Effect.flatMap(tipRow))
+      return { height: row.height, hash: row.hash }
     })
 
   const head = (networkKey: string): Effect.Effect<ChainHead> =>
@@ -71,20 +87,14 @@ export const makeDevnetBlocks = Effect.gen(function*() {
 
   const block = (networkKey: string, height: bigint): Effect.Effect<ChainBlock | undefined> =>
     Effect.gen(function*() {
-      const [row] = yield* sql<{ hash: string; parent_hash: string }>`
+      const row = yield* sql`
         SELECT hash, parent_hash FROM devnet_blocks WHERE network_key = ${networkKey} AND height = ${height.toString()}`
+        .pipe(Effect.flatMap(blockRow))
       if (row === undefined) return undefined
-      const transfers = yield* sql<{
-        tx_hash: string
-        output_index: number
-        from_address: string | null
-        to_address: string
-        asset_id: string
-        amount: string
-      }>`
+      const transfers = yield* sql`
         SELECT tx_hash, output_index, from_address, to_address, asset_id, amount::text AS amount
         FROM devnet_transfers WHERE network_key = ${networkKey} AND block_height = ${height.toString()}
-        ORDER BY created_at, tx_hash, output_index`
+        ORDER BY created_at, tx_hash, output_index`.pipe(Effect.flatMap(transferRows))
       return {
         height,
         hash: row.hash,
@@ -95,17 +105,17 @@ export const makeDevnetBlocks = Effect.gen(function*() {
           from: transfer.from_address,
           to: transfer.to_address,
           assetId: transfer.asset_id,
-          amount: fromNumeric(transfer.amount)
+          amount: transfer.amount
         }))
       }
     }).pipe(Effect.orDie)
 
   const transactionState = (networkKey: string, txHash: string): Effect.Effect<TransactionState> =>
     Effect.map(
-      sql<{ block_height: string | null }>`
+      sql`
         SELECT block_height::text AS block_height FROM devnet_transfers
-        WHERE network_key = ${networkKey} AND tx_hash = ${txHash} LIMIT 1`,
-      ([row]) => (row === undefined ? "UNKNOWN" : row.block_height === null ? "PENDING" : "INCLUDED")
+        WHERE network_key = ${networkKey} AND tx_hash = ${txHash} LIMIT 1`.pipe(Effect.flatMap(inclusionRow)),
+      (row) => (row === undefined ? "UNKNOWN" : row.block_height === null ? "PENDING" : "INCLUDED")
     ).pipe(Effect.orDie)
 
   return { familyOf, randomHash, transactionHash, lockNetwork, now, tip, head, block, transactionState }

@@ -3,9 +3,10 @@
  * PATCH /ops/devnet/{networkKey}: whether broadcasts fail, the network fee, and the platform hot wallet's balance per
  * asset (`hotWalletBalanceDefault` until one is set).
  */
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../../catalog/Catalog.ts"
+import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text } from "../../db/RowSchemas.ts"
 import type { DevnetBlocks } from "./DevnetBlocks.ts"
 import { hotWalletBalanceDefault, networkFeeDefault } from "./DevnetParameters.ts"
 
@@ -28,6 +29,14 @@ export interface SimulatedChainSettings {
   readonly hotWalletBalance?: Readonly<Record<string, bigint>> | undefined
 }
 
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const pendingRow = decodeSingleRow(Schema.Struct({ count: Int4 }), "SimulatedChain.state (pending)")
+const settingsRow = decodeFirstRow(
+  Schema.Struct({ broadcast_fails: Schema.Boolean, network_fee: Nullable(Numeric) }),
+  "SimulatedChain.networkSettings"
+)
+const balanceRows = decodeRows(Schema.Struct({ asset_id: Text, balance: Numeric }), "SimulatedChain.hotWalletBalances")
+
 export const makeDevnetSettings = ({ familyOf, head, lockNetwork }: DevnetBlocks) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -35,16 +44,16 @@ export const makeDevnetSettings = ({ familyOf, head, lockNetwork }: DevnetBlocks
 
     const state = Effect.fn("SimulatedChain.state")(function*(networkKey: string) {
       const current = yield* head(networkKey)
-      const [pending] = yield* sql<{ count: number }>`
+      const pending = yield* sql`
         SELECT count(*)::int AS count FROM devnet_transfers WHERE network_key = ${networkKey} AND block_height IS NULL`
-        .pipe(Effect.orDie)
+        .pipe(Effect.orDie, Effect.flatMap(pendingRow))
       const settings = yield* networkSettings(networkKey)
       return {
         networkKey,
         height: current.height,
         hash: current.hash,
         finalizedHeight: current.finalizedHeight,
-        pendingTransfers: pending!.count,
+        pendingTransfers: pending.count,
         broadcastFails: settings.broadcastFails,
         networkFee: settings.networkFee,
         hotWalletBalance: yield* hotWalletBalances(networkKey)
@@ -53,20 +62,21 @@ export const makeDevnetSettings = ({ familyOf, head, lockNetwork }: DevnetBlocks
 
     const networkSettings = (networkKey: string) =>
       Effect.map(
-        sql<{ broadcast_fails: boolean; network_fee: string | null }>`
-          SELECT broadcast_fails, network_fee::text AS network_fee FROM devnet_networks WHERE network_key = ${networkKey}`,
-        ([row]) => ({
+        sql`
+          SELECT broadcast_fails, network_fee::text AS network_fee FROM devnet_networks WHERE network_key = ${networkKey}`
+          .pipe(Effect.flatMap(settingsRow)),
+        (row) => ({
           broadcastFails: row?.broadcast_fails ?? false,
-          networkFee: row?.network_fee == null ? networkFeeDefault[familyOf(networkKey)] : BigInt(row.network_fee)
+          networkFee: row?.network_fee == null ? networkFeeDefault[familyOf(networkKey)] : row.network_fee
         })
       ).pipe(Effect.orDie)
 
     const hotWalletBalances = (networkKey: string) =>
       Effect.gen(function*() {
-        const rows = yield* sql<{ asset_id: string; balance: string }>`
+        const rows = yield* sql`
           SELECT asset_id, balance::text AS balance FROM devnet_hot_wallet_balances WHERE network_key = ${networkKey}`
-          .pipe(Effect.orDie)
-        const set = new Map(rows.map((row) => [row.asset_id, BigInt(row.balance)]))
+          .pipe(Effect.orDie, Effect.flatMap(balanceRows))
+        const set = new Map(rows.map((row) => [row.asset_id, row.balance]))
         const balances: Record<string, bigint> = {}
         for (const asset of catalog.assets) {
           if (asset.networkKey === networkKey) balances[asset.assetId] = set.get(asset.assetId) ?? hotWalletBalanceDefault

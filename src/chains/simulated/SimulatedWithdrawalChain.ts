@@ -6,10 +6,11 @@
  * their block.
  */
 import { base58 } from "@scure/base"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../../catalog/Catalog.ts"
+import { decodeFirstRow, decodeSingleRow, Nullable, Numeric, Text, Timestamp } from "../../db/RowSchemas.ts"
 import {
   BroadcastRejected,
   ChainUnavailable,
@@ -29,6 +30,18 @@ import {
   tronFeeLimit
 } from "./DevnetParameters.ts"
 import type { DevnetSettings } from "./DevnetSettings.ts"
+
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const nonceRow = decodeSingleRow(Schema.Struct({ nonce: Text }), "SimulatedWithdrawalChain.withdrawalParameters (nonce)")
+const tipCreatedRow = decodeSingleRow(
+  Schema.Struct({ created_at: Timestamp }),
+  "SimulatedWithdrawalChain.withdrawalParameters (reference block)"
+)
+const broadcastRow = decodeFirstRow(Schema.Struct({ raw: Text }), "SimulatedWithdrawalChain.broadcast")
+const inclusionRow = decodeFirstRow(
+  Schema.Struct({ block_height: Nullable(Numeric) }),
+  "SimulatedWithdrawalChain.inclusionHeight"
+)
 
 export const makeSimulatedWithdrawalChain = (
   { familyOf, lockNetwork, now, tip }: DevnetBlocks,
@@ -70,14 +83,14 @@ export const makeSimulatedWithdrawalChain = (
               // Nonces are handed out once each, in order, per sending address (a crash before the signature is
               // stored leaves a gap, which the simulated chain does not mind; a real client reads the pending
               // nonce from its node).
-              const [row] = yield* sql<{ nonce: string }>`
+              const row = yield* sql`
                 INSERT INTO devnet_nonces (network_key, address, next_nonce) VALUES (${networkKey}, ${transfer.from}, 1)
                 ON CONFLICT (network_key, address) DO UPDATE SET next_nonce = devnet_nonces.next_nonce + 1
-                RETURNING (next_nonce - 1)::text AS nonce`
+                RETURNING (next_nonce - 1)::text AS nonce`.pipe(Effect.flatMap(nonceRow))
               return {
                 family,
                 chainId: evmChainIds[networkKey] ?? evmChainIdDefault,
-                nonce: Number(row!.nonce),
+                nonce: Number(row.nonce),
                 gas,
                 maxFeePerGas,
                 maxPriorityFeePerGas: maxFeePerGas < evmPriorityFeeMax ? maxFeePerGas : evmPriorityFeeMax,
@@ -86,11 +99,12 @@ export const makeSimulatedWithdrawalChain = (
             }
             case "TRON": {
               const head = yield* tip(networkKey)
-              const [row] = yield* sql<{ created_at: Date }>`
+              const row = yield* sql`
                 SELECT created_at FROM devnet_blocks WHERE network_key = ${networkKey} AND height = ${head.height.toString()}`
+                .pipe(Effect.flatMap(tipCreatedRow))
               return {
                 family,
-                referenceBlock: { number: head.height, id: head.hash, timestamp: row!.created_at.getTime() },
+                referenceBlock: { number: head.height, id: head.hash, timestamp: row.created_at.getTime() },
                 feeLimit: tronFeeLimit,
                 networkFee: fee
               }
@@ -112,8 +126,9 @@ export const makeSimulatedWithdrawalChain = (
         sql.withTransaction(Effect.gen(function*() {
           yield* lockNetwork(networkKey)
           const at = yield* now
-          const [known] = yield* sql<{ raw: string }>`
+          const known = yield* sql`
             SELECT raw FROM devnet_broadcasts WHERE network_key = ${networkKey} AND tx_hash = ${signed.txHash} FOR UPDATE`
+            .pipe(Effect.flatMap(broadcastRow))
           // Bytes the network already accepted stay accepted; only a new transaction can be rejected.
           if (known === undefined && (yield* networkSettings(networkKey)).broadcastFails) {
             return yield* new BroadcastRejected({ networkKey, message: "the simulated network rejects broadcasts" })
@@ -152,10 +167,10 @@ export const makeSimulatedWithdrawalChain = (
 
       const inclusionHeight = (txHash: string) =>
         Effect.map(
-          sql<{ block_height: string | null }>`
+          sql`
             SELECT block_height::text AS block_height FROM devnet_transfers
-            WHERE network_key = ${networkKey} AND tx_hash = ${txHash} LIMIT 1`,
-          ([row]) => (row?.block_height == null ? undefined : BigInt(row.block_height))
+            WHERE network_key = ${networkKey} AND tx_hash = ${txHash} LIMIT 1`.pipe(Effect.flatMap(inclusionRow)),
+          (row) => (row?.block_height == null ? undefined : row.block_height)
         ).pipe(Effect.orDie)
 
       return { hotWalletCovers, networkFee, withdrawalParameters, broadcast, inclusionHeight }
