@@ -4,9 +4,10 @@
  * request still waits for its own nonce to be committed before it proceeds, so a crash can never reopen a replay,
  * but the database sees one statement per flush instead of one per request (GroupCommit.ts).
  */
-import { Clock, Context, Effect, Layer, Schedule, Scope } from "effect"
+import { Clock, Context, Effect, Layer, Schedule, Schema, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { makeGroupCommit } from "../db/GroupCommit.ts"
+import { decodeRows, Text } from "../db/RowSchemas.ts"
 
 /** Nonces per INSERT at most. */
 export const nonceBatchSizeMax = 1_000
@@ -19,6 +20,9 @@ interface Pending {
   readonly expiresAt: Date
 }
 
+// Compiled once (db/RowSchemas.ts): the nonces a batch inserted, decoded at this edge.
+const insertedNonces = decodeRows(Schema.Struct({ key_id: Text, nonce: Text }), "NonceStore.insertBatch")
+
 export class NonceStore extends Context.Service<NonceStore, {
   /** True when the nonce was fresh and is now recorded; false when this key used it before. */
   readonly record: (keyId: string, nonce: string, expiresAtSeconds: number) => Effect.Effect<boolean>
@@ -29,13 +33,13 @@ export class NonceStore extends Context.Service<NonceStore, {
       const sql = yield* SqlClient.SqlClient
       const scope = yield* Scope.Scope
       const insertBatch = (batch: ReadonlyArray<Pending>) =>
-        sql<{ key_id: string; nonce: string }>`
+        sql`
           INSERT INTO auth_nonces (key_id, nonce, expires_at)
           SELECT key_id, nonce, expires_at FROM jsonb_to_recordset(${
           JSON.stringify(batch.map((p) => ({ key_id: p.keyId, nonce: p.nonce, expires_at: p.expiresAt.toISOString() })))
         }::jsonb) AS batch (key_id text, nonce text, expires_at timestamptz)
           ON CONFLICT (key_id, nonce) DO NOTHING
-          RETURNING key_id, nonce`
+          RETURNING key_id, nonce`.pipe(Effect.flatMap(insertedNonces))
 
       const idOf = (item: Pending) => `${item.keyId}\u0000${item.nonce}`
       const recordOne = yield* makeGroupCommit<Pending, boolean>({
