@@ -10,8 +10,12 @@
 import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import { decodeRows, Int4, Text } from "./RowSchemas.ts"
+
+// Compiled once (RowSchemas.ts): the applied migrations as recorded, decoded at this edge.
+const appliedMigrations = decodeRows(Schema.Struct({ migration_id: Int4, name: Text }), "Migrations (applied)")
 
 export const sqlDirectory = fileURLToPath(new URL("../../sql/", import.meta.url))
 export const migrationsTable = "schema_migrations"
@@ -148,11 +152,12 @@ export const fromSqlDirectory = (
     migrations.sort(([a], [b]) => a - b)
 
     const sql = yield* SqlClient.SqlClient
-    const applied = yield* sql<{ migration_id: number; name: string }>`
+    const applied = yield* sql`
       SELECT migration_id, name FROM ${sql(table)} ORDER BY migration_id`.pipe(
       Effect.mapError((cause) =>
         new Migrator.MigrationError({ kind: "BadState", message: `cannot read ${table}: ${cause.message}`, cause })
-      )
+      ),
+      Effect.flatMap(appliedMigrations)
     )
     const latest = applied.at(-1)?.migration_id ?? 0
     for (const row of applied) {

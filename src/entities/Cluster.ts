@@ -4,9 +4,10 @@
  * deleted by the retention job, so the cluster tables stay bounded.
  */
 import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
-import { Clock, Effect, Layer, Schedule } from "effect"
+import { Clock, Effect, Layer, Schedule, Schema } from "effect"
 import { MachineId, SingleRunner, Snowflake } from "effect/cluster"
 import { SqlClient } from "effect/sql"
+import { decodeRows, Text } from "../db/RowSchemas.ts"
 
 export const clusterMessageRetentionDays = 7
 export const clusterRetentionIntervalMillis = 60 * 60 * 1000
@@ -33,6 +34,9 @@ export const ClusterLayer = SingleRunner.layer({
  * test/entities/ClusterSchema.test.ts reads those tables from information_schema after the cluster layer has started
  * and fails when the columns this uses change; re-read SqlMessageStorage.ts when it does.
  */
+// Compiled once (db/RowSchemas.ts): the purged messages' request ids, decoded at this edge.
+const purgedRequests = decodeRows(Schema.Struct({ request_id: Text }), "Cluster.purgeProcessedMessages")
+
 export const purgeProcessedMessages = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const now = yield* Clock.currentTimeMillis
@@ -43,10 +47,10 @@ export const purgeProcessedMessages = Effect.gen(function*() {
   }).toString()
   let deleted = 0
   for (;;) {
-    const rows = yield* sql<{ request_id: string }>`
+    const rows = yield* sql`
       DELETE FROM cluster_messages WHERE id IN (
         SELECT id FROM cluster_messages WHERE processed AND id < ${cutoff}::bigint LIMIT ${clusterRetentionBatchRows})
-      RETURNING request_id::text`
+      RETURNING request_id::text`.pipe(Effect.flatMap(purgedRequests))
     if (rows.length === 0) break
     deleted += rows.length
     yield* sql`DELETE FROM cluster_replies WHERE request_id IN (SELECT unnest(${`{${rows.map((row) => row.request_id).join(",")}}`}::bigint[]))`
