@@ -7,8 +7,9 @@
  * the caller's transaction connection (the client finds it in the calling fiber's context), so callers need not
  * provide anything by hand.
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import { decodeFirstRow, Text } from "../db/RowSchemas.ts"
 import type { EventType } from "../webhooks/EventTypes.ts"
 import { Ids } from "../domain/Ids.ts"
 
@@ -20,6 +21,9 @@ export interface OutboxEvent {
   readonly dedupeKey: string
   readonly data: unknown
 }
+
+// Compiled once (db/RowSchemas.ts): the inserted event's id, decoded at this edge.
+const insertedEvent = decodeFirstRow(Schema.Struct({ id: Text }), "Outbox.recordReturningId")
 
 export class Outbox extends Context.Service<Outbox, {
   /** Call inside the transaction of the change; returns whether the event is new. */
@@ -45,13 +49,13 @@ export class Outbox extends Context.Service<Outbox, {
         Effect.gen(function*() {
           const id = yield* ids.uuidV7
           const now = new Date(yield* Clock.currentTimeMillis)
-          const rows = yield* sql<{ id: string }>`
+          const row = yield* sql`
             INSERT INTO outbox_events (id, tenant_id, event_type, subject_id, dedupe_key, data, created_at)
             VALUES (${id}, ${event.tenantId}, ${event.type}, ${event.subjectId}, ${event.dedupeKey},
               ${JSON.stringify(event.data)}::jsonb, ${now})
             ON CONFLICT ON CONSTRAINT outbox_events_dedupe_key DO NOTHING
-            RETURNING id`.pipe(Effect.orDie)
-          return rows[0]?.id
+            RETURNING id`.pipe(Effect.orDie, Effect.flatMap(insertedEvent))
+          return row?.id
         })
 
       const record = (event: OutboxEvent): Effect.Effect<boolean> =>
