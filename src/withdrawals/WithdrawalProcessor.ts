@@ -17,16 +17,17 @@
  * Somewhat over 300 lines on purpose: the steps and the one transition writer they share are one state machine,
  * and the guards that keep it race-free (conditional UPDATEs, the stored-once signature) read best side by side.
  */
-import { Cause, Clock, Context, Effect, Exit, Layer } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { ChainClients, type SignedWithdrawal, type WithdrawalTransfer } from "../chains/ChainClient.ts"
+import { decodeFirstRow, decodeRows, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { meetsConfirmationRule } from "../deposits/DepositWatcher.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest, type Payment } from "../ledger/Postings.ts"
 import { Signer } from "../signer/Signer.ts"
 import { Tenants } from "../tenants/Tenants.ts"
-import type { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
+import { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
 import { withdrawalRequest } from "./WithdrawalRequests.ts"
@@ -47,23 +48,29 @@ export const processStepsMax = 8
 /** Withdrawals one confirmation check looks at per network. */
 export const confirmationsPerCheckMax = 500
 
-export interface WithdrawalRow {
-  readonly id: string
-  readonly tenant_id: string
-  readonly status: TransactionStatus
-  readonly sub_status: SubStatus | null
-  readonly asset_id: string
-  readonly network_key: string
-  readonly amount: string
-  readonly fee: string
-  readonly source_wallet_id: string
-  readonly destination_address: string
-  readonly tx_hash: string | null
-  readonly signed_raw: string | null
-  readonly signed_tx_hash: string | null
-  readonly network_fee: string | null
-  readonly network_fee_asset_id: string | null
-}
+/** The withdrawal as `load` reads it, decoded (db/RowSchemas.ts): amount, fee and network fee as bigint. */
+export const WithdrawalRow = Schema.Struct({
+  id: Text,
+  tenant_id: Text,
+  status: Schema.Literals(TransactionStatus),
+  sub_status: Nullable(Schema.Literals(SubStatus)),
+  asset_id: Text,
+  network_key: Text,
+  amount: Numeric,
+  fee: Numeric,
+  source_wallet_id: Text,
+  destination_address: Text,
+  tx_hash: Nullable(Text),
+  signed_raw: Nullable(Text),
+  signed_tx_hash: Nullable(Text),
+  network_fee: Nullable(Numeric),
+  network_fee_asset_id: Nullable(Text)
+})
+export type WithdrawalRow = typeof WithdrawalRow.Type
+
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const loadedRow = decodeFirstRow(WithdrawalRow, "WithdrawalProcessor.load")
+const confirmingRows = decodeRows(Schema.Struct({ id: Text }), "WithdrawalProcessor.confirm")
 
 /** What a transition sets beside its status (WithdrawalTransitions.ts: `broadcast` sets txHash, `complete` the fee). */
 export interface TransitionDetails {
@@ -75,8 +82,8 @@ export interface TransitionDetails {
 export const paymentOf = (row: Pick<WithdrawalRow, "source_wallet_id" | "asset_id" | "amount" | "fee">): Payment => ({
   walletId: row.source_wallet_id,
   assetId: row.asset_id,
-  amount: BigInt(row.amount),
-  fee: BigInt(row.fee)
+  amount: row.amount,
+  fee: row.fee
 })
 
 export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
@@ -107,15 +114,12 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
       const load = (withdrawalId: string) =>
-        Effect.map(
-          sql<WithdrawalRow>`
-            SELECT t.id, t.tenant_id, t.status, t.sub_status, t.asset_id, t.network_key, t.amount::text AS amount,
-              t.fee::text AS fee, t.source_wallet_id, t.destination_address, t.tx_hash, w.signed_raw, w.signed_tx_hash,
-              w.network_fee::text AS network_fee, w.network_fee_asset_id
-            FROM transactions t JOIN withdrawals w ON w.transaction_id = t.id
-            WHERE t.id = ${withdrawalId} AND t.kind = 'WITHDRAWAL'`,
-          ([row]) => row
-        ).pipe(Effect.orDie)
+        sql`
+          SELECT t.id, t.tenant_id, t.status, t.sub_status, t.asset_id, t.network_key, t.amount::text AS amount,
+            t.fee::text AS fee, t.source_wallet_id, t.destination_address, t.tx_hash, w.signed_raw, w.signed_tx_hash,
+            w.network_fee::text AS network_fee, w.network_fee_asset_id
+          FROM transactions t JOIN withdrawals w ON w.transaction_id = t.id
+          WHERE t.id = ${withdrawalId} AND t.kind = 'WITHDRAWAL'`.pipe(Effect.orDie, Effect.flatMap(loadedRow))
 
       const transition = Effect.fn("WithdrawalProcessor.transition")(function*(
         row: WithdrawalRow,
@@ -159,7 +163,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
         from,
         to: row.destination_address,
         assetId: row.asset_id,
-        amount: BigInt(row.amount)
+        amount: row.amount
       })
 
       /** One step from the row's status; "STOP" when the withdrawal must wait (or is done). */
@@ -179,7 +183,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
                 return "NEXT" as const
               }
               const threshold = settings.withdrawalApprovalAbove?.[row.asset_id]
-              const pending = threshold !== undefined && BigInt(row.amount) > threshold
+              const pending = threshold !== undefined && row.amount > threshold
               yield* transition(row, pending ? "awaitAuthorization" : "queue")
               return "NEXT" as const
             }
@@ -217,7 +221,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           const transfer = transferOf(row, from)
           let signed: SignedWithdrawal
           if (row.signed_raw !== null) {
-            signed = { ...transfer, raw: row.signed_raw, txHash: row.signed_tx_hash!, networkFee: BigInt(row.network_fee!) }
+            signed = { ...transfer, raw: row.signed_raw, txHash: row.signed_tx_hash!, networkFee: row.network_fee! }
           } else {
             const parameters = yield* chain.withdrawalParameters(transfer)
             const request = withdrawalRequest(network, asset, transfer, parameters)
@@ -274,7 +278,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
 
       const complete = (row: WithdrawalRow, blockHeight: bigint) =>
         transition(row, "complete", {
-          networkFee: { amount: BigInt(row.network_fee!), assetId: row.network_fee_asset_id!, blockHeight }
+          networkFee: { amount: row.network_fee!, assetId: row.network_fee_asset_id!, blockHeight }
         })
 
       const confirm = Effect.fn("WithdrawalProcessor.confirm")(function*(networkKey: string) {
@@ -282,10 +286,10 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
         const chain = client?.withdrawals
         const network = catalog.network(networkKey)
         if (client === undefined || chain === undefined || network === undefined) return 0
-        const waiting = yield* sql<{ id: string }>`
+        const waiting = yield* sql`
           SELECT id FROM transactions
           WHERE kind = 'WITHDRAWAL' AND status = 'CONFIRMING' AND network_key = ${networkKey}
-          ORDER BY id LIMIT ${confirmationsPerCheckMax}`.pipe(Effect.orDie)
+          ORDER BY id LIMIT ${confirmationsPerCheckMax}`.pipe(Effect.orDie, Effect.flatMap(confirmingRows))
         if (waiting.length === 0) return 0
         const head = yield* client.head
         let completed = 0
@@ -302,7 +306,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
                 ...transferOf(row, from),
                 raw: row.signed_raw,
                 txHash: row.signed_tx_hash!,
-                networkFee: BigInt(row.network_fee!)
+                networkFee: row.network_fee!
               }).pipe(
                 Effect.andThen(sql`UPDATE withdrawals SET broadcasts = broadcasts + 1 WHERE transaction_id = ${row.id}`),
                 Effect.catchCause((cause) => Effect.logWarning(`withdrawal ${row.id}: rebroadcast failed`, cause))

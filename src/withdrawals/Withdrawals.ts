@@ -6,10 +6,11 @@
  * withdrawal entity's (WithdrawalProcessor.ts). Cancel and decide lock the transaction row and use the processor's
  * conditional transitions, so they serialize with the entity: whichever commits first wins, the other changes nothing.
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { Sharding } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import type { CatalogAsset } from "../catalog/Catalog.ts"
+import { decodeFirstRow, Text } from "../db/RowSchemas.ts"
 import {
   type Forbidden,
   type InsufficientBalance,
@@ -65,8 +66,11 @@ export interface WithdrawalSubmission {
   readonly dailyLimit: bigint | undefined
 }
 
+// Compiled once (db/RowSchemas.ts): the locked row decoded at this edge, a mismatch a defect naming the query.
+const lockedRow = decodeFirstRow(Schema.Struct({ kind: Text, status: Text }), "Withdrawals.lockedWithdrawal")
+
 const receipt = (
-  row: { id: string; asset_id: string; amount: string; fee: string; destination_address: string },
+  row: { id: string; asset_id: string; amount: bigint; fee: bigint; destination_address: string },
   status: string,
   subStatus: string | null
 ): OnChainReceipt => ({
@@ -77,9 +81,9 @@ const receipt = (
   subStatus,
   state: status,
   assetId: row.asset_id,
-  amountRaw: row.amount,
-  feeRaw: row.fee,
-  reservedRaw: (BigInt(row.amount) + BigInt(row.fee)).toString(),
+  amountRaw: row.amount.toString(),
+  feeRaw: row.fee.toString(),
+  reservedRaw: (row.amount + row.fee).toString(),
   destination: row.destination_address
 })
 
@@ -125,8 +129,8 @@ export class Withdrawals extends Context.Service<Withdrawals, {
         const row = {
           id,
           asset_id: asset.assetId,
-          amount: submission.amount.toString(),
-          fee: submission.fee.toString(),
+          amount: submission.amount,
+          fee: submission.fee,
           source_wallet_id: payer.id,
           destination_address: submission.destination
         }
@@ -175,8 +179,9 @@ export class Withdrawals extends Context.Service<Withdrawals, {
       /** The withdrawal's row, locked for this transaction, if it is this tenant's. */
       const lockedWithdrawal = (tenantId: string, transactionId: string) =>
         Effect.gen(function*() {
-          const [row] = yield* sql<{ kind: string; status: string }>`
+          const row = yield* sql`
             SELECT kind, status FROM transactions WHERE tenant_id = ${tenantId} AND id = ${transactionId} FOR UPDATE`
+            .pipe(Effect.flatMap(lockedRow))
           if (row === undefined) return yield* new NotFound({ message: "transaction not found" })
           return row
         })
