@@ -9,8 +9,9 @@
  * block it is in now, unless it already failed or was reversed, instead of a second record; every other kind has no
  * conflict to expect, so a duplicate there is a database error.
  */
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
+import { decodeRows, Text } from "../db/RowSchemas.ts"
 import type { SubStatus, TransactionKind, TransactionStatus } from "./Transaction.ts"
 
 export interface NewParty {
@@ -43,11 +44,15 @@ export interface NewTransaction {
   readonly at: Date
 }
 
-export interface InsertedTransaction {
-  readonly id: string
+export const InsertedTransaction = Schema.Struct({
+  id: Text,
   /** False when a deposit was seen again: the existing row was kept (and moved to its new block). */
-  readonly inserted: boolean
-}
+  inserted: Schema.Boolean
+})
+export type InsertedTransaction = typeof InsertedTransaction.Type
+
+// Compiled once (db/RowSchemas.ts): the inserted rows decoded at this edge, a mismatch a defect naming the query.
+const insertedRows = decodeRows(InsertedTransaction, "NewTransaction.insertTransactions")
 
 const column = (record: NewTransaction) => ({
   id: record.id,
@@ -88,7 +93,7 @@ export const insertTransactions = (
   Effect.gen(function*() {
     if (records.length === 0) return []
     const sql = yield* SqlClient.SqlClient
-    return yield* sql<InsertedTransaction>`
+    return yield* sql`
       INSERT INTO transactions (id, tenant_id, kind, settlement, status, sub_status, asset_id, network_key, amount, fee,
         source_wallet_id, source_address, source_user_id, destination_wallet_id, destination_address,
         destination_user_id, tx_hash, output_index, block_height, block_hash, external_tx_id, note, created_at,
@@ -110,5 +115,5 @@ export const insertTransactions = (
         WHERE transactions.status IN ('CONFIRMING', 'COMPLETED')`
         : sql``
     }
-      RETURNING id, (xmax = 0) AS inserted`
+      RETURNING id, (xmax = 0) AS inserted`.pipe(Effect.flatMap(insertedRows))
   })
