@@ -8,8 +8,9 @@
 import { Effect, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { decodeFirstRow, Text } from "../db/RowSchemas.ts"
-import { Forbidden, NotFound, WalletNotActive } from "../domain/ApiError.ts"
+import { Forbidden, type LimitExceeded, NotFound, WalletNotActive } from "../domain/ApiError.ts"
 import { userFrozenMessage } from "../users/UserRules.ts"
+import { holdDailyLimit } from "./DailyLimit.ts"
 
 export const payerNotActiveMessage = "the paying wallet is not active"
 
@@ -30,4 +31,32 @@ export const holdPayer = (
     if (row === undefined) return yield* new NotFound({ message: "wallet not found" })
     if (row.user_status !== "ACTIVE") return yield* new Forbidden({ message: userFrozenMessage })
     if (row.wallet_status !== "ACTIVE") return yield* new WalletNotActive({ message: payerNotActiveMessage })
+  })
+
+/**
+ * The first steps of every transaction that moves a payer's funds (an internal transfer, a withdrawal), in the lock
+ * order of docs/ledger.md: the daily limit, checked and taken atomically when the asset has one, then the payer's
+ * standing.
+ */
+export const holdPayerSpending = (request: {
+  readonly tenantId: string
+  readonly walletId: string
+  readonly userId: string
+  readonly assetId: string
+  readonly amount: bigint
+  readonly dailyLimit: bigint | undefined
+  readonly nowMillis: number
+}): Effect.Effect<void, LimitExceeded | Forbidden | NotFound | WalletNotActive | SqlError.SqlError, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    if (request.dailyLimit !== undefined) {
+      yield* holdDailyLimit({
+        tenantId: request.tenantId,
+        userId: request.userId,
+        assetId: request.assetId,
+        amount: request.amount,
+        limit: request.dailyLimit,
+        nowMillis: request.nowMillis
+      })
+    }
+    yield* holdPayer(request.walletId)
   })

@@ -42,8 +42,7 @@ import { TwoFactor, type TwoFactorError } from "../users/TwoFactor.ts"
 import { userFrozenMessage } from "../users/UserRules.ts"
 import { type Wallet, WalletRepository } from "../wallets/WalletRepository.ts"
 import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
-import { holdDailyLimit } from "./DailyLimit.ts"
-import { holdPayer } from "./PayerHold.ts"
+import { holdPayerSpending } from "./PayerHold.ts"
 import { type QuoteError, TransferQuotes } from "./TransferQuotes.ts"
 
 export type Destination =
@@ -259,18 +258,16 @@ export class Transfers extends Context.Service<Transfers, {
           fee: fee.toString()
         }
         yield* sql.withTransaction(Effect.gen(function*() {
-          // First in the transaction (lock order, docs/ledger.md): the daily limit, checked and taken atomically.
-          if (quote.dailyLimit !== undefined) {
-            yield* holdDailyLimit({
-              tenantId: tenant.id,
-              userId: payer.userId,
-              assetId: asset.assetId,
-              amount,
-              limit: quote.dailyLimit,
-              nowMillis
-            }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-          }
-          yield* holdPayer(payer.id).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          // First in the transaction (lock order, docs/ledger.md).
+          yield* holdPayerSpending({
+            tenantId: tenant.id,
+            walletId: payer.id,
+            userId: payer.userId,
+            assetId: asset.assetId,
+            amount,
+            dailyLimit: quote.dailyLimit,
+            nowMillis
+          }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           yield* insertTransactions([{
             id,
             tenantId: tenant.id,

@@ -24,8 +24,7 @@ import { requestProcessing } from "../entities/WithdrawalEntity.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest } from "../ledger/Postings.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
-import { holdDailyLimit } from "../transfers/DailyLimit.ts"
-import { holdPayer } from "../transfers/PayerHold.ts"
+import { holdPayerSpending } from "../transfers/PayerHold.ts"
 import { insertTransactions } from "../transactions/NewTransaction.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
@@ -136,18 +135,16 @@ export class Withdrawals extends Context.Service<Withdrawals, {
         }
         const submitted = receipt(row, "SUBMITTED", null)
         yield* sql.withTransaction(Effect.gen(function*() {
-          // First in the transaction (lock order, docs/ledger.md): the daily limit, checked and taken atomically.
-          if (submission.dailyLimit !== undefined) {
-            yield* holdDailyLimit({
-              tenantId: tenant.id,
-              userId: payer.userId,
-              assetId: asset.assetId,
-              amount: submission.amount,
-              limit: submission.dailyLimit,
-              nowMillis
-            }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-          }
-          yield* holdPayer(payer.id).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          // First in the transaction (lock order, docs/ledger.md).
+          yield* holdPayerSpending({
+            tenantId: tenant.id,
+            walletId: payer.id,
+            userId: payer.userId,
+            assetId: asset.assetId,
+            amount: submission.amount,
+            dailyLimit: submission.dailyLimit,
+            nowMillis
+          }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           yield* insertTransactions([{
             id,
             tenantId: tenant.id,
