@@ -245,20 +245,22 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
             if (stored.length === 0) return "NEXT" as const
             signed = { ...transfer, raw: exit.value.raw, txHash: exit.value.txHash, networkFee: parameters.networkFee }
           }
-          const sent = yield* Effect.exit(chain.broadcast(signed))
-          yield* sql`UPDATE withdrawals SET broadcasts = broadcasts + 1 WHERE transaction_id = ${row.id}`.pipe(Effect.orDie)
-          if (Exit.isFailure(sent)) {
-            const failure = sent.cause.reasons.find(Cause.isFailReason)?.error
-            if (failure?._tag === "BroadcastRejected") {
-              // Rejected for good by the network: these bytes will never be mined, so the funds can return.
-              yield* transition(row, "failBroadcast")
-              return "NEXT" as const
-            }
-            if (failure === undefined) return yield* Effect.orDie(Effect.failCause(sent.cause))
+          const sent = yield* chain.broadcast(signed).pipe(
+            Effect.as("SENT" as const),
+            // Rejected for good by the network: these bytes will never be mined, so the funds can return.
+            Effect.catchTag("BroadcastRejected", () => Effect.succeed("REJECTED" as const)),
             // Not reachable now: the supervisor rebroadcasts the same bytes later.
-            yield* Effect.logWarning(`withdrawal ${row.id}: broadcast not possible now (${failure.message}); will retry`)
-            return "STOP" as const
+            Effect.catchTag("ChainUnavailable", (error) =>
+              Effect.logWarning(`withdrawal ${row.id}: broadcast not possible now (${error.message}); will retry`).pipe(
+                Effect.as("LATER" as const)
+              ))
+          )
+          yield* sql`UPDATE withdrawals SET broadcasts = broadcasts + 1 WHERE transaction_id = ${row.id}`.pipe(Effect.orDie)
+          if (sent === "REJECTED") {
+            yield* transition(row, "failBroadcast")
+            return "NEXT" as const
           }
+          if (sent === "LATER") return "STOP" as const
           yield* transition(row, "broadcast", { txHash: signed.txHash })
           return "NEXT" as const
         })
