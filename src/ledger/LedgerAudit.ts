@@ -13,6 +13,9 @@
  * A function over `SqlClient`, so the CLI (ledger-check.ts), the tests and the benchmarks call the same code. It
  * only reads: one `REPEATABLE READ, READ ONLY` transaction, safe beside a running service. It must be called
  * outside any transaction of the caller's (a nested call would get a savepoint, not a snapshot: refused).
+ *
+ * Over 300 lines on purpose: six checks that must run in the one snapshot opened here, each a query and its
+ * decoder; split across modules they would have to share the transaction by convention instead of by construction.
  */
 import { Data, Effect, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"

@@ -1,4 +1,6 @@
 /**
+ * Over 300 lines: the spec's ordered checks of a submission (below) are one sequence and read best in one place.
+ *
  * `POST /v1/transactions` (spec 4.4) for recipients inside the tenant: internal transfers, settled in the ledger
  * (decisions.md "Internal transfer"). Created COMPLETED in one database transaction (payer debited amount + fee,
  * recipient credited the amount, the fee to the tenant), or PENDING_AUTHORIZATION with amount + fee frozen when the

@@ -1,6 +1,9 @@
 /**
  * End users of a tenant (spec 4.2). Creation is idempotent by `customerRefId` and safe under concurrency: the
  * unique keys decide, and a losing concurrent insert returns the winner's row unchanged.
+ *
+ * Just over 300 lines: one service, the user endpoints of spec 4.2 (create, get, list, patch, balances), each a
+ * query with its decoder.
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
