@@ -26,6 +26,8 @@ export const CatalogNetwork = Schema.Struct({
   newWalletsEnabled: Schema.Boolean,
   confirmations: Confirmations,
   btcNetwork: Schema.NullOr(Schema.Literals(["main", "test", "regtest"])),
+  /** EVM networks' chain id (EIP-155): a configured node must report it, and signatures commit to it. */
+  evmChainId: Schema.NullOr(Schema.Int.check(Schema.isGreaterThan(0))),
   nativeAssetId: Schema.String
 })
 export type CatalogNetwork = typeof CatalogNetwork.Type
@@ -76,6 +78,9 @@ export const checkCatalog = (catalog: CatalogFile): string | undefined => {
     }
     if ((network.chainFamily === "BTC") !== (network.btcNetwork !== null)) {
       return `network ${network.networkKey}: btcNetwork is required for BTC and only for BTC`
+    }
+    if ((network.chainFamily === "EVM") !== (network.evmChainId !== null)) {
+      return `network ${network.networkKey}: evmChainId is required for EVM and only for EVM`
     }
   }
   return undefined

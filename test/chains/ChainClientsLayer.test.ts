@@ -1,19 +1,27 @@
 /**
  * Which client follows each network (docs/deposits.md, "Chain clients"): CHAIN_RPC_URLS picks the EVM RPC client,
  * the simulated chain covers the rest only when SIMULATED_CHAINS is on, and a URL the service cannot use fails the
- * start with a message that never repeats the URL.
+ * start with a message that never repeats the URL. A configured node is asked its chain id at start (decisions.md,
+ * "Sending on real networks"): these tests run anvil nodes on the catalog's chain ids and one on another chain.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { beforeAll } from "vitest"
 import { Effect, Layer, Redacted } from "effect"
 import { Catalog, loadCatalogFile } from "../../src/catalog/Catalog.ts"
 import { ChainClients } from "../../src/chains/ChainClient.ts"
 import { chainClientsLayer } from "../../src/chains/ChainClientsLayer.ts"
 import { SimulatedChain } from "../../src/chains/simulated/SimulatedChain.ts"
 import { AppConfig, type AppConfigShape, parseChainRpcUrls } from "../../src/Config.ts"
+import { startAnvil } from "../support/Anvil.ts"
+
+const sepolia = startAnvil({ chainId: 11155111 })
+const bscTestnet = startAnvil({ chainId: 97 })
+const otherChain = startAnvil()
+beforeAll(() => Effect.runPromise(Effect.all([sepolia.ready, bscTestnet.ready, otherChain.ready], { concurrency: "unbounded" })))
 
 const secretUrl = "https://node.example/v3/secret-api-key"
 
-/** Building the layer opens no connection: clients are made, not called. The simulated chain is never used here. */
+/** Building the layer asks each configured node its chain id, nothing else. The simulated chain is never used here. */
 const build = (overrides: Partial<AppConfigShape>) =>
   Effect.gen(function*() {
     const catalog = Catalog.make(yield* loadCatalogFile("preproduction"))
@@ -43,18 +51,18 @@ const build = (overrides: Partial<AppConfigShape>) =>
   })
 
 describe("chain clients per configuration", () => {
-  it.effect("an EVM network with a URL is on the RPC client; the others on the simulated chain when it is on", () =>
+  it.live("an EVM network with a URL is on the RPC client; the others on the simulated chain when it is on", () =>
     Effect.gen(function*() {
-      const clients = yield* build({ chainRpcUrls: { ETH_SEPOLIA: Redacted.make(secretUrl) } })
+      const clients = yield* build({ chainRpcUrls: { ETH_SEPOLIA: Redacted.make(sepolia.url) } })
       assert.deepStrictEqual(clients.networkKeys, ["ETH_SEPOLIA", "BSC_TESTNET", "TRON_NILE", "BTC_TESTNET", "SOL_DEVNET"])
       assert.isFalse(clients.isSimulated("ETH_SEPOLIA"))
       assert.isFalse(clients.get("ETH_SEPOLIA")!.startFromGenesis)
       assert.isTrue(clients.isSimulated("BSC_TESTNET"))
     }))
 
-  it.effect("without the simulated chain only the configured network is watched", () =>
+  it.live("without the simulated chain only the configured network is watched", () =>
     Effect.gen(function*() {
-      const clients = yield* build({ simulatedChains: false, chainRpcUrls: { BSC_TESTNET: Redacted.make(secretUrl) } })
+      const clients = yield* build({ simulatedChains: false, chainRpcUrls: { BSC_TESTNET: Redacted.make(bscTestnet.url) } })
       assert.deepStrictEqual(clients.networkKeys, ["BSC_TESTNET"])
       assert.isUndefined(clients.get("ETH_SEPOLIA"))
     }))
@@ -69,6 +77,27 @@ describe("chain clients per configuration", () => {
       const unknown = yield* Effect.flip(build({ chainRpcUrls: { ETH_MAINNET: Redacted.make(secretUrl) } }))
       assert.include(unknown.message, "ETH_MAINNET")
     }))
+
+  it.live("a node on another chain than the catalog's fails the start, naming both chain ids", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(build({ chainRpcUrls: { ETH_SEPOLIA: Redacted.make(otherChain.url) } }))
+      assert.strictEqual(error._tag, "ConfigInvalid")
+      assert.include(error.message, "ETH_SEPOLIA")
+      assert.include(error.message, "chain id 31337")
+      assert.include(error.message, "chain id 11155111")
+      // The catalog's other EVM network on that same node: its own id is named.
+      const bsc = yield* Effect.flip(build({ chainRpcUrls: { BSC_TESTNET: Redacted.make(sepolia.url) } }))
+      assert.include(bsc.message, "chain id 11155111, the catalog's BSC_TESTNET is chain id 97")
+    }))
+
+  it.live("a node that cannot say its chain fails the start after a few attempts, without repeating the URL", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(build({ chainRpcUrls: { ETH_SEPOLIA: Redacted.make(`${secretUrl.replace("https://node.example", "http://127.0.0.1:9")}`) } }))
+      assert.strictEqual(error._tag, "ConfigInvalid")
+      assert.include(error.message, "ETH_SEPOLIA")
+      assert.include(error.message, "did not say which chain")
+      assert.notInclude(error.message, "secret-api-key")
+    }), 30_000)
 
   it.effect("CHAIN_RPC_URLS: a JSON object of http(s) URLs, kept Redacted; bad input never echoed", () =>
     Effect.gen(function*() {

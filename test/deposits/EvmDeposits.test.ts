@@ -18,7 +18,7 @@ import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
 import { anvilAccounts, cloneTokenAt, deployToken, erc20Artifact, startAnvil } from "../support/Anvil.ts"
 import { makeTestAppLayer, opsClient, provisionTenant, rawRequest, type TestTenant } from "../support/TestApp.ts"
 
-const anvil = startAnvil()
+const anvil = startAnvil({ chainId: 11155111 })
 const { client: node } = anvil
 const sender = anvilAccounts[0]
 const usdtAssetId = "ETH_SEPOLIA_USDT"

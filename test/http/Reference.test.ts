@@ -247,6 +247,7 @@ describe("tenant catalog rules (spec 4.1 \"Listed assets\")", () => {
         newWalletsEnabled: true,
         confirmations: { mode: "confirmations", n: 3 },
         btcNetwork: null,
+        evmChainId: 31337,
         nativeAssetId: "ON_NATIVE"
       },
       {
@@ -260,6 +261,7 @@ describe("tenant catalog rules (spec 4.1 \"Listed assets\")", () => {
         newWalletsEnabled: true,
         confirmations: { mode: "finalized" },
         btcNetwork: null,
+        evmChainId: null,
         nativeAssetId: "OFF_NATIVE"
       }
     ],

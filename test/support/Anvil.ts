@@ -17,6 +17,7 @@ import {
   type Abi,
   createTestClient,
   createWalletClient,
+  defineChain,
   type Hex,
   http,
   keccak256,
@@ -57,28 +58,47 @@ export interface Anvil {
   readonly url: string
   /** Resolves once the node answers JSON-RPC. */
   readonly ready: Effect.Effect<void>
-  /** Viem test, public and wallet actions on the node (unlocked dev accounts, chain id 31337). */
+  /** Viem test, public and wallet actions on the node (unlocked dev accounts, on the node's chain id). */
   readonly client: ReturnType<typeof makeClient>
   readonly stop: () => void
 }
 
-const makeClient = (url: string) =>
-  createTestClient({ mode: "anvil", chain: foundry, transport: http(url, { retryCount: 0 }), cacheTime: 0 })
+const makeClient = (url: string, chainId: number) =>
+  createTestClient({
+    mode: "anvil",
+    // viem's wallet actions refuse a node on another chain than the client's.
+    chain: defineChain({ ...foundry, id: chainId }),
+    transport: http(url, { retryCount: 0 }),
+    cacheTime: 0
+  })
     .extend(publicActions)
     .extend(walletActions)
 
-/** Starts anvil now; it is killed after the test file. */
-export const startAnvil = (): Anvil => {
+/**
+ * Starts anvil now; it is killed after the test file. `chainId`: anvil's own 31337 by default; the service checks a
+ * node's chain id against the catalog's at start (ETH_SEPOLIA is 11155111).
+ */
+export const startAnvil = (options: { readonly chainId?: number } = {}): Anvil => {
   const port = freePortSync()
   const url = `http://127.0.0.1:${port}`
-  const child: ChildProcess = spawn(anvilBinary(), ["--port", String(port), "--host", "127.0.0.1", "--silent", "--no-mining"], {
+  const chainId = options.chainId ?? foundry.id
+  const child: ChildProcess = spawn(anvilBinary(), [
+    "--port",
+    String(port),
+    "--host",
+    "127.0.0.1",
+    "--silent",
+    "--no-mining",
+    "--chain-id",
+    String(chainId)
+  ], {
     stdio: ["ignore", "ignore", "inherit"]
   })
   const stop = () => {
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
   }
   afterAll(stop)
-  const client = makeClient(url)
+  const client = makeClient(url, chainId)
   const ready = Effect.promise(async () => {
     // anvil answers within a second on an idle machine; 15 s allows for a busy 2-core one.
     for (let attempt = 0; attempt < 150; attempt++) {

@@ -55,7 +55,12 @@ export interface EvmChainClientOptions {
 
 const hashPattern = /^0x[0-9a-f]{64}$/
 
-export const makeEvmChainClient = (options: EvmChainClientOptions): ChainClient => {
+/** An EVM client, and the chain id its node reports (decisions.md, "Sending on real networks": checked at start). */
+export interface EvmChainClient extends ChainClient {
+  readonly chainId: Effect.Effect<number, ChainUnavailable>
+}
+
+export const makeEvmChainClient = (options: EvmChainClientOptions): EvmChainClient => {
   const { networkKey, nativeAssetId } = options
   const timeoutMillis = options.rpcTimeoutMillis ?? rpcTimeoutMillisDefault
   const finalityDepthBlocks = options.finalityDepthBlocks ?? finalityDepthBlocksDefault
@@ -230,6 +235,7 @@ export const makeEvmChainClient = (options: EvmChainClientOptions): ChainClient 
     startFromGenesis: false,
     head,
     block,
-    transactionState
+    transactionState,
+    chainId: call("eth_chainId", () => client.getChainId())
   }
 }
