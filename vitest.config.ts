@@ -1,6 +1,6 @@
 import { defineConfig } from "vitest/config"
 
-/** The service as a separate process, with a timed promise (healthy within 3 s of a restart after kill -9). */
+/** The service as a separate process: starts, crashes and restarts (the restart's 3 s promise is a bench line). */
 const processTests = ["test/e2e/**/*.test.ts"]
 
 export default defineConfig({

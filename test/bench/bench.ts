@@ -36,6 +36,7 @@ import {
   cleanUpNow,
   cpuSeconds,
   freePort,
+  killHard,
   makeDataDir,
   postgresPids,
   type ServiceProcess,
@@ -206,6 +207,9 @@ const describeLoad = (name: string, result: LoadResult) => {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+
+/** Issue 3: a restart after `kill -9` of node and PostgreSQL answers GET /ops/health within this. */
+const restartPromiseMs = 3_000
 
 const main = async () => {
   log(`coffer bench: node ${process.versions.node}, ${cpus().length} × ${cpus()[0]?.model ?? "unknown cpu"}, ` +
@@ -397,6 +401,16 @@ const main = async () => {
 
     await db.dispose()
     database = undefined
+    if (profileDirectory === undefined) {
+      // The promise of a restart after a crash (issue 3, README "Running"): a power cut takes node and PostgreSQL
+      // down with everything above written; the restart on the same DATA_DIR must answer GET /ops/health within 3 s.
+      // A speed target, so measured here rather than held by a timed test (test/e2e/Start.test.ts checks the
+      // behaviour with a generous bound).
+      await killHard(service)
+      service = spawnService({ dataDir, port, opsPort, env: { OPS_TOKEN: opsToken } })
+      const restartMs = await waitForHealth(service, opsToken, startTimeoutMs)
+      figure(`restart after kill -9: healthy in ${Math.round(restartMs)} ms (promise: under ${restartPromiseMs} ms)`)
+    }
     const ended = await stopService(service, stopTimeoutMs)
     if (ended.signal === "SIGKILL") log("  the service did not stop within 20 s of SIGTERM and was killed")
 
