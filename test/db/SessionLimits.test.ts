@@ -16,22 +16,13 @@ import {
   sessionLimitParameters,
   withoutSessionLimits
 } from "../../src/db/SessionLimits.ts"
-import { expectError, fund } from "../support/Funds.ts"
-import { makeTestAppLayer, provisionTenant, rawRequest, type TestTenant } from "../support/TestApp.ts"
+import { call, ethWalletOf, expectError, fund } from "../support/Funds.ts"
+import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
 
 const eth = "ETH_SEPOLIA_ETH"
 /** Scheduling slack on a loaded 2-core machine; the bounds under test are seconds, this is on top of them. */
 const slackMillis = 7_000
 
-const call = (tenant: TestTenant, method: string, target: string, body?: unknown) =>
-  rawRequest({ baseUrl: tenant.baseUrl, method, target, tenant, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
-
-const walletOf = (tenant: TestTenant, customerRefId: string) =>
-  Effect.gen(function*() {
-    const response = yield* call(tenant, "POST", `/v1/users/${customerRefId}/deposit_address`, { networkKey: "ETH_SEPOLIA" })
-    assert.strictEqual(response.json.status, "READY", response.text)
-    return response.json.walletId as string
-  })
 
 const available = (tenant: TestTenant, walletId: string) =>
   Effect.map(call(tenant, "GET", `/v1/wallets/${walletId}/assets`), (response) =>
@@ -118,8 +109,8 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("database session limit
     it.effect("with the service's limits (a frozen process of ours): the server ends its session, and the transfer waiting behind it completes 202", () =>
       Effect.gen(function*() {
         const tenant = yield* provisionTenant()
-        const payer = yield* walletOf(tenant, "frozen-own-payer")
-        const payee = yield* walletOf(tenant, "frozen-own-payee")
+        const payer = yield* ethWalletOf(tenant, "frozen-own-payer")
+        const payee = yield* ethWalletOf(tenant, "frozen-own-payee")
         yield* fund(tenant, payer, eth, 1_000n)
         const holder = yield* frozenHolder(payer, true)
         assert.isAbove(holder.lockedRows, 0)
@@ -133,8 +124,8 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("database session limit
     it.effect("outside the service's limits (another client): the transfer fails within the lock timeout with 503 PROVIDER_UNAVAILABLE, retryable, nothing moved", () =>
       Effect.gen(function*() {
         const tenant = yield* provisionTenant()
-        const payer = yield* walletOf(tenant, "frozen-foreign-payer")
-        const payee = yield* walletOf(tenant, "frozen-foreign-payee")
+        const payer = yield* ethWalletOf(tenant, "frozen-foreign-payer")
+        const payee = yield* ethWalletOf(tenant, "frozen-foreign-payee")
         yield* fund(tenant, payer, eth, 1_000n)
         yield* Effect.scoped(Effect.gen(function*() {
           const holder = yield* frozenHolder(payer, false)

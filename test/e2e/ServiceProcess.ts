@@ -5,7 +5,6 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
-import net from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
@@ -39,14 +38,8 @@ export const makeDataDir = (prefix: string): string => {
   return directory
 }
 
-export const freePort = (): Promise<number> =>
-  new Promise((resolvePromise, reject) => {
-    const server = net.createServer().once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo
-      server.close(() => resolvePromise(port))
-    })
-  })
+/** A free loopback port: the embedded PostgreSQL's own helper. */
+export { freePort } from "../../src/db/postgres/Postmaster.ts"
 
 export interface ServiceProcess {
   readonly child: ChildProcess

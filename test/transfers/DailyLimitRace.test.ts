@@ -7,21 +7,12 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import { expectError, fund, settings } from "../support/Funds.ts"
-import { makeTestAppLayer, provisionTenant, type RawResponse, rawRequest, type TestTenant } from "../support/TestApp.ts"
+import { call, ethWalletOf, expectError, fund, settings } from "../support/Funds.ts"
+import { makeTestAppLayer, provisionTenant, type RawResponse, type TestTenant } from "../support/TestApp.ts"
 
 const eth = "ETH_SEPOLIA_ETH"
 const externalAddress = "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed"
 
-const call = (tenant: TestTenant, method: string, target: string, body?: unknown) =>
-  rawRequest({ baseUrl: tenant.baseUrl, method, target, tenant, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
-
-const walletOf = (tenant: TestTenant, customerRefId: string) =>
-  Effect.gen(function*() {
-    const response = yield* call(tenant, "POST", `/v1/users/${customerRefId}/deposit_address`, { networkKey: "ETH_SEPOLIA" })
-    assert.strictEqual(response.json.status, "READY", response.text)
-    return response.json.walletId as string
-  })
 
 /** What counts against the limit in the database: the sum the next request would see. */
 const countedToday = (walletId: string) =>
@@ -46,8 +37,8 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("daily limit under conc
       Effect.gen(function*() {
         const tenant = yield* provisionTenant()
         yield* settings(tenant, { limits: { [eth]: { single: null, daily: "50" } } })
-        const payer = yield* walletOf(tenant, "payer")
-        const payee = yield* walletOf(tenant, "payee")
+        const payer = yield* ethWalletOf(tenant, "payer")
+        const payee = yield* ethWalletOf(tenant, "payee")
         yield* fund(tenant, payer, eth, 1_000n)
         const responses = yield* Effect.all(
           Array.from({ length: 12 }, (_, index) =>
@@ -83,8 +74,8 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("daily limit under conc
         const tenant = yield* provisionTenant()
         const unit = 10n ** 16n
         yield* settings(tenant, { limits: { [eth]: { single: null, daily: (10n * unit).toString() } } })
-        const payer = yield* walletOf(tenant, "mixed-payer")
-        const payee = yield* walletOf(tenant, "mixed-payee")
+        const payer = yield* ethWalletOf(tenant, "mixed-payer")
+        const payee = yield* ethWalletOf(tenant, "mixed-payee")
         yield* fund(tenant, payer, eth, 10n ** 18n)
         const amountRaw = (3n * unit).toString()
         const requests = Array.from({ length: 12 }, (_, index) =>

@@ -8,20 +8,11 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import pg from "pg"
-import { expectError, fund } from "../support/Funds.ts"
-import { makeTestAppLayer, provisionTenant, rawRequest, type TestTenant } from "../support/TestApp.ts"
+import { call, ethWalletOf, expectError, fund } from "../support/Funds.ts"
+import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
 
 const eth = "ETH_SEPOLIA_ETH"
 
-const call = (tenant: TestTenant, method: string, target: string, body?: unknown) =>
-  rawRequest({ baseUrl: tenant.baseUrl, method, target, tenant, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
-
-const walletOf = (tenant: TestTenant, customerRefId: string) =>
-  Effect.gen(function*() {
-    const response = yield* call(tenant, "POST", `/v1/users/${customerRefId}/deposit_address`, { networkKey: "ETH_SEPOLIA" })
-    assert.strictEqual(response.json.status, "READY", response.text)
-    return response.json.walletId as string
-  })
 
 const balance = (tenant: TestTenant, walletId: string) =>
   Effect.map(call(tenant, "GET", `/v1/wallets/${walletId}/assets`), (response) => {
@@ -57,8 +48,8 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("a freeze committing du
   it.effect("an internal transfer from the wallet frozen meanwhile: 422 WALLET_NOT_ACTIVE, nothing moved", () =>
     Effect.gen(function*() {
       const tenant = yield* provisionTenant()
-      const payer = yield* walletOf(tenant, "race-transfer-payer")
-      const payee = yield* walletOf(tenant, "race-transfer-payee")
+      const payer = yield* ethWalletOf(tenant, "race-transfer-payer")
+      const payee = yield* ethWalletOf(tenant, "race-transfer-payee")
       yield* fund(tenant, payer, eth, 1_000n)
       const response = yield* raceFreeze(tenant, payer, {
         assetId: eth,
@@ -76,7 +67,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("a freeze committing du
   it.effect("an on-chain withdrawal from the wallet frozen meanwhile: 422 WALLET_NOT_ACTIVE, nothing frozen", () =>
     Effect.gen(function*() {
       const tenant = yield* provisionTenant()
-      const payer = yield* walletOf(tenant, "race-withdrawal-payer")
+      const payer = yield* ethWalletOf(tenant, "race-withdrawal-payer")
       yield* fund(tenant, payer, eth, 10n ** 18n)
       const response = yield* raceFreeze(tenant, payer, {
         assetId: eth,
