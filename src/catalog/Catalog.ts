@@ -28,7 +28,17 @@ export const CatalogNetwork = Schema.Struct({
   btcNetwork: Schema.NullOr(Schema.Literals(["main", "test", "regtest"])),
   /** EVM networks' chain id (EIP-155): a configured node must report it, and signatures commit to it. */
   evmChainId: Schema.NullOr(Schema.Int.check(Schema.isGreaterThan(0))),
-  nativeAssetId: Schema.String
+  nativeAssetId: Schema.String,
+  /** Typical time between blocks; a watcher more than 10 block times behind the head reports DEGRADED. */
+  blockTimeMillis: Schema.Int.check(Schema.isGreaterThan(0)),
+  /**
+   * The most the network's fee rate may reach, in the family's unit (decisions.md "Sending on real networks"): EVM
+   * maxFeePerGas in wei, TRON the fee limit in sun, BTC sat/vB, SOL lamports per transaction. Estimates and
+   * replacements never go above it.
+   */
+  feeRateCap: RawAmount,
+  /** Fee rule 3's margin on the dynamic floor (decisions.md: default 0.2); a ratio, not money. */
+  feeSafetyFactor: Schema.Number.check(Schema.isBetween({ minimum: 0, maximum: 10 }))
 })
 export type CatalogNetwork = typeof CatalogNetwork.Type
 
@@ -49,7 +59,13 @@ export const CatalogAsset = Schema.Struct({
   depositFeeFloor: RawAmount,
   singleLimitCap: Schema.NullOr(RawAmount),
   dailyLimitCap: Schema.NullOr(RawAmount),
-  iconUrl: Schema.NullOr(Schema.String)
+  iconUrl: Schema.NullOr(Schema.String),
+  /** The default price (PriceFeed; PUT /ops/prices overrides it), a decimal string in USD; null: no price. */
+  priceUsd: Schema.NullOr(Schema.String.check(Schema.isPattern(/^(0|[1-9][0-9]*)(\.[0-9]{1,18})?$/))),
+  /** Sweeps go to HOT while HOT holds less than this, else to SWEEP (decisions.md "Operating wallets"). */
+  hotTargetRaw: RawAmount,
+  /** A deposit address's balance below this waits for more; null: 10 × the current cost of one sweep. */
+  sweepThresholdRaw: Schema.NullOr(RawAmount)
 })
 export type CatalogAsset = typeof CatalogAsset.Type
 

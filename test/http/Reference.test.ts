@@ -248,7 +248,10 @@ describe("tenant catalog rules (spec 4.1 \"Listed assets\")", () => {
         confirmations: { mode: "confirmations", n: 3 },
         btcNetwork: null,
         evmChainId: 31337,
-        nativeAssetId: "ON_NATIVE"
+        nativeAssetId: "ON_NATIVE",
+        blockTimeMillis: 1000,
+        feeRateCap: 1n,
+        feeSafetyFactor: 0.2
       },
       {
         networkKey: "OFF",
@@ -262,7 +265,10 @@ describe("tenant catalog rules (spec 4.1 \"Listed assets\")", () => {
         confirmations: { mode: "finalized" },
         btcNetwork: null,
         evmChainId: null,
-        nativeAssetId: "OFF_NATIVE"
+        nativeAssetId: "OFF_NATIVE",
+        blockTimeMillis: 1000,
+        feeRateCap: 1n,
+        feeSafetyFactor: 0.2
       }
     ],
     assets: [
@@ -326,6 +332,9 @@ function asset(assetId: string, networkKey: string, status: "ENABLED" | "DEPOSIT
     depositFeeFloor: 10n,
     singleLimitCap: null,
     dailyLimitCap: null,
-    iconUrl: null
+    iconUrl: null,
+    priceUsd: null,
+    hotTargetRaw: 0n,
+    sweepThresholdRaw: null
   }
 }
