@@ -34,6 +34,7 @@ import { WebhooksHandlers } from "./http/WebhooksHandlers.ts"
 import { ClusterLayer, ClusterRetention } from "./entities/Cluster.ts"
 import { WalletEntityLayer } from "./entities/WalletEntity.ts"
 import { WithdrawalEntityLayer } from "./entities/WithdrawalEntity.ts"
+import { OutgoingSends } from "./sending/OutgoingSends.ts"
 import { WithdrawalProcessor } from "./withdrawals/WithdrawalProcessor.ts"
 import { Withdrawals } from "./withdrawals/Withdrawals.ts"
 import { WithdrawalSupervisor } from "./withdrawals/WithdrawalSupervisor.ts"
@@ -92,6 +93,8 @@ export const DomainLayer = Layer.mergeAll(
   Layer.provideMerge(Withdrawals.layer),
   Layer.provideMerge(WithdrawalEntityLayer),
   Layer.provideMerge(WithdrawalProcessor.layer),
+  // Every transaction the service sends, once (sending/): withdrawals now, sweeps next.
+  Layer.provideMerge(OutgoingSends.layer),
   Layer.provideMerge(Layer.mergeAll(DepositWatcher.layer, ManualDepositCredit.layer, TransferQuotes.layer, TwoFactor.layer)),
   // The operator's switches combine with what each network's chain client can do.
   Layer.provideMerge(Layer.mergeAll(Switches.layer, WalletSwitch.layer)),
