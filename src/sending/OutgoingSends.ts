@@ -431,18 +431,18 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           yield* sql`UPDATE outgoing_versions SET sent_height = ${head.height.toString()}
             WHERE send_id = ${send.id} AND version = ${version.version} AND sent_height IS NULL`.pipe(Effect.orDie)
         }
-        const state = yield* client.transactionState(version.tx_hash)
-        if (state === "UNKNOWN") {
+        const stuck = send.nonce !== null && chain.accountNonce !== undefined && version.sent_height !== null &&
+          head.height - version.sent_height >= stuckAfterBlocks
+        if (stuck) {
+          // Waiting in the pool, or dropped from it for paying too little (anvil drops what a block's base fee
+          // leaves behind; geth keeps it queued): either way the same nonce and payload with higher fees.
+          yield* replace(send, version, network, chain)
+        } else if ((yield* client.transactionState(version.tx_hash)) === "UNKNOWN") {
           // Dropped with a reorganized block, or a node that restarted: the same bytes again, never new ones.
           yield* broadcastVersion(send, version).pipe(
             Effect.tap(() => Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: rebroadcast ${version.tx_hash}`)),
             Effect.catchCause((cause) => Effect.logWarning(`${send.purpose.toLowerCase()} ${send.owner_id}: rebroadcast failed`, cause))
           )
-        } else if (
-          state === "PENDING" && send.nonce !== null && version.sent_height !== null &&
-          head.height - version.sent_height >= stuckAfterBlocks
-        ) {
-          yield* replace(send, version, network, chain)
         }
         return { _tag: "Waiting" } as CheckOutcome
       })
