@@ -45,7 +45,9 @@ export const watchLagMillis = (input: {
   readonly nowMillis: number
 }): number => {
   const { blockTimeMillis, cursor, nowMillis, startedAtMillis } = input
-  const behindBlocks = cursor === undefined || cursor.headHeight <= cursor.height ? 0n : cursor.headHeight - cursor.height
+  const behindBlocks = cursor === undefined || cursor.headHeight <= cursor.height
+    ? 0n
+    : cursor.headHeight - cursor.height
   // Far behind is far behind: capped before it becomes a number, so a huge gap cannot lose precision into "small".
   const behindMillis = Number(behindBlocks > 1_000_000n ? 1_000_000n : behindBlocks) * blockTimeMillis
   const heardAtMillis = Math.max(cursor?.updatedAtMillis ?? startedAtMillis, startedAtMillis)

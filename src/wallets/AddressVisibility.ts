@@ -12,7 +12,7 @@ import type { Watch } from "../catalog/Switches.ts"
 import type { NetworkWatchHealth } from "../deposits/WatchHealth.ts"
 import type { Wallet, WalletAddress } from "./WalletRepository.ts"
 
-/** What holds for a network now: whether it takes deposits (catalog, client, switch), its switch's watch, its watcher. */
+/** A network now: whether it takes deposits (catalog, client and switch), its watch switch, its watcher's health. */
 export interface NetworkWatchState {
   readonly depositEnabled: boolean
   readonly watch: Watch
