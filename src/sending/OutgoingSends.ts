@@ -32,6 +32,7 @@ import {
 import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { meetsConfirmationRule } from "../deposits/DepositDecisions.ts"
 import { Ids } from "../domain/Ids.ts"
+import { CrashPoints } from "../idempotency/CrashPoints.ts"
 import { Signer } from "../signer/Signer.ts"
 import type { SigningKey } from "../signer/TransactionRequest.ts"
 import { withdrawalRequest } from "../withdrawals/WithdrawalRequests.ts"
@@ -155,7 +156,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
   /** Follows the network's sends whose nonce is being filled; returns how many are settled. */
   readonly settleFills: (networkKey: string) => Effect.Effect<number>
 }>()("coffer/OutgoingSends") {
-  static readonly layer = Layer.effect(
+  static readonly layer: Layer.Layer<OutgoingSends, never, SqlClient.SqlClient | Catalog | ChainClients | Signer | Ids> = Layer.effect(
     OutgoingSends,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
@@ -163,6 +164,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       const clients = yield* ChainClients
       const signer = yield* Signer
       const ids = yield* Ids
+      const crash = yield* CrashPoints
 
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -251,12 +253,14 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           yield* insertVersion(id, spec.networkKey, 1, "PAYLOAD", signed, signedParameters)
           const send = (yield* load(sql`s.id = ${id}`))!
           if (hooks.onSigned !== undefined) yield* hooks.onSigned(send)
+          yield* crash.reach("send-before-commit")
           yield* Effect.logInfo(
             `${spec.purpose.toLowerCase()} ${spec.ownerId}: signed ${signed.txHash} on ${spec.networkKey}` +
               (nonce === null ? "" : ` with nonce ${nonce}`)
           )
           return send
         })).pipe(
+          Effect.tap(() => crash.reach("send-after-commit")),
           Effect.map((send): SignOutcome => ({ _tag: "Signed", send })),
           Effect.catchTag("SigningStopped", (stopped): Effect.Effect<SignOutcome> =>
             Effect.succeed(
@@ -338,6 +342,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         const { chain } = sendingChain(send.network_key)
         const version = latest(send)
         return yield* broadcastVersion(send, version).pipe(
+          Effect.tap(() => crash.reach("send-after-broadcast")),
           Effect.tap(() => Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: broadcast ${version.tx_hash}` +
             (send.nonce === null ? "" : ` (nonce ${send.nonce})`))),
           Effect.as<BroadcastOutcome>("SENT"),
@@ -495,7 +500,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
 
       return OutgoingSends.of({ forOwner, sign, broadcast, check, markFinal, reserved, settleFills })
     })
-  )
+  ).pipe(Layer.provide(CrashPoints.layer), Layer.orDie)
 }
 
 export { ChainUnavailable }
