@@ -16,6 +16,8 @@ import { NonceStore } from "./auth/NonceStore.ts"
 import { RateLimiter } from "./auth/RateLimiter.ts"
 import { SignatureAuthLayer } from "./auth/SignatureAuthLayer.ts"
 import { Catalog } from "./catalog/Catalog.ts"
+import { FeeFloors } from "./catalog/FeeFloors.ts"
+import { PriceFeed } from "./catalog/PriceFeed.ts"
 import { Switches } from "./catalog/Switches.ts"
 import { AppConfig } from "./Config.ts"
 import { Entropy } from "./domain/Entropy.ts"
@@ -62,6 +64,7 @@ import { OpsDevnetHandlers } from "./ops/DevnetHandlers.ts"
 import { ManualDepositCredit } from "./deposits/ManualDepositCredit.ts"
 import { OpsManualHandlers } from "./ops/ManualHandlers.ts"
 import { OpsSwitchHandlers } from "./ops/SwitchHandlers.ts"
+import { OpsPriceHandlers } from "./ops/PriceHandlers.ts"
 import { OpsApi } from "./ops/OpsApi.ts"
 import {
   OpsAuthLayer,
@@ -93,6 +96,9 @@ export const DomainLayer = Layer.mergeAll(
   Layer.provideMerge(WithdrawalEntityLayer),
   Layer.provideMerge(WithdrawalProcessor.layer),
   Layer.provideMerge(Layer.mergeAll(DepositWatcher.layer, ManualDepositCredit.layer, TransferQuotes.layer, TwoFactor.layer)),
+  // Fee rule 3: recent network costs and the prices that convert them (catalog, operator's PUT /ops/prices).
+  Layer.provideMerge(FeeFloors.layer),
+  Layer.provideMerge(PriceFeed.layer),
   // The operator's switches combine with what each network's chain client can do.
   Layer.provideMerge(Layer.mergeAll(Switches.layer, WalletSwitch.layer)),
   Layer.provideMerge(chainClientsLayer),
@@ -147,7 +153,8 @@ export const OpsRoutes = Layer.mergeAll(
       OpsPlatformHandlers,
       OpsManualHandlers,
       OpsSwitchHandlers,
-      OpsDevnetHandlers
+      OpsDevnetHandlers,
+      OpsPriceHandlers
     )
   ),
   Layer.provide(Layer.mergeAll(OpsAuthLayer, OpsSchemaErrorsLayer))

@@ -28,6 +28,7 @@
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
+import { FeeFloors } from "../catalog/FeeFloors.ts"
 import { effectiveDepositFee } from "../catalog/Fees.ts"
 import {
   type ChainClient,
@@ -134,6 +135,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
       const ids = yield* Ids
       const outbox = yield* Outbox
       const transactionEvents = yield* TransactionEvents
+      const feeFloors = yield* FeeFloors
 
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -413,7 +415,8 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
               continue
             }
             const amount = deposit.amount
-            const fee = effectiveDepositFee(asset, tenant.settings, 0n)
+            // Fee rule 2 with the current dynamic floor: the depositFeeRaw /v1/supported_assets shows now.
+            const fee = effectiveDepositFee(asset, tenant.settings, (yield* feeFloors.floor(asset)).deposit)
             // The network may have been taken from the tenant since the address was handed out.
             const networkOfTenant = tenant.networks.includes(network.networkKey)
             const heldForReview = asset.status !== "ENABLED" || deposit.asset_switch_status !== "ENABLED" ||

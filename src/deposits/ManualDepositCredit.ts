@@ -6,6 +6,7 @@
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
+import { FeeFloors } from "../catalog/FeeFloors.ts"
 import { effectiveDepositFee } from "../catalog/Fees.ts"
 import { decodeFirstRow, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { InvalidState, NotFound } from "../domain/ApiError.ts"
@@ -36,6 +37,7 @@ export class ManualDepositCredit extends Context.Service<ManualDepositCredit, {
       const transactions = yield* TransactionRepository
       const outbox = yield* Outbox
       const transactionEvents = yield* TransactionEvents
+      const feeFloors = yield* FeeFloors
 
       const credit = Effect.fn("ManualDepositCredit.credit")(function*(tenantId: string, depositId: string) {
         const credited = yield* sql.withTransaction(Effect.gen(function*() {
@@ -53,7 +55,7 @@ export class ManualDepositCredit extends Context.Service<ManualDepositCredit, {
           // The deposit row names this tenant and the foreign key holds it: a missing tenant is a defect, never a
           // credit under default settings (fail closed).
           if (tenant === undefined) return yield* Effect.die(new Error(`deposit ${depositId}: tenant ${tenantId} does not exist`))
-          const usualFee = effectiveDepositFee(asset, tenant.settings, 0n)
+          const usualFee = effectiveDepositFee(asset, tenant.settings, (yield* feeFloors.floor(asset)).deposit)
           // The operator's decision to credit stands even for an amount the fee would swallow: then no fee is kept.
           const fee = amount > usualFee ? usualFee : 0n
           const deposited = { walletId: deposit.destination_wallet_id, assetId: deposit.asset_id, amount }

@@ -4,6 +4,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { pageLimitDefault } from "../api/Common.ts"
 import { Catalog } from "../catalog/Catalog.ts"
+import { FeeFloors } from "../catalog/FeeFloors.ts"
 import { effectiveDepositFee } from "../catalog/Fees.ts"
 import { Switches } from "../catalog/Switches.ts"
 import { listedAssets, tenantNetworks } from "../catalog/TenantCatalog.ts"
@@ -26,6 +27,7 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
     const catalog = yield* Catalog
     const ledger = yield* Ledger
     const switches = yield* Switches
+    const feeFloors = yield* FeeFloors
 
     const existing = (tenantId: string, walletId: string) =>
       Effect.flatMap(repository.find(tenantId, walletId), (wallet) =>
@@ -75,6 +77,10 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
           const assets = listedAssets(catalog, tenant)
           // Operator switches as stored now: deposits off (or unwatched) hides the network, a FROZEN watch shows.
           const view = yield* switches.view
+          // Fee rule 2 with the current dynamic floor, as /v1/supported_assets shows it and crediting deducts it.
+          const floors = yield* feeFloors.floors(
+            assets.filter((asset) => catalog.network(asset.networkKey)!.chainFamily === wallet.chainFamily)
+          )
           return tenantNetworks(catalog, tenant)
             .filter((network) => network.chainFamily === wallet.chainFamily && view.network(network).depositEnabled)
             .map((network) => {
@@ -95,7 +101,7 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
                   name: asset.name,
                   decimals: asset.decimals,
                   minDepositRaw: asset.minDeposit.toString(),
-                  depositFeeRaw: effectiveDepositFee(asset, tenant.settings, 0n).toString(),
+                  depositFeeRaw: effectiveDepositFee(asset, tenant.settings, floors(asset).deposit).toString(),
                   depositPaused: view.asset(asset).status === "DEPOSIT_PAUSED",
                   iconUrl: asset.iconUrl
                 }))
