@@ -62,23 +62,28 @@ export class FeeFloors extends Context.Service<FeeFloors, {
       const cache = new Map<string, NetworkCosts>()
       const warnedAtMillis = new Map<string, number>()
 
-      /** Recent history per asset of the network: null where there is none yet. One query for the network. */
-      const history = (networkKey: string) =>
-        sql`
+      /** Recent history per catalog asset of the network: null where there is none yet. One query for the network. */
+      const history = (networkKey: string) => {
+        const assetIds = catalog.assets.filter((asset) => asset.networkKey === networkKey).map((asset) => asset.assetId)
+        return sql`
           SELECT a.asset_id,
             (SELECT max(w.network_fee) FROM (
               SELECT t.network_fee FROM transactions t
-              WHERE t.kind = 'WITHDRAWAL' AND t.status = 'COMPLETED' AND t.network_key = a.network_key
+              WHERE t.kind = 'WITHDRAWAL' AND t.status = 'COMPLETED' AND t.network_key = ${networkKey}
                 AND t.asset_id = a.asset_id AND t.network_fee IS NOT NULL
               ORDER BY t.updated_at DESC LIMIT ${feeHistoryDepth}) w)::text AS withdraw_cost,
             (SELECT max(s.network_fee + coalesce(
                 (SELECT sum(u.network_fee) FROM sweeps u WHERE u.kind = 'TOP_UP' AND u.for_sweep_id = s.id), 0))
               FROM (
                 SELECT id, network_fee FROM sweeps
-                WHERE kind = 'SWEEP' AND status = 'COMPLETED' AND network_key = a.network_key
+                WHERE kind = 'SWEEP' AND status = 'COMPLETED' AND network_key = ${networkKey}
                   AND asset_id = a.asset_id AND network_fee IS NOT NULL
                 ORDER BY updated_at DESC LIMIT ${feeHistoryDepth}) s)::text AS deposit_cost
-          FROM assets a WHERE a.network_key = ${networkKey}`.pipe(Effect.orDie, Effect.flatMap(historyRows))
+          FROM jsonb_array_elements_text(${JSON.stringify(assetIds)}::jsonb) AS a (asset_id)`.pipe(
+          Effect.orDie,
+          Effect.flatMap(historyRows)
+        )
+      }
 
       const computeCosts = Effect.fn("FeeFloors.computeCosts")(function*(networkKey: string, previous: NetworkCosts | undefined) {
         const network = catalog.network(networkKey)!
