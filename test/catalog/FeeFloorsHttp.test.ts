@@ -128,6 +128,36 @@ layer(appLayer, { excludeTestServices: true })("fee rule 3 and prices over HTTP"
       }))
   })
 
+  describe("the deposit floor", () => {
+    it.effect("no sweep yet: one sweep's estimate × 1.2; the wallet's addresses and the assets show it, and crediting deducts it", () =>
+      Effect.gen(function*() {
+        const tenant = yield* provisionTenant()
+        const trx = "TRON_NILE_TRX"
+        const { walletId, address } = yield* walletOf(tenant, "dee", "TRON_NILE")
+        const networkFee = 3_000_000n
+        yield* devnet("TRON_NILE", { networkFeeRaw: networkFee })
+        const floor = withMargin(networkFee)
+        assert.strictEqual((yield* assetFees(tenant, trx)).deposit, floor)
+        const addresses = yield* call(tenant, "GET", `/v1/wallets/${walletId}/addresses`)
+        assert.strictEqual(addresses.status, 200, addresses.text)
+        const listed = (addresses.json as Array<any>).find((entry) => entry.networkKey === "TRON_NILE")
+        assert.strictEqual(listed.supportedAssets.find((asset: any) => asset.assetId === trx).depositFeeRaw, floor.toString())
+
+        const amount = 10_000_000n
+        const sent = yield* ops("POST", "/ops/devnet/TRON_NILE/transfers", { to: address, assetId: trx, amountRaw: amount.toString() })
+        assert.strictEqual(sent.status, 200, sent.text)
+        // TRON credits once solidified, 19 blocks behind the head.
+        yield* mine("TRON_NILE", 20)
+        const list = yield* call(tenant, "GET", `/v1/transactions?walletId=${walletId}&kind=DEPOSIT`)
+        const [deposit] = list.json.items
+        assert.deepStrictEqual(
+          [deposit.status, deposit.subStatus, deposit.feeRaw, deposit.netAmountRaw],
+          ["COMPLETED", null, floor.toString(), (amount - floor).toString()]
+        )
+        yield* devnet("TRON_NILE", { networkFeeRaw: 1_100_000n })
+      }))
+  })
+
   describe("prices (PUT /ops/prices)", () => {
     it.effect("a token's fee follows the operator's prices at once; GET shows who set them and when; each change audited", () =>
       Effect.gen(function*() {
