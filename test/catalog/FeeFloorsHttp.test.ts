@@ -223,7 +223,8 @@ layer(appLayer, { excludeTestServices: true })("fee rule 3 and prices over HTTP"
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const before = (yield* ops("GET", "/ops/prices")).json
-        const [{ n: changesBefore }] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM price_changes`
+        const changeCount = Effect.map(sql<{ n: number }>`SELECT count(*)::int AS n FROM price_changes`, ([row]) => row!.n)
+        const changesBefore = yield* changeCount
         for (const bad of ["abc", "0", "0.000", "-1", "1e3", "1.0000000000000000001", " 1", ""]) {
           expectError(yield* ops("PUT", "/ops/prices", { BSC_TESTNET_BNB: "700", BSC_TESTNET_USDT: bad }), 422, "BAD_REQUEST")
         }
@@ -234,8 +235,7 @@ layer(appLayer, { excludeTestServices: true })("fee rule 3 and prices over HTTP"
           rawRequest({ baseUrl, method: "PUT", target: "/ops/prices", body: JSON.stringify({ BSC_TESTNET_BNB: "1" }) }))
         expectError(anonymous, 401, "UNAUTHORIZED")
         assert.deepStrictEqual((yield* ops("GET", "/ops/prices")).json, before)
-        const [{ n: changesAfter }] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM price_changes`
-        assert.strictEqual(changesAfter, changesBefore)
+        assert.strictEqual(yield* changeCount, changesBefore)
       }))
   })
 })
