@@ -27,11 +27,14 @@ CREATE TABLE outgoing_sends (
   to_address text NOT NULL,
   asset_id text NOT NULL REFERENCES assets (asset_id),
   amount numeric(78, 0) NOT NULL CHECK (amount >= 0),
+  -- Whose key signs (signer/TransactionRequest.ts SigningKey): replacements are signed by the same key.
+  signing_key jsonb NOT NULL,
   -- EVM only; null on the other families.
   nonce bigint CHECK (nonce >= 0),
   -- PENDING until one of its versions is final on chain (CONFIRMED: succeeded, REVERTED: included and failed), or
-  -- it was rejected for good (REJECTED; an EVM nonce is then filled by a FILL version).
-  state text NOT NULL DEFAULT 'PENDING' CHECK (state IN ('PENDING', 'CONFIRMED', 'REVERTED', 'REJECTED')),
+  -- rejected for good: FILLING while the 0-value FILL version that takes its EVM nonce waits to be final, then
+  -- REJECTED.
+  state text NOT NULL DEFAULT 'PENDING' CHECK (state IN ('PENDING', 'CONFIRMED', 'REVERTED', 'FILLING', 'REJECTED')),
   -- The version included on chain and what it cost (gasUsed × effectiveGasPrice, ...), once known.
   included_tx_hash text,
   included_height bigint,
@@ -40,7 +43,7 @@ CREATE TABLE outgoing_sends (
   UNIQUE (purpose, owner_id),
   UNIQUE (network_key, from_address, nonce)
 );
-CREATE INDEX outgoing_sends_pending_idx ON outgoing_sends (network_key, from_address) WHERE state = 'PENDING';
+CREATE INDEX outgoing_sends_open_idx ON outgoing_sends (network_key, from_address) WHERE state IN ('PENDING', 'FILLING');
 
 CREATE TABLE outgoing_versions (
   send_id uuid NOT NULL REFERENCES outgoing_sends (id),
@@ -56,8 +59,10 @@ CREATE TABLE outgoing_versions (
   max_priority_fee_per_gas numeric(78, 0),
   network_fee_max numeric(78, 0) NOT NULL CHECK (network_fee_max >= 0),
   signed_at timestamptz NOT NULL,
-  -- The head when the node first accepted it: an EVM version not included 20 blocks later is replaced.
+  -- The head when a confirmation check first found it sent and not yet in a block: an EVM version still not
+  -- included 20 blocks later is replaced.
   sent_height bigint,
+  -- Broadcast calls the node accepted (the first and every rebroadcast of the same bytes).
   broadcasts integer NOT NULL DEFAULT 0 CHECK (broadcasts >= 0),
   PRIMARY KEY (send_id, version),
   UNIQUE (network_key, tx_hash)
@@ -76,10 +81,10 @@ CREATE TRIGGER outgoing_versions_signed_once BEFORE UPDATE ON outgoing_versions
 
 -- Withdrawals signed before this migration (the simulated chain) become sends with their one version, so every
 -- withdrawal is read one way. Their sending address is not recorded: the platform HOT of their network.
-INSERT INTO outgoing_sends (id, network_key, purpose, owner_id, from_address, to_address, asset_id, amount, state,
-  created_at)
+INSERT INTO outgoing_sends (id, network_key, purpose, owner_id, from_address, to_address, asset_id, amount,
+  signing_key, state, created_at)
 SELECT w.transaction_id, t.network_key, 'WITHDRAWAL', w.transaction_id, 'HOT', t.destination_address, t.asset_id,
-  t.amount, CASE WHEN t.status = 'COMPLETED' THEN 'CONFIRMED' WHEN t.status = 'FAILED' THEN 'REJECTED' ELSE 'PENDING' END,
+  t.amount, '{"_tag": "Platform", "role": "HOT"}'::jsonb, CASE WHEN t.status = 'COMPLETED' THEN 'CONFIRMED' WHEN t.status = 'FAILED' THEN 'REJECTED' ELSE 'PENDING' END,
   w.signed_at
 FROM withdrawals w JOIN transactions t ON t.id = w.transaction_id
 WHERE w.signed_raw IS NOT NULL;

@@ -36,6 +36,7 @@ import { WebhooksHandlers } from "./http/WebhooksHandlers.ts"
 import { ClusterLayer, ClusterRetention } from "./entities/Cluster.ts"
 import { WalletEntityLayer } from "./entities/WalletEntity.ts"
 import { WithdrawalEntityLayer } from "./entities/WithdrawalEntity.ts"
+import { OutgoingSends } from "./sending/OutgoingSends.ts"
 import { WithdrawalProcessor } from "./withdrawals/WithdrawalProcessor.ts"
 import { Withdrawals } from "./withdrawals/Withdrawals.ts"
 import { WithdrawalSupervisor } from "./withdrawals/WithdrawalSupervisor.ts"
@@ -43,6 +44,7 @@ import { chainClientsLayer } from "./chains/ChainClientsLayer.ts"
 import { SimulatedChain } from "./chains/simulated/SimulatedChain.ts"
 import { DepositWatcher } from "./deposits/DepositWatcher.ts"
 import { DepositWatcherLoop } from "./deposits/DepositWatcherLoop.ts"
+import { WatchHealth } from "./deposits/WatchHealth.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
 import { Outbox } from "./outbox/Outbox.ts"
 import { OutboxRetention } from "./outbox/OutboxRetention.ts"
@@ -95,12 +97,15 @@ export const DomainLayer = Layer.mergeAll(
   Layer.provideMerge(Withdrawals.layer),
   Layer.provideMerge(WithdrawalEntityLayer),
   Layer.provideMerge(WithdrawalProcessor.layer),
+  // Every transaction the service sends, once (sending/): withdrawals now, sweeps next.
+  Layer.provideMerge(OutgoingSends.layer),
   Layer.provideMerge(Layer.mergeAll(DepositWatcher.layer, ManualDepositCredit.layer, TransferQuotes.layer, TwoFactor.layer)),
   // Fee rule 3: recent network costs and the prices that convert them (catalog, operator's PUT /ops/prices).
   Layer.provideMerge(FeeFloors.layer),
   Layer.provideMerge(PriceFeed.layer),
   // The operator's switches combine with what each network's chain client can do.
-  Layer.provideMerge(Layer.mergeAll(Switches.layer, WalletSwitch.layer)),
+  // What a wallet address shows also depends on whether a watcher follows the network (deposits/WatchHealth.ts).
+  Layer.provideMerge(Layer.mergeAll(Switches.layer, WalletSwitch.layer, WatchHealth.layer)),
   Layer.provideMerge(chainClientsLayer),
   Layer.provideMerge(SimulatedChain.layer),
   Layer.provideMerge(WalletEntityLayer),

@@ -41,11 +41,28 @@ export interface ChainBlock {
 
 export type TransactionState = "INCLUDED" | "PENDING" | "UNKNOWN"
 
-/** The network refused a transaction for good (invalid, double spend, ...): retrying the same bytes cannot help. */
+/**
+ * The network refused a transaction for good (invalid, double spend, ...): retrying the same bytes cannot help.
+ * `nonceUsed`: an EVM node said the nonce is taken already ("nonce too low"), which is also what a transaction of
+ * ours that was mined meanwhile looks like; the caller checks its own versions before calling it a failure.
+ */
 export class BroadcastRejected extends Data.TaggedError("BroadcastRejected")<{
   readonly networkKey: string
   readonly message: string
+  readonly nonceUsed?: boolean
 }> {}
+
+/** Where a transaction stands in the current chain: its block, whether it succeeded, and what it cost. */
+export interface Inclusion {
+  readonly height: bigint
+  /** False when it was included but failed (EVM receipt status 0, TRON contractRet, SOL meta.err). */
+  readonly succeeded: boolean
+  /**
+   * The network fee it actually paid in the native coin, read from the chain (EVM gasUsed × effectiveGasPrice).
+   * Undefined only on the simulated chain, whose fee is exactly what was signed for.
+   */
+  readonly networkFee: bigint | undefined
+}
 
 /** The transfer a withdrawal asks for, from the platform's hot wallet. */
 export interface WithdrawalTransfer {
@@ -93,6 +110,12 @@ export interface SignedWithdrawal extends WithdrawalTransfer {
 }
 
 export interface WithdrawalChain {
+  /**
+   * The address's pending transaction count (EVM `eth_getTransactionCount(address, "pending")`), present on clients
+   * of real EVM nodes: their nonces come from the PostgreSQL sequence (sending/OutgoingSends.ts), seeded from this
+   * on an address's first send. Absent where the client chooses nonces itself (the simulated chain).
+   */
+  readonly accountNonce?: ((address: string) => Effect.Effect<bigint, ChainUnavailable>) | undefined
   /** Whether the hot wallet holds `amount` of the asset and the network fee in the native coin. */
   readonly hotWalletCovers: (
     transfer: WithdrawalTransfer,
@@ -104,8 +127,8 @@ export interface WithdrawalChain {
   readonly withdrawalParameters: (transfer: WithdrawalTransfer) => Effect.Effect<WithdrawalParameters, ChainUnavailable>
   /** Sends signed bytes; sending the same bytes again is harmless (the network knows them by their hash). */
   readonly broadcast: (signed: SignedWithdrawal) => Effect.Effect<void, ChainUnavailable | BroadcastRejected>
-  /** The height of the block that includes the transaction on the current chain, if any. */
-  readonly inclusionHeight: (txHash: string) => Effect.Effect<bigint | undefined, ChainUnavailable>
+  /** The transaction's block on the current chain and its outcome, or undefined while it is in no block. */
+  readonly inclusion: (txHash: string) => Effect.Effect<Inclusion | undefined, ChainUnavailable>
 }
 
 export interface ChainClient {

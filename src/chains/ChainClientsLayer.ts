@@ -49,7 +49,9 @@ export const chainClientsLayer = Layer.effect(
         nativeAssetId: network.nativeAssetId,
         tokens: catalog.assets
           .filter((asset) => asset.networkKey === networkKey && asset.kind === "TOKEN" && asset.contract !== null)
-          .map((asset) => ({ assetId: asset.assetId, contract: asset.contract! }))
+          .map((asset) => ({ assetId: asset.assetId, contract: asset.contract! })),
+        // Checked against the node below before the client is used; signatures commit to the catalog's id.
+        sending: { chainId: network.evmChainId!, feeRateCap: network.feeRateCap }
       })
       const reported = yield* client.chainId.pipe(
         Effect.retry({ schedule: Schedule.spaced(chainIdRetryMillis), times: chainIdAttemptsMax - 1 }),

@@ -113,8 +113,15 @@ const withdrawal = (transaction: BookedTransaction): Expectation => {
     posting("WALLET", payer, assetId, "FROZEN", amount + fee)
   ]
   if (openWithdrawal.has(transaction.status)) return entries(["WITHDRAWAL_FREEZE", freeze])
+  const networkFee = transaction.networkFee ?? 0n
+  const networkFeeEntry: ReadonlyArray<[EntryKind, ReadonlyArray<ExpectedPosting>]> =
+    networkFee === 0n || transaction.networkFeeAssetId === null ? [] : [["NETWORK_FEE", [
+      posting("NETWORK_FEES", null, transaction.networkFeeAssetId, "AVAILABLE", -networkFee),
+      posting("CHAIN", null, transaction.networkFeeAssetId, "AVAILABLE", networkFee)
+    ]]]
   if (releasedWithdrawal.has(transaction.status)) {
-    return entries(["WITHDRAWAL_FREEZE", freeze], ["WITHDRAWAL_RELEASE", negated(freeze)])
+    // A withdrawal reverted on chain released its funds and burned a fee (decisions.md); the others burned none.
+    return entries(["WITHDRAWAL_FREEZE", freeze], ["WITHDRAWAL_RELEASE", negated(freeze)], ...networkFeeEntry)
   }
   if (transaction.status !== "COMPLETED") return noRule(transaction)
   const settle = [
@@ -122,15 +129,7 @@ const withdrawal = (transaction: BookedTransaction): Expectation => {
     posting("CHAIN", null, assetId, "AVAILABLE", amount),
     ...feePosting(assetId, fee)
   ]
-  const networkFee = transaction.networkFee ?? 0n
-  if (networkFee === 0n || transaction.networkFeeAssetId === null) {
-    return entries(["WITHDRAWAL_FREEZE", freeze], ["WITHDRAWAL_SETTLE", settle])
-  }
-  const nativeCoin = transaction.networkFeeAssetId
-  return entries(["WITHDRAWAL_FREEZE", freeze], ["WITHDRAWAL_SETTLE", settle], ["NETWORK_FEE", [
-    posting("NETWORK_FEES", null, nativeCoin, "AVAILABLE", -networkFee),
-    posting("CHAIN", null, nativeCoin, "AVAILABLE", networkFee)
-  ]])
+  return entries(["WITHDRAWAL_FREEZE", freeze], ["WITHDRAWAL_SETTLE", settle], ...networkFeeEntry)
 }
 
 const internalTransfer = (transaction: BookedTransaction, booked: ReadonlySet<EntryKind>): Expectation => {

@@ -7,7 +7,7 @@
  * - `layerDisabled`: every operation fails with `SignerUnavailable` (preproduction runs without keys).
  * - `layerConfig`: picks one of the two from AppConfig; see there.
  */
-import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Data, Effect, Layer, Option, Redacted } from "effect"
 import { createPrivateKey, pbkdf2Sync, sign, type KeyObject } from "node:crypto"
 import { AppConfig } from "../Config.ts"
 import {
@@ -44,15 +44,23 @@ export interface SignerShape {
   readonly platformAddress: (request: PlatformAddressRequest) => Effect.Effect<DerivedAddress, SignerUnavailable>
   /**
    * Signs a fully specified transfer. A request the chain would reject as malformed (bad address, outputs above
-   * inputs, tenantIndex 0 for a wallet key) is a caller bug and dies; the only typed failure is a missing signer.
+   * inputs, tenantIndex 0 for a wallet key) is a caller bug and dies. SignerUnavailable: not now (down,
+   * unreachable, disabled here), try again later; SignerRefused: never for this request (a remote signer's policy or
+   * a key it does not hold). The local HD signer never refuses.
    */
-  readonly signTransaction: (request: TransactionRequest) => Effect.Effect<SignedTransaction, SignerUnavailable>
+  readonly signTransaction: (request: TransactionRequest) => Effect.Effect<SignedTransaction, SignerUnavailable | SignerRefused>
   /** The webhook verification key (key id `v1`): raw Ed25519 public key, 64 lowercase hex characters. */
   readonly webhookPublicKey: () => Effect.Effect<string, SignerUnavailable>
   /** Ed25519 signature of exactly `message`, 128 lowercase hex characters. */
   readonly signWebhook: (message: Uint8Array) => Effect.Effect<string, SignerUnavailable>
   readonly status: () => Effect.Effect<SignerStatus>
 }
+
+/**
+ * The signer will never sign this request (decisions.md "Sending on real networks": only such a refusal fails a
+ * withdrawal with SIGNING_FAILED; an unreachable signer makes it wait).
+ */
+export class SignerRefused extends Data.TaggedError("SignerRefused")<{ readonly message: string }> {}
 
 const disabledMessage = "signer is disabled in this environment"
 

@@ -17,20 +17,19 @@
  * Somewhat over 300 lines on purpose: the steps and the one transition writer they share are one state machine,
  * and the guards that keep it race-free (conditional UPDATEs, the stored-once signature) read best side by side.
  */
-import { Cause, Clock, Context, Effect, Exit, Layer, Schema } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
-import { ChainClients, type SignedWithdrawal, type WithdrawalTransfer } from "../chains/ChainClient.ts"
+import { ChainClients, type WithdrawalTransfer } from "../chains/ChainClient.ts"
 import { decodeFirstRow, decodeRows, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
-import { meetsConfirmationRule } from "../deposits/DepositWatcher.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest, type Payment } from "../ledger/Postings.ts"
-import { Signer } from "../signer/Signer.ts"
+import { OutgoingSends } from "../sending/OutgoingSends.ts"
+import { platformKey } from "../signer/TransactionRequest.ts"
 import { Tenants } from "../tenants/Tenants.ts"
 import { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
-import { withdrawalRequest } from "./WithdrawalRequests.ts"
 import {
   allows,
   IllegalTransition,
@@ -106,10 +105,10 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
       const catalog = yield* Catalog
       const clients = yield* ChainClients
       const ledger = yield* Ledger
-      const signer = yield* Signer
       const tenants = yield* Tenants
       const platformAddresses = yield* PlatformAddresses
       const transactionEvents = yield* TransactionEvents
+      const sends = yield* OutgoingSends
 
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -195,7 +194,15 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
                 return "STOP" as const
               }
               const transfer = transferOf(row, from)
-              const covered = yield* Effect.flatMap(chain.networkFee(row.asset_id), (fee) => chain.hotWalletCovers(transfer, fee))
+              // Sends signed but not yet taken by a node are not in its balance yet: they are added to what this
+              // one needs (native network fees included), so concurrent withdrawals cannot all count one balance.
+              const reserved = yield* sends.reserved(row.network_key, from)
+              const nativeAssetId = catalog.network(row.network_key)!.nativeAssetId
+              const fee = yield* chain.networkFee(row.asset_id)
+              const covered = yield* chain.hotWalletCovers(
+                { ...transfer, amount: transfer.amount + (reserved.get(row.asset_id) ?? 0n) },
+                fee + (row.asset_id === nativeAssetId ? 0n : reserved.get(nativeAssetId) ?? 0n)
+              )
               if (!covered) {
                 yield* transition(row, "awaitPlatformFunds")
                 return "STOP" as const
@@ -211,57 +218,51 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           }
         })
 
+      /**
+       * PENDING_SIGNATURE: the send signed once (sending/OutgoingSends.ts: nonce, signature and stored bytes in one
+       * database transaction, guarded by this row), then broadcast. The withdrawal's own columns keep a copy of the
+       * first signature for the operator's views.
+       */
       const signAndBroadcast = (row: WithdrawalRow) =>
         Effect.gen(function*() {
-          const network = catalog.network(row.network_key)!
-          const asset = catalog.asset(row.asset_id)!
-          const chain = clients.get(row.network_key)?.withdrawals
           const from = yield* hotAddress(row.network_key)
-          if (chain === undefined || from === undefined) return "STOP" as const
-          const transfer = transferOf(row, from)
-          let signed: SignedWithdrawal
-          if (row.signed_raw !== null) {
-            signed = { ...transfer, raw: row.signed_raw, txHash: row.signed_tx_hash!, networkFee: row.network_fee! }
-          } else {
-            const parameters = yield* chain.withdrawalParameters(transfer)
-            const request = withdrawalRequest(network, asset, transfer, parameters)
-            const exit = yield* Effect.exit(signer.signTransaction(request))
-            if (Exit.isFailure(exit)) {
-              if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.interrupt
-              yield* Effect.logError(`withdrawal ${row.id}: signing failed`, exit.cause)
+          if (clients.get(row.network_key)?.withdrawals === undefined || from === undefined) return "STOP" as const
+          const signing = yield* sends.sign(
+            { purpose: "WITHDRAWAL", ownerId: row.id, networkKey: row.network_key, key: platformKey("HOT"), transfer: transferOf(row, from) },
+            {
+              guard: sql`
+                SELECT id FROM transactions WHERE id = ${row.id} AND kind = 'WITHDRAWAL' AND status = 'PENDING_SIGNATURE'
+                FOR UPDATE`.pipe(Effect.map((rows) => rows.length === 1), Effect.orDie),
+              onSigned: (send) =>
+                Effect.flatMap(now, (at) =>
+                  sql`
+                    UPDATE withdrawals SET signed_raw = ${send.versions[0]!.raw}, signed_tx_hash = ${send.versions[0]!.tx_hash},
+                      network_fee = ${send.versions[0]!.network_fee_max.toString()},
+                      network_fee_asset_id = ${catalog.network(row.network_key)!.nativeAssetId}, signed_at = ${at}
+                    WHERE transaction_id = ${row.id} AND signed_raw IS NULL`).pipe(Effect.asVoid, Effect.orDie)
+            }
+          )
+          switch (signing._tag) {
+            case "Superseded":
+              return "NEXT" as const
+            case "SignerDown":
+              // decisions.md: an unreachable signer makes the withdrawal wait in PENDING_SIGNATURE, retried later.
+              yield* Effect.logWarning(`withdrawal ${row.id}: the signer is not available (${signing.message}); will retry`)
+              return "STOP" as const
+            case "Refused":
+              yield* Effect.logError(`withdrawal ${row.id}: the signer refused it for good: ${signing.message}`)
               yield* transition(row, "failSigning")
               return "NEXT" as const
-            }
-            // Stored before any broadcast, and only if no other run stored its own first: the first signature wins
-            // and is the only one ever broadcast.
-            const stored = yield* sql`
-              UPDATE withdrawals w SET signed_raw = ${exit.value.raw}, signed_tx_hash = ${exit.value.txHash},
-                network_fee = ${parameters.networkFee.toString()}, network_fee_asset_id = ${network.nativeAssetId},
-                signed_at = ${yield* now}
-              FROM transactions t
-              WHERE w.transaction_id = ${row.id} AND t.id = w.transaction_id AND w.signed_raw IS NULL
-                AND t.status = 'PENDING_SIGNATURE'
-              RETURNING w.transaction_id`.pipe(Effect.orDie)
-            if (stored.length === 0) return "NEXT" as const
-            signed = { ...transfer, raw: exit.value.raw, txHash: exit.value.txHash, networkFee: parameters.networkFee }
           }
-          const sent = yield* chain.broadcast(signed).pipe(
-            Effect.as("SENT" as const),
-            // Rejected for good by the network: these bytes will never be mined, so the funds can return.
-            Effect.catchTag("BroadcastRejected", () => Effect.succeed("REJECTED" as const)),
-            // Not reachable now: the supervisor rebroadcasts the same bytes later.
-            Effect.catchTag("ChainUnavailable", (error) =>
-              Effect.logWarning(`withdrawal ${row.id}: broadcast not possible now (${error.message}); will retry`).pipe(
-                Effect.as("LATER" as const)
-              ))
-          )
+          const send = signing.send
+          const sent = yield* sends.broadcast(send)
           yield* sql`UPDATE withdrawals SET broadcasts = broadcasts + 1 WHERE transaction_id = ${row.id}`.pipe(Effect.orDie)
           if (sent === "REJECTED") {
             yield* transition(row, "failBroadcast")
             return "NEXT" as const
           }
           if (sent === "LATER") return "STOP" as const
-          yield* transition(row, "broadcast", { txHash: signed.txHash })
+          yield* transition(row, "broadcast", { txHash: send.versions[send.versions.length - 1]!.tx_hash })
           return "NEXT" as const
         })
 
@@ -278,16 +279,11 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
         return (yield* load(withdrawalId))?.status ?? "MISSING"
       })
 
-      const complete = (row: WithdrawalRow, blockHeight: bigint) =>
-        transition(row, "complete", {
-          networkFee: { amount: row.network_fee!, assetId: row.network_fee_asset_id!, blockHeight }
-        })
-
       const confirm = Effect.fn("WithdrawalProcessor.confirm")(function*(networkKey: string) {
         const client = clients.get(networkKey)
-        const chain = client?.withdrawals
         const network = catalog.network(networkKey)
-        if (client === undefined || chain === undefined || network === undefined) return 0
+        if (client?.withdrawals === undefined || network === undefined) return 0
+        yield* sends.settleFills(networkKey)
         const waiting = yield* sql`
           SELECT id FROM transactions
           WHERE kind = 'WITHDRAWAL' AND status = 'CONFIRMING' AND network_key = ${networkKey}
@@ -297,26 +293,23 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
         let completed = 0
         for (const { id } of waiting) {
           const row = yield* load(id)
-          if (row === undefined || row.status !== "CONFIRMING" || row.signed_raw === null) continue
-          const height = yield* chain.inclusionHeight(row.signed_tx_hash!)
-          if (height === undefined) {
-            // Not in a block: waiting in the mempool, or dropped with a reorganized block. It stays CONFIRMING; the
-            // network is given the same bytes again if it forgot them.
-            if ((yield* client.transactionState(row.signed_tx_hash!)) === "UNKNOWN") {
-              const from = (yield* hotAddress(networkKey))!
-              yield* chain.broadcast({
-                ...transferOf(row, from),
-                raw: row.signed_raw,
-                txHash: row.signed_tx_hash!,
-                networkFee: row.network_fee!
-              }).pipe(
-                Effect.andThen(sql`UPDATE withdrawals SET broadcasts = broadcasts + 1 WHERE transaction_id = ${row.id}`),
-                Effect.catchCause((cause) => Effect.logWarning(`withdrawal ${row.id}: rebroadcast failed`, cause))
-              )
-            }
-            continue
+          if (row === undefined || row.status !== "CONFIRMING") continue
+          const send = yield* sends.forOwner("WITHDRAWAL", id)
+          if (send === undefined) continue
+          // Included and final, or still waiting (then rebroadcast if the node forgot it, replaced if stuck).
+          const outcome = yield* sends.check(send, head)
+          if (outcome._tag !== "Final") continue
+          const details: TransitionDetails = {
+            txHash: outcome.txHash,
+            networkFee: { amount: outcome.networkFee, assetId: network.nativeAssetId, blockHeight: outcome.height }
           }
-          if (meetsConfirmationRule(network, head, height) && (yield* complete(row, height))) completed++
+          const moved = yield* sql.withTransaction(Effect.gen(function*() {
+            const done = yield* transition(row, outcome.succeeded ? "complete" : "revertOnChain", details)
+            if (done) yield* sends.markFinal(send, outcome)
+            return done
+          })).pipe(Effect.orDie)
+          if (moved && outcome.succeeded) completed++
+          if (moved && !outcome.succeeded) yield* Effect.logWarning(`withdrawal ${id}: ${outcome.txHash} reverted on chain`)
         }
         return completed
       }, (effect) => effect.pipe(Effect.catchTag("ChainUnavailable", (error) =>

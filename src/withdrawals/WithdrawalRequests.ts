@@ -6,15 +6,16 @@
 import type { CatalogAsset, CatalogNetwork } from "../catalog/Catalog.ts"
 import type { BtcNetwork } from "../chains/ChainFamily.ts"
 import type { WithdrawalParameters, WithdrawalTransfer } from "../chains/ChainClient.ts"
-import { platformKey, type TransactionRequest } from "../signer/TransactionRequest.ts"
+import { platformKey, type SigningKey, type TransactionRequest } from "../signer/TransactionRequest.ts"
 
 export const withdrawalRequest = (
   network: CatalogNetwork,
   asset: CatalogAsset,
   transfer: WithdrawalTransfer,
-  parameters: WithdrawalParameters
+  parameters: WithdrawalParameters,
+  /** Whose key signs: the platform HOT for withdrawals; a deposit wallet or a tenant's GAS wallet for sweeps. */
+  key: SigningKey = platformKey("HOT")
 ): TransactionRequest => {
-  const key = platformKey("HOT")
   const token = asset.kind === "TOKEN" ? asset.contract ?? undefined : undefined
   if (asset.kind === "TOKEN" && token === undefined) throw new Error(`token ${asset.assetId} has no contract`)
   if (parameters.family !== network.chainFamily) {

@@ -88,12 +88,15 @@ export const withdrawalTransitions = {
    */
   failSigning: { from: ["PENDING_SIGNATURE"], to: "FAILED", subStatus: "SIGNING_FAILED", ledger: ["release"], event: statusUpdated },
   failBroadcast: { from: ["PENDING_SIGNATURE"], to: "FAILED", subStatus: "BROADCAST_FAILED", ledger: ["release"], event: statusUpdated },
-  /** Included but failed on chain (decisions.md "Sending on real networks"); no client reports it yet. */
+  /**
+   * Included but failed on chain (decisions.md "Sending on real networks"): the frozen funds go back, and the burned
+   * network fee is the platform's cost, booked like a completed withdrawal's.
+   */
   revertOnChain: {
     from: ["PENDING_SIGNATURE", "CONFIRMING"],
     to: "FAILED",
     subStatus: "REVERTED_ON_CHAIN",
-    ledger: ["release"],
+    ledger: ["release", "networkFee"],
     event: statusUpdated
   },
   cancelByUser: {

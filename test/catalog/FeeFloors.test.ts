@@ -37,7 +37,7 @@ const makeNode = () => {
       hotWalletCovers: () => unused,
       withdrawalParameters: () => unused,
       broadcast: () => unused,
-      inclusionHeight: () => unused,
+      inclusion: () => unused,
       networkFee: (assetId) =>
         Effect.suspend(() => {
           state.asked++

@@ -24,7 +24,8 @@ import { TransactionEvents } from "../../src/transactions/TransactionEvents.ts"
 import { WithdrawalEntity, WithdrawalEntityLayer } from "../../src/entities/WithdrawalEntity.ts"
 import { Ledger } from "../../src/ledger/Ledger.ts"
 import { Postings } from "../../src/ledger/Postings.ts"
-import { Signer } from "../../src/signer/Signer.ts"
+import { OutgoingSends } from "../../src/sending/OutgoingSends.ts"
+import { Signer, SignerRefused } from "../../src/signer/Signer.ts"
 import { Tenants } from "../../src/tenants/Tenants.ts"
 import { TransactionRepository } from "../../src/transactions/TransactionRepository.ts"
 import { PlatformAddresses } from "../../src/wallets/PlatformAddresses.ts"
@@ -58,6 +59,7 @@ const entityLayer = (signer: Layer.Layer<Signer>) =>
   WithdrawalEntityLayer.pipe(
     Layer.provideMerge(TestRunner.layer),
     Layer.provideMerge(WithdrawalProcessor.layer),
+    Layer.provideMerge(OutgoingSends.layer),
     Layer.provideMerge(TransactionEvents.layer),
     Layer.provideMerge(chainClientsLayer),
     Layer.provideMerge(SimulatedChain.layer),
@@ -153,7 +155,7 @@ const processOnce = (withdrawalId: string, attempt: string) =>
   })
 
 describe("withdrawal entity on the TestRunner", () => {
-  it.effect("a signer that fails: FAILED / SIGNING_FAILED, funds released once, nothing signed or broadcast; asked again, nothing changes", () => {
+  it.effect("a signer that refuses for good: FAILED / SIGNING_FAILED, funds released once, nothing signed or broadcast; asked again, nothing changes", () => {
     const signer = { calls: 0 }
     const ids = {
       tenantId: "01a20190-0000-7000-8000-00000000d001",
@@ -188,7 +190,35 @@ describe("withdrawal entity on the TestRunner", () => {
       assert.deepStrictEqual(yield* withdrawalState(ids.withdrawalId), state)
       assert.deepStrictEqual(yield* walletBalance(ids.walletId), { available: funded.toString(), frozen: "0" })
     }).pipe(Effect.provide(entityLayer(signerWith(signer, () => () =>
-      Effect.fail(new SignerUnavailable({ message: "the signer is down" }))))))
+      Effect.fail(new SignerRefused({ message: "no such key" }))))))
+  })
+
+  it.effect("a signer that is down (decisions.md): the withdrawal waits in PENDING_SIGNATURE, nothing stored, no nonce used; once it is back, signed and broadcast", () => {
+    const signer = { calls: 0 }
+    const ids = {
+      tenantId: "01a20190-0000-7000-8000-00000000f001",
+      userId: "01a20190-0000-7000-8000-00000000f002",
+      uid: "10000003",
+      walletId: "01a20190-0000-7000-8000-00000000f003",
+      withdrawalId: "01a20190-0000-7000-8000-00000000f004"
+    }
+    return Effect.gen(function*() {
+      yield* insertSubmittedWithdrawal(ids)
+      assert.strictEqual(yield* processOnce(ids.withdrawalId, "initial"), "PENDING_SIGNATURE")
+      assert.strictEqual(signer.calls, 1)
+      const waiting = yield* withdrawalState(ids.withdrawalId)
+      assert.deepStrictEqual([waiting.status, waiting.sub_status, waiting.signed_raw, waiting.broadcasts], ["PENDING_SIGNATURE", null, null, 0])
+      assert.deepStrictEqual(waiting.entries, ["WITHDRAWAL_FREEZE"])
+      const sql = yield* SqlClient.SqlClient
+      assert.strictEqual((yield* sql`SELECT 1 FROM outgoing_sends WHERE owner_id = ${ids.withdrawalId}`).length, 0)
+
+      assert.strictEqual(yield* processOnce(ids.withdrawalId, "supervisor:1"), "CONFIRMING")
+      assert.strictEqual(signer.calls, 2)
+      const sent = yield* withdrawalState(ids.withdrawalId)
+      assert.strictEqual(sent.tx_hash, sent.signed_tx_hash)
+      assert.deepStrictEqual(sent.events, ["QUEUED/", "PENDING_SIGNATURE/", "CONFIRMING/"])
+    }).pipe(Effect.provide(entityLayer(signerWith(signer, (real) => (request) =>
+      signer.calls === 1 ? Effect.fail(new SignerUnavailable({ message: "the signer is down" })) : real.signTransaction(request)))))
   })
 
   it.effect("a working signer: CONFIRMING with the HOT address's signature stored and broadcast once; another attempt neither re-signs nor re-broadcasts", () => {

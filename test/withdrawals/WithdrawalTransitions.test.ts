@@ -85,11 +85,17 @@ describe("withdrawal transition table (decisions.md \"Withdrawal life cycle\")",
     }
   })
 
-  it("frozen from SUBMITTED until a terminal state: COMPLETED settles (with the network fee), FAILED/REJECTED/CANCELLED release, nothing else books", () => {
+  it("frozen from SUBMITTED until a terminal state: COMPLETED settles (with the network fee), FAILED/REJECTED/CANCELLED release (REVERTED_ON_CHAIN with the burned network fee), nothing else books", () => {
     assert.deepStrictEqual(creation, { to: "SUBMITTED", ledger: ["freeze"], event: "TRANSACTION_CREATED" })
     for (const name of names) {
       const rule = withdrawalTransitions[name]
-      const expected = rule.to === "COMPLETED" ? ["settle", "networkFee"] : terminal.includes(rule.to) ? ["release"] : []
+      const expected = rule.to === "COMPLETED"
+        ? ["settle", "networkFee"]
+        : rule.subStatus === "REVERTED_ON_CHAIN"
+        ? ["release", "networkFee"]
+        : terminal.includes(rule.to)
+        ? ["release"]
+        : []
       assert.deepStrictEqual<ReadonlyArray<string>>(rule.ledger, expected, name)
       assert.strictEqual(rule.event, "TRANSACTION_STATUS_UPDATED", name)
     }

@@ -23,10 +23,12 @@ import {
   createPublicClient,
   erc20Abi,
   http,
+  type PublicClient,
   RpcError,
   TransactionNotFoundError,
   TransactionReceiptNotFoundError
 } from "viem"
+import { makeEvmWithdrawals } from "./EvmWithdrawals.ts"
 import { type ChainBlock, type ChainClient, type ChainHead, type ChainTransfer, ChainUnavailable, type TransactionState } from "../ChainClient.ts"
 
 /** Bound on one JSON-RPC call (the node's HTTP request, viem's own timeout, and the Effect around it). */
@@ -51,6 +53,8 @@ export interface EvmChainClientOptions {
   readonly tokens: ReadonlyArray<EvmToken>
   readonly finalityDepthBlocks?: bigint | undefined
   readonly rpcTimeoutMillis?: number | undefined
+  /** Present when the client sends too (EvmWithdrawals.ts): the chain id signed for and the fee cap. */
+  readonly sending?: { readonly chainId: number; readonly feeRateCap: bigint } | undefined
 }
 
 const hashPattern = /^0x[0-9a-f]{64}$/
@@ -82,8 +86,11 @@ export const makeEvmChainClient = (options: EvmChainClientOptions): EvmChainClie
 
   /** The node's answer as a message fit for logs: viem's messages name the URL, which may carry an API key. */
   const describe = (error: unknown): string => {
+    // viem's shortMessage is its own category ("Transaction creation failed."); the node's words ("already known",
+    // "nonce too low") are in `details`, and the broadcast sorts answers by them.
+    const details = error instanceof Error && "details" in error && typeof error.details === "string" ? ` (${error.details})` : ""
     const text = error instanceof Error
-      ? `${error.name}: ${"shortMessage" in error && typeof error.shortMessage === "string" ? error.shortMessage : error.message}`
+      ? `${error.name}: ${"shortMessage" in error && typeof error.shortMessage === "string" ? error.shortMessage : error.message}${details}`
       : String(error)
     return (url.length > 0 ? text.replaceAll(url, "<rpc url>") : text).slice(0, 500)
   }
@@ -229,8 +236,20 @@ export const makeEvmChainClient = (options: EvmChainClientOptions): EvmChainClie
       return transaction.blockNumber === null ? "PENDING" : "INCLUDED"
     })
 
+  const withdrawals = options.sending === undefined ? undefined : makeEvmWithdrawals(
+    { client: client as unknown as PublicClient, call, describe },
+    {
+      networkKey,
+      nativeAssetId,
+      chainId: options.sending.chainId,
+      feeRateCap: options.sending.feeRateCap,
+      tokenContracts: new Map(options.tokens.map((token) => [token.assetId, token.contract.toLowerCase()]))
+    }
+  )
+
   return {
     networkKey,
+    withdrawals,
     // A real network's history holds no deposits to addresses not yet handed out: start from the head.
     startFromGenesis: false,
     head,

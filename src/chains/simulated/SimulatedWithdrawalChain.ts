@@ -14,6 +14,7 @@ import { decodeFirstRow, decodeSingleRow, Nullable, Numeric, Text, Timestamp } f
 import {
   BroadcastRejected,
   ChainUnavailable,
+  type Inclusion,
   type SignedWithdrawal,
   type WithdrawalChain,
   type WithdrawalParameters,
@@ -40,7 +41,7 @@ const tipCreatedRow = decodeSingleRow(
 const broadcastRow = decodeFirstRow(Schema.Struct({ raw: Text }), "SimulatedWithdrawalChain.broadcast")
 const inclusionRow = decodeFirstRow(
   Schema.Struct({ block_height: Nullable(Numeric) }),
-  "SimulatedWithdrawalChain.inclusionHeight"
+  "SimulatedWithdrawalChain.inclusion"
 )
 
 export const makeSimulatedWithdrawalChain = (
@@ -165,15 +166,17 @@ export const makeSimulatedWithdrawalChain = (
             ON CONFLICT DO NOTHING`
         })).pipe(Effect.catchTag("SqlError", Effect.die))
 
-      const inclusionHeight = (txHash: string) =>
+      // The simulated chain never fails an included transaction, and charges exactly the fee that was signed for.
+      const inclusion = (txHash: string) =>
         Effect.map(
           sql`
             SELECT block_height::text AS block_height FROM devnet_transfers
             WHERE network_key = ${networkKey} AND tx_hash = ${txHash} LIMIT 1`.pipe(Effect.flatMap(inclusionRow)),
-          (row) => (row?.block_height == null ? undefined : row.block_height)
+          (row): Inclusion | undefined =>
+            row?.block_height == null ? undefined : { height: row.block_height, succeeded: true, networkFee: undefined }
         ).pipe(Effect.orDie)
 
-      return { hotWalletCovers, networkFee, withdrawalParameters, broadcast, inclusionHeight }
+      return { hotWalletCovers, networkFee, withdrawalParameters, broadcast, inclusion }
     }
 
     return withdrawalChain

@@ -1,0 +1,506 @@
+/**
+ * Every transaction the service sends, exactly once (docs/sending.md; decisions.md "Sending on real networks"): the
+ * one place that signs, stores, broadcasts, follows, replaces and fills, shared by withdrawals and sweeps. Tables:
+ * sql/0012_outgoing.sql. An owner (a withdrawal, a sweep) has at most one send, and a send keeps its EVM nonce and
+ * payload for life; what may change is only the fee, in a new version (replacement) or, once the payload was
+ * refused for good, a 0-value self-transfer taking its nonce (FILL), so later nonces are not stuck behind a gap.
+ *
+ * - `sign`: in one database transaction the owner's guard (its row locked, still in the state that may be signed),
+ *   the next nonce of the sending address (EVM), the signature and the stored bytes. A crash or a signer that is down
+ *   rolls all of it back: the nonce is not used, and the next attempt signs the same nonce. Once committed, the bytes
+ *   are the only ones ever broadcast for that nonce and payload.
+ * - `broadcast`: the latest version's bytes; accepted, not now (retried later), or refused for good.
+ * - `check`: where the send stands on the current chain: final (succeeded or reverted, with the actual fee),
+ *   waiting; on the way it gives a node that forgot the transaction the same bytes again (a reorganization, a
+ *   restarted node) and replaces an EVM version that has waited 20 blocks.
+ *
+ * Somewhat over 300 lines on purpose: signing, broadcast, replacement and fill share the stored-version rules and
+ * read best side by side.
+ */
+import { Clock, Context, Data, Effect, Layer, Schema } from "effect"
+import { SqlClient, type Statement } from "effect/sql"
+import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
+import {
+  type ChainClient,
+  ChainClients,
+  type ChainHead,
+  ChainUnavailable,
+  type WithdrawalChain,
+  type WithdrawalParameters,
+  type WithdrawalTransfer
+} from "../chains/ChainClient.ts"
+import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
+import { meetsConfirmationRule } from "../deposits/DepositDecisions.ts"
+import { Ids } from "../domain/Ids.ts"
+import { CrashPoints } from "../idempotency/CrashPoints.ts"
+import { Signer } from "../signer/Signer.ts"
+import type { SigningKey } from "../signer/TransactionRequest.ts"
+import { withdrawalRequest } from "../withdrawals/WithdrawalRequests.ts"
+
+export type SendPurpose = "WITHDRAWAL" | "SWEEP" | "TOP_UP"
+
+/** Blocks an EVM version may wait unincluded before it is replaced with raised fees (decisions.md). */
+export const stuckAfterBlocks = 20n
+/** A replacement raises both fee fields by at least this (geth's and anvil's replacement rule is 10 %). */
+export const replacementBumpPerMille = 1125n
+
+export interface SendSpec {
+  readonly purpose: SendPurpose
+  readonly ownerId: string
+  readonly networkKey: string
+  readonly key: SigningKey
+  /** From, to, asset and amount; `withdrawalId` is the owner's id (the simulated chain names its inputs by it). */
+  readonly transfer: WithdrawalTransfer
+}
+
+const VersionRow = Schema.Struct({
+  version: Int4,
+  kind: Schema.Literals(["PAYLOAD", "FILL"]),
+  tx_hash: Text,
+  raw: Text,
+  gas: Nullable(Numeric),
+  max_fee_per_gas: Nullable(Numeric),
+  max_priority_fee_per_gas: Nullable(Numeric),
+  network_fee_max: Numeric,
+  sent_height: Nullable(Numeric),
+  broadcasts: Int4
+})
+export type SendVersion = typeof VersionRow.Type
+
+const SendRow = Schema.Struct({
+  id: Text,
+  purpose: Schema.Literals(["WITHDRAWAL", "SWEEP", "TOP_UP"]),
+  owner_id: Text,
+  network_key: Text,
+  from_address: Text,
+  to_address: Text,
+  asset_id: Text,
+  amount: Numeric,
+  signing_key: Schema.Unknown,
+  nonce: Nullable(Numeric),
+  state: Schema.Literals(["PENDING", "CONFIRMED", "REVERTED", "FILLING", "REJECTED"]),
+  versions: Schema.Array(VersionRow)
+})
+export type Send = typeof SendRow.Type
+
+/** What signing came to: stored (or stored before), refused for good, not possible now, or no longer wanted. */
+export type SignOutcome =
+  | { readonly _tag: "Signed"; readonly send: Send }
+  | { readonly _tag: "Refused"; readonly message: string }
+  | { readonly _tag: "SignerDown"; readonly message: string }
+  | { readonly _tag: "Superseded" }
+
+export type BroadcastOutcome = "SENT" | "REJECTED" | "LATER"
+
+/** A send's version included in a block that meets the network's confirmation rule. */
+export interface FinalInclusion {
+  readonly _tag: "Final"
+  readonly succeeded: boolean
+  readonly txHash: string
+  readonly height: bigint
+  /** What it actually cost in the native coin (the chain's figure; the signed maximum on the simulated chain). */
+  readonly networkFee: bigint
+  readonly kind: "PAYLOAD" | "FILL"
+}
+export type CheckOutcome = FinalInclusion | { readonly _tag: "Waiting" }
+
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
+const sendColumns = (sql: SqlClient.SqlClient): Statement.Fragment =>
+  sql`s.id, s.purpose, s.owner_id, s.network_key, s.from_address, s.to_address, s.asset_id, s.amount::text AS amount,
+    s.signing_key, s.nonce::text AS nonce, s.state,
+    (SELECT coalesce(jsonb_agg(jsonb_build_object('version', v.version, 'kind', v.kind, 'tx_hash', v.tx_hash,
+        'raw', v.raw, 'gas', v.gas::text, 'max_fee_per_gas', v.max_fee_per_gas::text,
+        'max_priority_fee_per_gas', v.max_priority_fee_per_gas::text, 'network_fee_max', v.network_fee_max::text,
+        'sent_height', v.sent_height::text, 'broadcasts', v.broadcasts) ORDER BY v.version), '[]'::jsonb)
+      FROM outgoing_versions v WHERE v.send_id = s.id) AS versions`
+const sendRow = decodeFirstRow(SendRow, "OutgoingSends.load")
+const sendRows = decodeRows(SendRow, "OutgoingSends.open")
+const nonceRow = decodeSingleRow(Schema.Struct({ nonce: Numeric }), "OutgoingSends.nextNonce")
+const reservedRows = decodeRows(Schema.Struct({ asset_id: Text, amount: Numeric }), "OutgoingSends.reserved")
+
+const latest = (send: Send): SendVersion => send.versions[send.versions.length - 1]!
+
+const ceilPerMille = (value: bigint, perMille: bigint) => (value * perMille + 999n) / 1000n
+
+/** Why a signing transaction was rolled back (inside OutgoingSends only; callers get a SignOutcome). */
+class SigningStopped extends Data.TaggedError("SigningStopped")<{
+  readonly outcome: "Refused" | "SignerDown" | "Superseded"
+  readonly message: string
+}> {}
+
+export class OutgoingSends extends Context.Service<OutgoingSends, {
+  /** The owner's send, if it has one. */
+  readonly forOwner: (purpose: SendPurpose, ownerId: string) => Effect.Effect<Send | undefined>
+  /**
+   * Signs and stores the owner's send, once. `guard` runs first in the same database transaction, locks the owner's
+   * row and says whether it may still be signed; `onSigned` runs last in it (the owner's own record of the bytes).
+   */
+  readonly sign: (
+    spec: SendSpec,
+    hooks: {
+      readonly guard: Effect.Effect<boolean>
+      readonly onSigned?: ((send: Send) => Effect.Effect<void>) | undefined
+    }
+  ) => Effect.Effect<SignOutcome, ChainUnavailable>
+  /** Broadcasts the latest version; a refusal for good marks the send and fills its EVM nonce. */
+  readonly broadcast: (send: Send) => Effect.Effect<BroadcastOutcome>
+  /** Where the send stands on the current chain at `head` (see the module's comment). */
+  readonly check: (send: Send, head: ChainHead) => Effect.Effect<CheckOutcome, ChainUnavailable>
+  /** Records the final inclusion `check` found; call it in the owner's transition's database transaction. */
+  readonly markFinal: (send: Send, final: FinalInclusion) => Effect.Effect<void>
+  /**
+   * What sends from `from` that no node has accepted yet will take (per asset, native network fees included): the
+   * node's balance does not show them yet, so a cover check adds them to what it needs.
+   */
+  readonly reserved: (networkKey: string, from: string) => Effect.Effect<ReadonlyMap<string, bigint>>
+  /** Follows the network's sends whose nonce is being filled; returns how many are settled. */
+  readonly settleFills: (networkKey: string) => Effect.Effect<number>
+}>()("coffer/OutgoingSends") {
+  static readonly layer: Layer.Layer<OutgoingSends, never, SqlClient.SqlClient | Catalog | ChainClients | Signer | Ids> = Layer.effect(
+    OutgoingSends,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const catalog = yield* Catalog
+      const clients = yield* ChainClients
+      const signer = yield* Signer
+      const ids = yield* Ids
+      const crash = yield* CrashPoints
+
+      const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
+
+      const load = (where: Statement.Fragment) =>
+        sql`SELECT ${sendColumns(sql)} FROM outgoing_sends s WHERE ${where}`.pipe(Effect.orDie, Effect.flatMap(sendRow))
+
+      const forOwner = (purpose: SendPurpose, ownerId: string) =>
+        load(sql`s.purpose = ${purpose} AND s.owner_id = ${ownerId}`)
+
+      const reload = (send: Send) => Effect.map(load(sql`s.id = ${send.id}`), (fresh) => fresh!)
+
+      const sendingChain = (networkKey: string): { client: ChainClient; chain: WithdrawalChain; network: CatalogNetwork } => {
+        const client = clients.get(networkKey)
+        const network = catalog.network(networkKey)
+        if (client?.withdrawals === undefined || network === undefined) {
+          throw new Error(`${networkKey} cannot send: no client with withdrawals`)
+        }
+        return { client, chain: client.withdrawals, network }
+      }
+
+      /** The next nonce of (network, address): the stored sequence, seeded from the node's pending count. */
+      const nextNonce = (networkKey: string, address: string, seed: bigint) =>
+        sql`
+          INSERT INTO evm_nonces (network_key, address, next_nonce) VALUES (${networkKey}, ${address}, ${(seed + 1n).toString()})
+          ON CONFLICT (network_key, address) DO UPDATE SET next_nonce = evm_nonces.next_nonce + 1
+          RETURNING (next_nonce - 1)::text AS nonce`.pipe(Effect.flatMap(nonceRow), Effect.map((row) => row.nonce))
+
+      const signRequest = (spec: Pick<SendSpec, "networkKey" | "key" | "transfer">, parameters: WithdrawalParameters) =>
+        Effect.gen(function*() {
+          const network = catalog.network(spec.networkKey)!
+          const asset = catalog.asset(spec.transfer.assetId)!
+          return yield* signer.signTransaction(withdrawalRequest(network, asset, spec.transfer, parameters, spec.key)).pipe(
+            Effect.catchTags({
+              SignerUnavailable: (error) => Effect.fail(new SigningStopped({ outcome: "SignerDown", message: error.message })),
+              SignerRefused: (error) => Effect.fail(new SigningStopped({ outcome: "Refused", message: error.message }))
+            })
+          )
+        })
+
+      const insertVersion = (
+        sendId: string,
+        networkKey: string,
+        version: number,
+        kind: "PAYLOAD" | "FILL",
+        signed: { readonly txHash: string; readonly raw: string },
+        parameters: WithdrawalParameters
+      ) =>
+        Effect.gen(function*() {
+          const evm = parameters.family === "EVM" ? parameters : undefined
+          yield* sql`
+            INSERT INTO outgoing_versions (send_id, version, kind, network_key, tx_hash, raw, gas, max_fee_per_gas,
+              max_priority_fee_per_gas, network_fee_max, signed_at)
+            VALUES (${sendId}, ${version}, ${kind}, ${networkKey}, ${signed.txHash}, ${signed.raw},
+              ${evm?.gas.toString() ?? null}, ${evm?.maxFeePerGas.toString() ?? null},
+              ${evm?.maxPriorityFeePerGas.toString() ?? null}, ${parameters.networkFee.toString()}, ${yield* now})`
+        })
+
+      const sign = Effect.fn("OutgoingSends.sign")(function*(
+        spec: SendSpec,
+        hooks: { readonly guard: Effect.Effect<boolean>; readonly onSigned?: ((send: Send) => Effect.Effect<void>) | undefined }
+      ) {
+        const existing = yield* forOwner(spec.purpose, spec.ownerId)
+        if (existing !== undefined) return { _tag: "Signed", send: existing } as SignOutcome
+        const { chain } = sendingChain(spec.networkKey)
+        const parameters = yield* chain.withdrawalParameters(spec.transfer)
+        const seed = chain.accountNonce === undefined ? undefined : yield* chain.accountNonce(spec.transfer.from)
+        const id = yield* ids.uuidV7
+        return yield* sql.withTransaction(Effect.gen(function*() {
+          if (!(yield* hooks.guard)) return yield* new SigningStopped({ outcome: "Superseded", message: "" })
+          // Signed by a run that committed while this one waited for the owner's lock: that one stands.
+          const stored = yield* forOwner(spec.purpose, spec.ownerId)
+          if (stored !== undefined) return stored
+          const nonce = seed === undefined || parameters.family !== "EVM"
+            ? (parameters.family === "EVM" ? BigInt(parameters.nonce) : null)
+            : yield* nextNonce(spec.networkKey, spec.transfer.from, seed)
+          const signedParameters: WithdrawalParameters = parameters.family === "EVM" && nonce !== null
+            ? { ...parameters, nonce: Number(nonce) }
+            : parameters
+          const signed = yield* signRequest(spec, signedParameters)
+          yield* sql`
+            INSERT INTO outgoing_sends (id, network_key, purpose, owner_id, from_address, to_address, asset_id, amount,
+              signing_key, nonce, created_at)
+            VALUES (${id}, ${spec.networkKey}, ${spec.purpose}, ${spec.ownerId}, ${spec.transfer.from},
+              ${spec.transfer.to}, ${spec.transfer.assetId}, ${spec.transfer.amount.toString()},
+              ${JSON.stringify(spec.key)}::jsonb, ${nonce?.toString() ?? null}, ${yield* now})`
+          yield* insertVersion(id, spec.networkKey, 1, "PAYLOAD", signed, signedParameters)
+          const send = (yield* load(sql`s.id = ${id}`))!
+          if (hooks.onSigned !== undefined) yield* hooks.onSigned(send)
+          yield* crash.reach("send-before-commit")
+          yield* Effect.logInfo(
+            `${spec.purpose.toLowerCase()} ${spec.ownerId}: signed ${signed.txHash} on ${spec.networkKey}` +
+              (nonce === null ? "" : ` with nonce ${nonce}`)
+          )
+          return send
+        })).pipe(
+          Effect.tap(() => crash.reach("send-after-commit")),
+          Effect.map((send): SignOutcome => ({ _tag: "Signed", send })),
+          Effect.catchTag("SigningStopped", (stopped): Effect.Effect<SignOutcome> =>
+            Effect.succeed(
+              stopped.outcome === "Superseded"
+                ? { _tag: "Superseded" }
+                : { _tag: stopped.outcome, message: stopped.message }
+            )),
+          Effect.catchTag("SqlError", Effect.die)
+        )
+      })
+
+      const signedOf = (send: Send, version: SendVersion) => ({
+        withdrawalId: send.owner_id,
+        from: send.from_address,
+        to: version.kind === "FILL" ? send.from_address : send.to_address,
+        assetId: version.kind === "FILL" ? catalog.network(send.network_key)!.nativeAssetId : send.asset_id,
+        amount: version.kind === "FILL" ? 0n : send.amount,
+        raw: version.raw,
+        txHash: version.tx_hash,
+        networkFee: version.network_fee_max
+      })
+
+      const countBroadcast = (send: Send, version: SendVersion) =>
+        sql`UPDATE outgoing_versions SET broadcasts = broadcasts + 1 WHERE send_id = ${send.id} AND version = ${version.version}`
+          .pipe(Effect.orDie)
+
+      /** The first included version of the send on the current chain, if any. */
+      const included = (chain: WithdrawalChain, send: Send) =>
+        Effect.gen(function*() {
+          for (const version of send.versions) {
+            const inclusion = yield* chain.inclusion(version.tx_hash)
+            if (inclusion !== undefined) return { version, inclusion }
+          }
+          return undefined
+        })
+
+      /**
+       * The payload was refused for good: the send is over. An EVM nonce would leave a gap that holds every later
+       * transaction of the address, so a 0-value self-transfer takes it (FILLING until that is final).
+       */
+      const fill = (send: Send, parameters: WithdrawalParameters | undefined) =>
+        Effect.gen(function*() {
+          // Only where nonces are the service's own sequence (a real EVM node): the simulated chain keeps no gaps.
+          if (
+            send.nonce === null || parameters === undefined || parameters.family !== "EVM" ||
+            sendingChain(send.network_key).chain.accountNonce === undefined
+          ) {
+            yield* sql`UPDATE outgoing_sends SET state = 'REJECTED' WHERE id = ${send.id} AND state = 'PENDING'`.pipe(Effect.orDie)
+            return
+          }
+          const network = catalog.network(send.network_key)!
+          const fillSpec = {
+            networkKey: send.network_key,
+            key: send.signing_key as SigningKey,
+            transfer: { withdrawalId: send.owner_id, from: send.from_address, to: send.from_address, assetId: network.nativeAssetId, amount: 0n }
+          }
+          const fillParameters: WithdrawalParameters = { ...parameters, nonce: Number(send.nonce), gas: 21_000n, networkFee: 21_000n * parameters.maxFeePerGas }
+          yield* sql.withTransaction(Effect.gen(function*() {
+            const moved = yield* sql`UPDATE outgoing_sends SET state = 'FILLING' WHERE id = ${send.id} AND state = 'PENDING' RETURNING id`
+            if (moved.length === 0) return
+            const signed = yield* signRequest(fillSpec, fillParameters)
+            yield* insertVersion(send.id, send.network_key, latest(send).version + 1, "FILL", signed, fillParameters)
+            yield* Effect.logWarning(`${send.purpose.toLowerCase()} ${send.owner_id}: nonce ${send.nonce} filled by ${signed.txHash}`)
+          })).pipe(
+            Effect.catchTag("SqlError", Effect.die),
+            // Not signed now: the send stays PENDING and refused, and the next broadcast attempt comes back here.
+            Effect.catchTag("SigningStopped", (stopped) => Effect.logWarning(`nonce fill of ${send.id} not signed now: ${stopped.message}`))
+          )
+          const filling = yield* reload(send)
+          if (filling.state === "FILLING") yield* broadcastVersion(filling, latest(filling)).pipe(Effect.ignore)
+        })
+
+      const broadcastVersion = (send: Send, version: SendVersion) => {
+        const { chain } = sendingChain(send.network_key)
+        return chain.broadcast(signedOf(send, version)).pipe(Effect.tap(() => countBroadcast(send, version)))
+      }
+
+      const broadcast = Effect.fn("OutgoingSends.broadcast")(function*(send: Send) {
+        const { chain } = sendingChain(send.network_key)
+        const version = latest(send)
+        return yield* broadcastVersion(send, version).pipe(
+          Effect.tap(() => crash.reach("send-after-broadcast")),
+          Effect.tap(() => Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: broadcast ${version.tx_hash}` +
+            (send.nonce === null ? "" : ` (nonce ${send.nonce})`))),
+          Effect.as<BroadcastOutcome>("SENT"),
+          Effect.catchTag("ChainUnavailable", (error) =>
+            Effect.as(
+              Effect.logWarning(`${send.purpose.toLowerCase()} ${send.owner_id}: broadcast not possible now (${error.message}); will retry`),
+              "LATER" as const
+            )),
+          Effect.catchTag("BroadcastRejected", (error) =>
+            Effect.gen(function*() {
+              if (error.nonceUsed === true) {
+                // Ours, mined meanwhile (a crash after the node took it), looks the same as somebody else's.
+                const mine = yield* included(chain, send).pipe(Effect.orElseSucceed(() => "UNKNOWN" as const))
+                if (mine === "UNKNOWN") return "LATER" as const
+                if (mine !== undefined) return "SENT" as const
+                yield* Effect.logError(`${send.purpose.toLowerCase()} ${send.owner_id}: nonce ${send.nonce} was used by another transaction`)
+                yield* sql`UPDATE outgoing_sends SET state = 'REJECTED' WHERE id = ${send.id} AND state = 'PENDING'`.pipe(Effect.orDie)
+                return "REJECTED" as const
+              }
+              yield* Effect.logError(`${send.purpose.toLowerCase()} ${send.owner_id}: ${version.tx_hash} refused for good: ${error.message}`)
+              yield* fill(send, { family: "EVM", chainId: catalog.network(send.network_key)!.evmChainId ?? 0, nonce: 0, gas: version.gas ?? 0n, maxFeePerGas: version.max_fee_per_gas ?? 0n, maxPriorityFeePerGas: version.max_priority_fee_per_gas ?? 0n, networkFee: version.network_fee_max })
+              return "REJECTED" as const
+            }))
+        )
+      })
+
+      /**
+       * Signs the next version of a stuck EVM send: same nonce and payload, both fee fields raised by at least
+       * 12.5 % and to what the node asks now if more, never above the network's cap (then it only waits).
+       */
+      const replace = (send: Send, version: SendVersion, network: CatalogNetwork, chain: WithdrawalChain) =>
+        Effect.gen(function*() {
+          if (version.gas === null || version.max_fee_per_gas === null || version.max_priority_fee_per_gas === null) return
+          const current = yield* chain.withdrawalParameters({
+            ...signedOf(send, version)
+          }).pipe(Effect.option)
+          const currentFees = current._tag === "Some" && current.value.family === "EVM" ? current.value : undefined
+          const bumpedFee = ceilPerMille(version.max_fee_per_gas, replacementBumpPerMille)
+          const bumpedTip = ceilPerMille(version.max_priority_fee_per_gas, replacementBumpPerMille)
+          const maxFeePerGas = currentFees !== undefined && currentFees.maxFeePerGas > bumpedFee ? currentFees.maxFeePerGas : bumpedFee
+          const tip = currentFees !== undefined && currentFees.maxPriorityFeePerGas > bumpedTip ? currentFees.maxPriorityFeePerGas : bumpedTip
+          if (maxFeePerGas > network.feeRateCap) {
+            yield* Effect.logWarning(`${send.purpose.toLowerCase()} ${send.owner_id}: stuck at nonce ${send.nonce}, but a replacement would pass the fee cap; waiting`)
+            return
+          }
+          const parameters: WithdrawalParameters = {
+            family: "EVM",
+            chainId: network.evmChainId!,
+            nonce: Number(send.nonce),
+            gas: version.gas,
+            maxFeePerGas,
+            maxPriorityFeePerGas: tip > maxFeePerGas ? maxFeePerGas : tip,
+            networkFee: version.gas * maxFeePerGas
+          }
+          const transfer = signedOf(send, version)
+          yield* sql.withTransaction(Effect.gen(function*() {
+            const locked = yield* sql`SELECT id FROM outgoing_sends WHERE id = ${send.id} AND state IN ('PENDING', 'FILLING') FOR UPDATE`
+            if (locked.length === 0) return
+            const top = yield* sql`SELECT max(version) AS version FROM outgoing_versions WHERE send_id = ${send.id}`
+            if (Number(top[0]!["version"]) !== version.version) return
+            const signed = yield* signRequest({ networkKey: send.network_key, key: send.signing_key as SigningKey, transfer }, parameters)
+            yield* insertVersion(send.id, send.network_key, version.version + 1, version.kind, signed, parameters)
+            yield* Effect.logWarning(
+              `${send.purpose.toLowerCase()} ${send.owner_id}: ${version.tx_hash} not included after ${stuckAfterBlocks} blocks; ` +
+                `replaced by ${signed.txHash} (nonce ${send.nonce}, maxFeePerGas ${maxFeePerGas})`
+            )
+          })).pipe(
+            Effect.catchTag("SqlError", Effect.die),
+            Effect.catchTag("SigningStopped", (stopped) => Effect.logWarning(`replacement of ${send.id} not signed now: ${stopped.message}`))
+          )
+          const fresh = yield* reload(send)
+          if (latest(fresh).version > version.version) yield* broadcastVersion(fresh, latest(fresh)).pipe(Effect.ignore)
+        })
+
+      const check = Effect.fn("OutgoingSends.check")(function*(send: Send, head: ChainHead) {
+        const { chain, client, network } = sendingChain(send.network_key)
+        const found = yield* included(chain, send)
+        if (found !== undefined) {
+          if (!meetsConfirmationRule(network, head, found.inclusion.height)) return { _tag: "Waiting" } as CheckOutcome
+          return {
+            _tag: "Final",
+            succeeded: found.inclusion.succeeded,
+            txHash: found.version.tx_hash,
+            height: found.inclusion.height,
+            networkFee: found.inclusion.networkFee ?? found.version.network_fee_max,
+            kind: found.version.kind
+          } as CheckOutcome
+        }
+        const version = latest(send)
+        if (version.sent_height === null) {
+          yield* sql`UPDATE outgoing_versions SET sent_height = ${head.height.toString()}
+            WHERE send_id = ${send.id} AND version = ${version.version} AND sent_height IS NULL`.pipe(Effect.orDie)
+        }
+        const stuck = send.nonce !== null && chain.accountNonce !== undefined && version.sent_height !== null &&
+          head.height - version.sent_height >= stuckAfterBlocks
+        if (stuck) {
+          // Waiting in the pool, or dropped from it for paying too little (anvil drops what a block's base fee
+          // leaves behind; geth keeps it queued): either way the same nonce and payload with higher fees.
+          yield* replace(send, version, network, chain)
+        } else if ((yield* client.transactionState(version.tx_hash)) === "UNKNOWN") {
+          // Dropped with a reorganized block, or a node that restarted: the same bytes again, never new ones.
+          yield* broadcastVersion(send, version).pipe(
+            Effect.tap(() => Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: rebroadcast ${version.tx_hash}`)),
+            Effect.catchCause((cause) => Effect.logWarning(`${send.purpose.toLowerCase()} ${send.owner_id}: rebroadcast failed`, cause))
+          )
+        }
+        return { _tag: "Waiting" } as CheckOutcome
+      })
+
+      const markFinal = (send: Send, final: FinalInclusion) =>
+        sql`
+          UPDATE outgoing_sends SET
+            state = ${final.kind === "FILL" ? "REJECTED" : final.succeeded ? "CONFIRMED" : "REVERTED"},
+            included_tx_hash = ${final.txHash}, included_height = ${final.height.toString()},
+            network_fee = ${final.networkFee.toString()}
+          WHERE id = ${send.id} AND state IN ('PENDING', 'FILLING')`.pipe(Effect.asVoid, Effect.orDie)
+
+      const reserved = (networkKey: string, from: string) =>
+        Effect.gen(function*() {
+          const nativeAssetId = catalog.network(networkKey)!.nativeAssetId
+          const rows = yield* sql`
+            SELECT s.asset_id, s.amount::text AS amount FROM outgoing_sends s
+            WHERE s.network_key = ${networkKey} AND s.from_address = ${from} AND s.state = 'PENDING'
+              AND NOT EXISTS (SELECT 1 FROM outgoing_versions v WHERE v.send_id = s.id AND v.broadcasts > 0)
+            UNION ALL
+            SELECT ${nativeAssetId}, v.network_fee_max::text FROM outgoing_sends s
+              JOIN outgoing_versions v ON v.send_id = s.id AND v.version = 1
+            WHERE s.network_key = ${networkKey} AND s.from_address = ${from} AND s.state = 'PENDING'
+              AND NOT EXISTS (SELECT 1 FROM outgoing_versions w WHERE w.send_id = s.id AND w.broadcasts > 0)`
+            .pipe(Effect.orDie, Effect.flatMap(reservedRows))
+          const sums = new Map<string, bigint>()
+          for (const row of rows) sums.set(row.asset_id, (sums.get(row.asset_id) ?? 0n) + row.amount)
+          return sums as ReadonlyMap<string, bigint>
+        })
+
+      const settleFills = Effect.fn("OutgoingSends.settleFills")(function*(networkKey: string) {
+        const client = clients.get(networkKey)
+        if (client?.withdrawals === undefined) return 0
+        const filling = yield* sql`SELECT ${sendColumns(sql)} FROM outgoing_sends s
+          WHERE s.network_key = ${networkKey} AND s.state = 'FILLING' ORDER BY s.nonce LIMIT 100`
+          .pipe(Effect.orDie, Effect.flatMap(sendRows))
+        if (filling.length === 0) return 0
+        const head = yield* client.head
+        let settled = 0
+        for (const send of filling) {
+          const outcome = yield* check(send, head)
+          if (outcome._tag === "Final") {
+            yield* markFinal(send, outcome)
+            settled++
+          }
+        }
+        return settled
+      }, (effect) => effect.pipe(Effect.catchTag("ChainUnavailable", (error) =>
+        Effect.as(Effect.logWarning(`nonce fills: ${error.message}`), 0))))
+
+      return OutgoingSends.of({ forOwner, sign, broadcast, check, markFinal, reserved, settleFills })
+    })
+  ).pipe(Layer.provide(CrashPoints.layer), Layer.orDie)
+}
+
+export { ChainUnavailable }
