@@ -85,7 +85,10 @@ export class FeeFloors extends Context.Service<FeeFloors, {
         )
       }
 
-      const computeCosts = Effect.fn("FeeFloors.computeCosts")(function*(networkKey: string, previous: NetworkCosts | undefined) {
+      const computeCosts = Effect.fn("FeeFloors.computeCosts")(function*(
+        networkKey: string,
+        previous: NetworkCosts | undefined
+      ) {
         const network = catalog.network(networkKey)!
         const sender = clients.get(networkKey)?.withdrawals
         const nativeAssetId = network.nativeAssetId

@@ -47,6 +47,9 @@ export const dynamicFloor = (input: {
   if (nativePriceUsd === undefined || assetPriceUsd === undefined) return undefined
   if (nativePriceUsd.numerator <= 0n || assetPriceUsd.numerator <= 0n) return undefined
   // cost / 10^nativeDecimals coins × nativePrice USD / assetPrice USD per token × 10^assetDecimals units per token.
-  const units: Ratio = { numerator: 10n ** BigInt(input.asset.decimals), denominator: 10n ** BigInt(input.native.decimals) }
+  const units: Ratio = {
+    numerator: 10n ** BigInt(input.asset.decimals),
+    denominator: 10n ** BigInt(input.native.decimals)
+  }
   return multiplyCeil(input.costNative, margin, nativePriceUsd, inverse(assetPriceUsd), units)
 }

@@ -73,7 +73,13 @@ export class PriceFeed extends Context.Service<PriceFeed, {
           const row = stored.get(asset.assetId)
           return row === undefined
             ? { assetId: asset.assetId, priceUsd: asset.priceUsd, source: "CATALOG", setAt: null, setBy: null }
-            : { assetId: asset.assetId, priceUsd: row.price_usd, source: "OPERATOR", setAt: row.set_at, setBy: row.set_by }
+            : {
+              assetId: asset.assetId,
+              priceUsd: row.price_usd,
+              source: "OPERATOR",
+              setAt: row.set_at,
+              setBy: row.set_by
+            }
         })
         const ratios = new Map<string, Ratio>()
         for (const entry of entries) {

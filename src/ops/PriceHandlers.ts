@@ -30,7 +30,8 @@ export const OpsPriceHandlers = HttpApiBuilder.group(OpsApi, "prices", (handlers
         Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
           const named = (request.headers[operatorHeader] ?? "").trim()
-          const setBy = named.length > 0 && named.isWellFormed() && !named.includes("\u0000") ? named : anonymousOperator
+          const storable = named.length > 0 && named.isWellFormed() && !named.includes("\u0000")
+          const setBy = storable ? named : anonymousOperator
           return pricesObject(yield* priceFeed.set(payload, setBy))
         }))
   }))
