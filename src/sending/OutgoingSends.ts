@@ -230,7 +230,11 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         if (existing !== undefined) return { _tag: "Signed", send: existing } as SignOutcome
         const { chain } = sendingChain(spec.networkKey)
         const parameters = yield* chain.withdrawalParameters(spec.transfer)
-        const seed = chain.accountNonce === undefined ? undefined : yield* chain.accountNonce(spec.transfer.from)
+        // The node's count seeds the sequence on an address's first send only; afterwards PostgreSQL alone decides.
+        const sequenced = chain.accountNonce !== undefined && (yield* sql`
+          SELECT 1 FROM evm_nonces WHERE network_key = ${spec.networkKey} AND address = ${spec.transfer.from}`
+          .pipe(Effect.orDie)).length > 0
+        const seed = chain.accountNonce === undefined ? undefined : sequenced ? 0n : yield* chain.accountNonce(spec.transfer.from)
         const id = yield* ids.uuidV7
         return yield* sql.withTransaction(Effect.gen(function*() {
           if (!(yield* hooks.guard)) return yield* new SigningStopped({ outcome: "Superseded", message: "" })

@@ -14,6 +14,7 @@
  * transfers (TransfersPhase.ts, after the deposits phase, whose wallets it spends): `transfers/raw ratio`,
  *   `one-payer/raw ratio`, then the ledger audit
  * deliveries (DeliveriesPhase.ts): `deliveries/raw-post ratio`
+ * withdrawals (WithdrawalsPhase.ts, own anvil and service): `withdrawals/raw-send ratio`, `--withdrawals <n>` (200)
  *
  * Each load is a warm-up then a fixed window; the run stops by itself and removes what it started.
  *
@@ -59,6 +60,7 @@ import { runDepositsPhase } from "./DepositsPhase.ts"
 import { type LoadResult, runLoad } from "./HttpLoad.ts"
 import { summarizeProfile } from "./ProfileSummary.ts"
 import { runTransfersPhase } from "./TransfersPhase.ts"
+import { runWithdrawalsPhase } from "./WithdrawalsPhase.ts"
 
 const { values: flags } = parseArgs({
   options: {
@@ -71,10 +73,11 @@ const { values: flags } = parseArgs({
     deposits: { type: "string", default: "10000" },
     // 1,000 events (10,000 deliveries) keep the default run to a few minutes; the issue's figure is `--events 10000`.
     events: { type: "string", default: "1000" },
-    endpoints: { type: "string", default: "10" }
+    endpoints: { type: "string", default: "10" },
+    withdrawals: { type: "string", default: "200" }
   }
 })
-const phaseNames = ["signed", "deposits", "transfers", "deliveries"] as const
+const phaseNames = ["signed", "deposits", "transfers", "deliveries", "withdrawals"] as const
 type PhaseName = (typeof phaseNames)[number]
 const profilePhase = flags.profile
 const profileChoices = ["signed", "unsigned", "deposits", "transfers", "deliveries"]
@@ -93,6 +96,7 @@ const walletCount = Number(flags.wallets)
 const depositCount = Number(flags.deposits)
 const eventCount = Number(flags.events)
 const endpointCount = Number(flags.endpoints)
+const withdrawalCount = Number(flags.withdrawals)
 const durationMs = Number(flags.duration) * 1000
 const warmupMs = Number(flags.warmup) * 1000
 const connections = Number(flags.connections)
@@ -397,6 +401,12 @@ const main = async () => {
       })
       if (profilePhase === "deliveries") profileWindow = result.window
       figure(`deliveries/raw-post ratio: ${(result.deliveries / result.raw).toFixed(2)}`)
+    }
+
+    if (runs("withdrawals") && profileDirectory === undefined) {
+      log("\nwithdrawals (issue 10): submission to broadcast on anvil, its own service process")
+      const result = await runWithdrawalsPhase({ count: withdrawalCount, inFlight: 16, opsToken })
+      figure(`withdrawals/raw-send ratio: ${result.ratio.toFixed(2)} (goal 0.30)`)
     }
 
     await db.dispose()

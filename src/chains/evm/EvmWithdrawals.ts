@@ -8,7 +8,7 @@
  * of base-fee rises (12.5 % each), and never above the network's `feeRateCap`. While base fee + tip alone is above
  * the cap, nothing is signed (ChainUnavailable: the withdrawal waits, it is not failed).
  */
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import { encodeFunctionData, erc20Abi, type PublicClient, RpcError, TransactionReceiptNotFoundError } from "viem"
 import {
   BroadcastRejected,
@@ -19,6 +19,9 @@ import {
   type WithdrawalParameters,
   type WithdrawalTransfer
 } from "../ChainClient.ts"
+
+/** How long one reading of the node's fees is used (see `feesPerGas`). */
+export const feeQuoteMillis = 2_000
 
 /** Gas of a plain transfer of the native coin to an account without code. */
 export const nativeTransferGas = 21_000n
@@ -70,7 +73,7 @@ export const makeEvmWithdrawals = (rpc: EvmRpc, options: EvmSendingOptions): Wit
     options.tokenContracts.get(assetId) as `0x${string}` | undefined
 
   /** maxFeePerGas and the tip to sign with now, capped (see the module's comment). */
-  const feesPerGas = Effect.gen(function*() {
+  const readFeesPerGas = Effect.gen(function*() {
     const history = yield* call("eth_feeHistory", () => client.getFeeHistory({ blockCount: 1, rewardPercentiles: [] }))
     // baseFeePerGas has one more entry than blocks asked for: the base fee of the next block.
     const nextBaseFee = history.baseFeePerGas.at(-1)
@@ -83,6 +86,24 @@ export const makeEvmWithdrawals = (rpc: EvmRpc, options: EvmSendingOptions): Wit
     }
     const wanted = 2n * nextBaseFee + tip
     return { maxFeePerGas: wanted > feeRateCap ? feeRateCap : wanted, maxPriorityFeePerGas: tip }
+  })
+
+  /**
+   * The fees, read at most once per `feeQuoteMillis`: a burst of withdrawals (each asks twice: the cover check and
+   * the signature) would otherwise ask the node the same two questions hundreds of times within one block. Two
+   * seconds is under any network's block time that matters here; 2 × base fee leaves the room for the rise.
+   */
+  let quoted: { readonly at: number; readonly fees: Effect.Effect<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }, ChainUnavailable> } | undefined
+  const feesPerGas = Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    if (quoted === undefined || now - quoted.at >= feeQuoteMillis) {
+      quoted = { at: now, fees: yield* Effect.cached(readFeesPerGas) }
+    }
+    const current = quoted
+    return yield* current.fees.pipe(Effect.tapError(() => Effect.sync(() => {
+      // A failed read is not kept: the next caller asks the node again.
+      if (quoted === current) quoted = undefined
+    })))
   })
 
   const nominalGas = (assetId: string) => (contractOf(assetId) === undefined ? nativeTransferGas : tokenTransferGasEstimate)
@@ -141,8 +162,9 @@ export const makeEvmWithdrawals = (rpc: EvmRpc, options: EvmSendingOptions): Wit
       return {
         family: "EVM" as const,
         chainId: options.chainId,
-        // What the node counts; the sending pipeline takes the nonce from its PostgreSQL sequence instead.
-        nonce: Number(yield* accountNonce(transfer.from)),
+        // Never chosen here: a client with `accountNonce` gets its nonces from the sending pipeline's PostgreSQL
+        // sequence (sending/OutgoingSends.ts), which overwrites this before anything is signed.
+        nonce: 0,
         gas,
         maxFeePerGas: fees.maxFeePerGas,
         maxPriorityFeePerGas: fees.maxPriorityFeePerGas,

@@ -1,0 +1,166 @@
+/**
+ * Withdrawals on a real EVM node (issue 10): `count` withdrawals submitted at once through the whole pipeline (signed
+ * POST /v1/transactions, the entity, the hot-wallet check, nonce + signature + stored bytes, eth_sendRawTransaction)
+ * to an anvil node that mines every transaction as it arrives; against raw signed eth_sendRawTransaction calls per
+ * second from one process (this one) to the same node, transactions signed beforehand, as many in flight.
+ *
+ *   withdrawals/raw-send ratio = withdrawals broadcast per second ÷ raw sends per second
+ *
+ * The clock runs from the first submission to the last withdrawal reported CONFIRMING (its txHash set: the node took
+ * its bytes). Its own anvil and service process (own DATA_DIR), so the other phases' figures are untouched.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { setTimeout as sleep } from "node:timers/promises"
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
+import { createPublicClient, type Hex, http, parseEther } from "viem"
+import { privateKeyToAccount } from "viem/accounts"
+import {
+  cleanUpNow,
+  freePort,
+  makeDataDir,
+  type ServiceProcess,
+  spawnService,
+  stopService,
+  waitForHealth
+} from "../e2e/ServiceProcess.ts"
+import { anvilBinary, freePortSync } from "../support/AnvilBinary.ts"
+import { log, makeDatabase, makeSignedFetch, mapLimit, provisionTenant, rate, seconds } from "./BenchSupport.ts"
+
+/** anvil's second dev account (mnemonic `test test ... junk`): the raw baseline's sender. */
+const rawSenderKey = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"
+const chainId = 11155111
+
+export interface WithdrawalsPhaseOptions {
+  readonly count: number
+  readonly inFlight: number
+  readonly opsToken: string
+}
+
+const waitFor = async (what: string, check: () => Promise<boolean>, timeoutMs: number) => {
+  const until = performance.now() + timeoutMs
+  while (!(await check().catch(() => false))) {
+    if (performance.now() > until) throw new Error(`${what}: not within ${timeoutMs} ms`)
+    await sleep(50)
+  }
+}
+
+export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
+  const anvilPort = freePortSync()
+  const url = `http://127.0.0.1:${anvilPort}`
+  // Automine: every transaction is mined as it arrives, so nothing waits on a block time.
+  const anvil: ChildProcess = spawn(anvilBinary(), ["--port", String(anvilPort), "--host", "127.0.0.1", "--silent", "--chain-id", String(chainId)], {
+    stdio: ["ignore", "ignore", "inherit"]
+  })
+  const dataDir = makeDataDir("coffer-bench-withdrawals-")
+  let service: ServiceProcess | undefined
+  try {
+    const node = createPublicClient({ transport: http(url, { retryCount: 0 }), cacheTime: 0 })
+    await waitFor("anvil answers", async () => (await node.getChainId()) === chainId, 15_000)
+    const [port, opsPort] = [await freePort(), await freePort()]
+    service = spawnService({
+      dataDir,
+      port,
+      opsPort,
+      env: { OPS_TOKEN: options.opsToken, CHAIN_RPC_URLS: JSON.stringify({ ETH_SEPOLIA: url }) }
+    })
+    await waitForHealth(service, options.opsToken, 60_000)
+    const ops = async (path: string, init: RequestInit = {}) => {
+      const response = await fetch(`${service!.opsUrl}${path}`, {
+        ...init,
+        headers: { authorization: `Bearer ${options.opsToken}`, "content-type": "application/json" }
+      })
+      return response.json()
+    }
+    const addresses = await ops("/ops/platform/addresses") as Array<{ networkKey: string; role: string; address: string }>
+    const hot = addresses.find((entry) => entry.networkKey === "ETH_SEPOLIA" && entry.role === "HOT")!.address
+    await node.request({ method: "anvil_setBalance" as any, params: [hot, `0x${parseEther("100000").toString(16)}`] as any })
+
+    // One payer funded by a real deposit, credited after ETH_SEPOLIA's 12 confirmations.
+    const tenant = await provisionTenant(service.opsUrl, options.opsToken, "bench-withdrawals", 4, 1_000)
+    const signedFetch = makeSignedFetch(service.publicUrl, tenant)
+    const payer = await signedFetch("POST", "/v1/users/bench-payer/deposit_address", { networkKey: "ETH_SEPOLIA" })
+    const funder = privateKeyToAccount(rawSenderKey)
+    await node.request({ method: "anvil_setBalance" as any, params: [funder.address, `0x${parseEther("1000000").toString(16)}`] as any })
+    await node.request({
+      method: "eth_sendRawTransaction",
+      params: [await funder.signTransaction({
+        type: "eip1559",
+        chainId,
+        nonce: await node.getTransactionCount({ address: funder.address }),
+        gas: 21_000n,
+        maxFeePerGas: 100_000_000_000n,
+        maxPriorityFeePerGas: 1_000_000_000n,
+        to: payer.address as Hex,
+        value: parseEther("10000")
+      })]
+    })
+    await node.request({ method: "anvil_mine" as any, params: ["0xd"] as any })
+    await waitFor("the payer's deposit credited", async () => {
+      const items = await signedFetch("GET", `/v1/wallets/${payer.walletId}/assets`) as Array<{ assetId: string; available: string }>
+      return items.some((item) => item.assetId === "ETH_SEPOLIA_ETH" && BigInt(item.available) > 0n)
+    }, 60_000)
+
+    // The service: submit all, then wait until every withdrawal is CONFIRMING (its bytes taken by the node). Progress
+    // is read from the database, not by polling the API, so the measurement does not load the service it measures;
+    // the end is the commit time of the last CONFIRMING transition (the service's clock is this machine's).
+    const db = makeDatabase(dataDir, 1)
+    const startedAt = Date.now()
+    await mapLimit(Array.from({ length: options.count }, (_, index) => index), options.inFlight, async (index) => {
+      await signedFetch("POST", "/v1/transactions", {
+        assetId: "ETH_SEPOLIA_ETH",
+        source: { type: "WALLET", id: payer.walletId },
+        destination: { type: "ONE_TIME_ADDRESS", oneTimeAddress: { address: `0x${(0xbe000000 + index).toString(16).padStart(40, "0")}` } },
+        amountRaw: "10000000000000000",
+        externalTxId: `bench-withdrawal-${index}`
+      })
+    })
+    let lastAt = 0
+    const confirmingBy = performance.now() + 600_000
+    for (;;) {
+      const [row] = await db.run(Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        return yield* sql<{ sent: number; stuck: number; last_at: Date | null }>`
+          SELECT count(*) FILTER (WHERE status NOT IN ('SUBMITTED', 'QUEUED', 'PENDING_SIGNATURE'))::int AS sent,
+            count(*) FILTER (WHERE status IN ('FAILED', 'REJECTED'))::int AS stuck,
+            max(updated_at) FILTER (WHERE status = 'CONFIRMING') AS last_at
+          FROM transactions WHERE kind = 'WITHDRAWAL'`
+      }))
+      if (row!.stuck > 0) throw new Error(`${row!.stuck} withdrawals FAILED or REJECTED`)
+      if (row!.sent >= options.count) {
+        lastAt = row!.last_at!.getTime()
+        break
+      }
+      if (performance.now() > confirmingBy) throw new Error(`only ${row!.sent} of ${options.count} withdrawals were broadcast`)
+      await sleep(100)
+    }
+    await db.dispose()
+    const serviceSeconds = (lastAt - startedAt) / 1000
+    const servicePerSecond = options.count / serviceSeconds
+
+    // The floor: the same number of transfers signed beforehand, sent raw with as many in flight.
+    const nonce = await node.getTransactionCount({ address: funder.address })
+    const raws = await Promise.all(Array.from({ length: options.count }, (_, index) =>
+      funder.signTransaction({
+        type: "eip1559",
+        chainId,
+        nonce: nonce + index,
+        gas: 21_000n,
+        maxFeePerGas: 100_000_000_000n,
+        maxPriorityFeePerGas: 1_000_000_000n,
+        to: `0x${(0xbf000000 + index).toString(16).padStart(40, "0")}`,
+        value: 10_000_000_000_000_000n
+      })))
+    const rawStarted = performance.now()
+    await mapLimit(raws, options.inFlight, (raw) => node.request({ method: "eth_sendRawTransaction", params: [raw] }))
+    const rawPerSecond = options.count / ((performance.now() - rawStarted) / 1000)
+
+    log(`  withdrawals: ${options.count} broadcast in ${seconds(serviceSeconds * 1000)} (${rate(servicePerSecond)}/s); ` +
+      `raw eth_sendRawTransaction: ${rate(rawPerSecond)}/s (${options.inFlight} in flight)`)
+    return { ratio: servicePerSecond / rawPerSecond, servicePerSecond, rawPerSecond }
+  } finally {
+    if (service !== undefined) await stopService(service, 20_000).catch(() => undefined)
+    cleanUpNow(service, dataDir)
+    if (anvil.exitCode === null) anvil.kill("SIGKILL")
+  }
+}
