@@ -16,6 +16,8 @@ import { NonceStore } from "./auth/NonceStore.ts"
 import { RateLimiter } from "./auth/RateLimiter.ts"
 import { SignatureAuthLayer } from "./auth/SignatureAuthLayer.ts"
 import { Catalog } from "./catalog/Catalog.ts"
+import { FeeFloors } from "./catalog/FeeFloors.ts"
+import { PriceFeed } from "./catalog/PriceFeed.ts"
 import { Switches } from "./catalog/Switches.ts"
 import { AppConfig } from "./Config.ts"
 import { Entropy } from "./domain/Entropy.ts"
@@ -64,6 +66,7 @@ import { OpsDevnetHandlers } from "./ops/DevnetHandlers.ts"
 import { ManualDepositCredit } from "./deposits/ManualDepositCredit.ts"
 import { OpsManualHandlers } from "./ops/ManualHandlers.ts"
 import { OpsSwitchHandlers } from "./ops/SwitchHandlers.ts"
+import { OpsPriceHandlers } from "./ops/PriceHandlers.ts"
 import { OpsApi } from "./ops/OpsApi.ts"
 import {
   OpsAuthLayer,
@@ -97,6 +100,9 @@ export const DomainLayer = Layer.mergeAll(
   // Every transaction the service sends, once (sending/): withdrawals now, sweeps next.
   Layer.provideMerge(OutgoingSends.layer),
   Layer.provideMerge(Layer.mergeAll(DepositWatcher.layer, ManualDepositCredit.layer, TransferQuotes.layer, TwoFactor.layer)),
+  // Fee rule 3: recent network costs and the prices that convert them (catalog, operator's PUT /ops/prices).
+  Layer.provideMerge(FeeFloors.layer),
+  Layer.provideMerge(PriceFeed.layer),
   // The operator's switches combine with what each network's chain client can do.
   // What a wallet address shows also depends on whether a watcher follows the network (deposits/WatchHealth.ts).
   Layer.provideMerge(Layer.mergeAll(Switches.layer, WalletSwitch.layer, WatchHealth.layer)),
@@ -152,7 +158,8 @@ export const OpsRoutes = Layer.mergeAll(
       OpsPlatformHandlers,
       OpsManualHandlers,
       OpsSwitchHandlers,
-      OpsDevnetHandlers
+      OpsDevnetHandlers,
+      OpsPriceHandlers
     )
   ),
   Layer.provide(Layer.mergeAll(OpsAuthLayer, OpsSchemaErrorsLayer))

@@ -27,8 +27,9 @@
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { Catalog } from "../catalog/Catalog.ts"
-import { effectiveDepositFee } from "../catalog/Fees.ts"
+import { Catalog, type CatalogAsset } from "../catalog/Catalog.ts"
+import { FeeFloors } from "../catalog/FeeFloors.ts"
+import { type DynamicFloors, effectiveDepositFee } from "../catalog/Fees.ts"
 import {
   type ChainClient,
   ChainClients,
@@ -134,6 +135,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
       const ids = yield* Ids
       const outbox = yield* Outbox
       const transactionEvents = yield* TransactionEvents
+      const feeFloors = yield* FeeFloors
 
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -376,7 +378,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
        * database transaction: each deposit's ledger entry, status and event commit together (with the others').
        * Answers how many were settled.
        */
-      const settleMany = (depositIds: ReadonlyArray<string>) =>
+      const settleMany = (depositIds: ReadonlyArray<string>, floors: (asset: CatalogAsset) => DynamicFloors) =>
         sql.withTransaction(Effect.gen(function*() {
           // The operator's switches are read here, in the settling transaction, so one set a moment ago holds
           // (operator-interface.md, "Switches"; sql/0010_switches.sql). Locked in id order, as every settlement
@@ -413,7 +415,8 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
               continue
             }
             const amount = deposit.amount
-            const fee = effectiveDepositFee(asset, tenant.settings, 0n)
+            // Fee rule 2 with the current dynamic floor: the depositFeeRaw /v1/supported_assets shows now.
+            const fee = effectiveDepositFee(asset, tenant.settings, floors(asset).deposit)
             // The network may have been taken from the tenant since the address was handed out.
             const networkOfTenant = tenant.networks.includes(network.networkKey)
             const heldForReview = asset.status !== "ENABLED" || deposit.asset_switch_status !== "ENABLED" ||
@@ -459,9 +462,13 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
           const due = waiting
             .filter((deposit) => meetsConfirmationRule(network, head, deposit.block_height))
             .map((deposit) => deposit.id)
+          if (due.length === 0) return 0
+          // Fee rule 3's floors, read before the settling transactions: a node's fee estimate never runs while they
+          // hold their row locks.
+          const floors = yield* feeFloors.floors(catalog.assets.filter((asset) => asset.networkKey === network.networkKey))
           let settled = 0
           for (let offset = 0; offset < due.length; offset += settlementsPerTransactionMax) {
-            settled += yield* settleMany(due.slice(offset, offset + settlementsPerTransactionMax))
+            settled += yield* settleMany(due.slice(offset, offset + settlementsPerTransactionMax), floors)
           }
           return settled
         })

@@ -6,6 +6,7 @@
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
+import { FeeFloors } from "../catalog/FeeFloors.ts"
 import { effectiveDepositFee } from "../catalog/Fees.ts"
 import { decodeFirstRow, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { InvalidState, NotFound } from "../domain/ApiError.ts"
@@ -22,6 +23,7 @@ const heldDeposit = decodeFirstRow(
   Schema.Struct({ status: Text, sub_status: Nullable(Text), asset_id: Text, amount: Numeric, destination_wallet_id: Text }),
   "ManualDepositCredit.credit"
 )
+const depositAsset = decodeFirstRow(Schema.Struct({ asset_id: Text }), "ManualDepositCredit.credit (asset)")
 
 export class ManualDepositCredit extends Context.Service<ManualDepositCredit, {
   readonly credit: (tenantId: string, depositId: string) => Effect.Effect<Transaction, NotFound | InvalidState>
@@ -36,8 +38,18 @@ export class ManualDepositCredit extends Context.Service<ManualDepositCredit, {
       const transactions = yield* TransactionRepository
       const outbox = yield* Outbox
       const transactionEvents = yield* TransactionEvents
+      const feeFloors = yield* FeeFloors
 
       const credit = Effect.fn("ManualDepositCredit.credit")(function*(tenantId: string, depositId: string) {
+        // A deposit's asset never changes, so its fee floor (fee rule 3) is read before the locking transaction: a
+        // node's fee estimate never runs under the row lock.
+        const known = yield* sql`
+          SELECT asset_id FROM transactions WHERE tenant_id = ${tenantId} AND id = ${depositId} AND kind = 'DEPOSIT'`.pipe(
+          Effect.orDie,
+          Effect.flatMap(depositAsset)
+        )
+        if (known === undefined) return yield* new NotFound({ message: "deposit not found" })
+        const floors = yield* feeFloors.floor(catalog.asset(known.asset_id)!)
         const credited = yield* sql.withTransaction(Effect.gen(function*() {
           const deposit = yield* sql`
             SELECT status, sub_status, asset_id, amount::text AS amount, destination_wallet_id FROM transactions
@@ -53,7 +65,7 @@ export class ManualDepositCredit extends Context.Service<ManualDepositCredit, {
           // The deposit row names this tenant and the foreign key holds it: a missing tenant is a defect, never a
           // credit under default settings (fail closed).
           if (tenant === undefined) return yield* Effect.die(new Error(`deposit ${depositId}: tenant ${tenantId} does not exist`))
-          const usualFee = effectiveDepositFee(asset, tenant.settings, 0n)
+          const usualFee = effectiveDepositFee(asset, tenant.settings, floors.deposit)
           // The operator's decision to credit stands even for an amount the fee would swallow: then no fee is kept.
           const fee = amount > usualFee ? usualFee : 0n
           const deposited = { walletId: deposit.destination_wallet_id, assetId: deposit.asset_id, amount }

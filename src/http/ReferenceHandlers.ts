@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { Catalog } from "../catalog/Catalog.ts"
+import { FeeFloors } from "../catalog/FeeFloors.ts"
 import { Switches } from "../catalog/Switches.ts"
 import { assetObject, listedAssets, networkObject, tenantNetworks } from "../catalog/TenantCatalog.ts"
 import { validateAddress } from "../chains/AddressValidation.ts"
@@ -11,15 +12,13 @@ import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
 import { WalletRepository } from "../wallets/WalletRepository.ts"
 import { currentTenant } from "./CurrentTenant.ts"
 
-/** Until the chain watchers record on-chain costs, the dynamic fee floor is zero (spec fee rule 3). */
-const noDynamicFloor = { withdraw: 0n, deposit: 0n }
-
 export const ReferenceHandlers = HttpApiBuilder.group(Api, "reference", (handlers) =>
   Effect.gen(function*() {
     const catalog = yield* Catalog
     const platformAddresses = yield* PlatformAddresses
     const wallets = yield* WalletRepository
     const switches = yield* Switches
+    const feeFloors = yield* FeeFloors
     return handlers
       .handle("networks", () => Effect.map(currentTenant, (tenant) => tenantNetworks(catalog, tenant).map(networkObject)))
       .handle("supportedAssets", () =>
@@ -27,7 +26,10 @@ export const ReferenceHandlers = HttpApiBuilder.group(Api, "reference", (handler
           const tenant = yield* currentTenant
           // The operator's switches as stored now (operator-interface.md, "Switches").
           const view = yield* switches.view
-          return listedAssets(catalog, tenant).map((asset) => assetObject(catalog, tenant, asset, noDynamicFloor, view))
+          const listed = listedAssets(catalog, tenant)
+          // Fee rule 3: the current dynamic floors, the same ones estimate_fee and a withdrawal use.
+          const floors = yield* feeFloors.floors(listed)
+          return listed.map((asset) => assetObject(catalog, tenant, asset, floors(asset), view))
         }))
       .handle("validateAddress", ({ params }) =>
         Effect.gen(function*() {

@@ -4,6 +4,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../api/Api.ts"
 import { pageLimitDefault } from "../api/Common.ts"
 import { Catalog } from "../catalog/Catalog.ts"
+import { FeeFloors } from "../catalog/FeeFloors.ts"
 import { effectiveDepositFee } from "../catalog/Fees.ts"
 import { Switches } from "../catalog/Switches.ts"
 import { listedAssets, tenantNetworks } from "../catalog/TenantCatalog.ts"
@@ -27,6 +28,7 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
     const catalog = yield* Catalog
     const ledger = yield* Ledger
     const switches = yield* Switches
+    const feeFloors = yield* FeeFloors
     const watchHealth = yield* WatchHealth
 
     const existing = (tenantId: string, walletId: string) =>
@@ -78,6 +80,10 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
           // Operator switches as stored now: deposits off (or unwatched) hides the network, a FROZEN watch shows;
           // the watcher's health makes a lagging one DEGRADED (deposits/WatchHealth.ts).
           const view = yield* switches.view
+          // Fee rule 2 with the current dynamic floor, as /v1/supported_assets shows it and crediting deducts it.
+          const floors = yield* feeFloors.floors(
+            assets.filter((asset) => catalog.network(asset.networkKey)!.chainFamily === wallet.chainFamily)
+          )
           const health = yield* watchHealth.view
           return tenantNetworks(catalog, tenant)
             .filter((network) => network.chainFamily === wallet.chainFamily && view.network(network).depositEnabled)
@@ -100,7 +106,7 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
                   name: asset.name,
                   decimals: asset.decimals,
                   minDepositRaw: asset.minDeposit.toString(),
-                  depositFeeRaw: effectiveDepositFee(asset, tenant.settings, 0n).toString(),
+                  depositFeeRaw: effectiveDepositFee(asset, tenant.settings, floors(asset).deposit).toString(),
                   depositPaused: view.asset(asset).status === "DEPOSIT_PAUSED",
                   iconUrl: asset.iconUrl
                 }))

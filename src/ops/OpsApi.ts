@@ -266,6 +266,35 @@ export class OpsSwitchesApi extends HttpApiGroup.make("switches")
   .annotateMerge(OpenApi.annotations({ title: "Switches" }))
 {}
 
+export const PriceObject = Schema.Struct({
+  /** USD per whole unit, a decimal string; null: no price (the asset's static fee floors alone apply). */
+  priceUsd: Schema.NullOr(Schema.String),
+  source: Schema.Literals(["CATALOG", "OPERATOR"]),
+  /** When and by whom the operator set it (RFC 3339; `X-Operator` header); null for a catalog price. */
+  setAt: Schema.NullOr(Schema.String),
+  setBy: Schema.NullOr(Schema.String)
+}).annotate({ identifier: "Price" })
+
+/** The prices in force, by assetId (every catalog asset). */
+export const PricesObject = Schema.Record(Schema.String, PriceObject).annotate({ identifier: "Prices" })
+
+/**
+ * Prices (operator-interface.md, "Platform"; decisions.md "Operating wallets, sweeps, gas and fee floors"): the body
+ * maps assetId to a USD price (a decimal string; null drops the operator's price, back to the catalog's). Stored
+ * with who set it and when; fee rule 3 uses the new price at once (docs/operations.md, "Prices and fee floors").
+ */
+export class OpsPricesApi extends HttpApiGroup.make("prices")
+  .add(
+    HttpApiEndpoint.get("list", "/ops/prices", { success: PricesObject }),
+    HttpApiEndpoint.put("set", "/ops/prices", {
+      payload: storable(Schema.Record(Schema.String, Schema.NullOr(Schema.String))),
+      success: PricesObject,
+      error: [BadRequestWire, AssetNotSupportedWire]
+    })
+  )
+  .annotateMerge(OpenApi.annotations({ title: "Prices" }))
+{}
+
 export class OpsApi extends HttpApi.make("coffer-ops")
   .add(OpsTenantsApi)
   .add(OpsUsersApi)
@@ -273,6 +302,7 @@ export class OpsApi extends HttpApi.make("coffer-ops")
   .add(OpsManualApi)
   .add(OpsSwitchesApi)
   .add(OpsDevnetApi)
+  .add(OpsPricesApi)
   .middleware(OpsAuth)
   .middleware(OpsSchemaErrors)
   .annotateMerge(OpenApi.annotations({ title: "Coffer operator interface" }))

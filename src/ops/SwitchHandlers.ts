@@ -2,6 +2,7 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Catalog } from "../catalog/Catalog.ts"
+import { FeeFloors } from "../catalog/FeeFloors.ts"
 import { Switches } from "../catalog/Switches.ts"
 import { assetObject } from "../catalog/TenantCatalog.ts"
 import { BadRequest } from "../domain/ApiError.ts"
@@ -9,9 +10,6 @@ import { walletObject } from "../http/WalletViews.ts"
 import { Tenants } from "../tenants/Tenants.ts"
 import { switchableWalletStatuses, WalletSwitch } from "../wallets/WalletSwitch.ts"
 import { OpsApi } from "./OpsApi.ts"
-
-/** Until the chain watchers record on-chain costs, the dynamic fee floor is zero (spec fee rule 3). */
-const noDynamicFloor = { withdraw: 0n, deposit: 0n }
 
 const isSwitchableWalletStatus = (status: string): status is (typeof switchableWalletStatuses)[number] =>
   (switchableWalletStatuses as ReadonlyArray<string>).includes(status)
@@ -22,6 +20,7 @@ export const OpsSwitchHandlers = HttpApiBuilder.group(OpsApi, "switches", (handl
     const switches = yield* Switches
     const walletSwitch = yield* WalletSwitch
     const tenants = yield* Tenants
+    const feeFloors = yield* FeeFloors
     return handlers
       .handle("network", ({ params, payload }) =>
         Effect.map(switches.setNetwork(params.networkKey, payload), (state) => ({
@@ -35,7 +34,7 @@ export const OpsSwitchHandlers = HttpApiBuilder.group(OpsApi, "switches", (handl
           yield* switches.setAsset(params.assetId, payload)
           // As /v1 shows it, with the platform's default fees: the operator is no tenant.
           const asset = catalog.asset(params.assetId)!
-          return assetObject(catalog, { settings: {} }, asset, noDynamicFloor, yield* switches.view)
+          return assetObject(catalog, { settings: {} }, asset, yield* feeFloors.floor(asset), yield* switches.view)
         }))
       .handle("wallet", ({ params, payload }) =>
         Effect.gen(function*() {

@@ -11,6 +11,7 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog, type CatalogAsset } from "../catalog/Catalog.ts"
+import { FeeFloors } from "../catalog/FeeFloors.ts"
 import { effectiveWithdrawFee } from "../catalog/Fees.ts"
 import { Switches } from "../catalog/Switches.ts"
 import { tenantNetwork } from "../catalog/TenantCatalog.ts"
@@ -36,9 +37,6 @@ import { dailyLimitExceededMessage, fitsDailyLimit } from "./DailyLimit.ts"
 
 /** How long a quote is good for (section 8: "about 2 minutes"). */
 export const quoteValidityMillis = 120_000
-
-/** Until the chain watchers record on-chain costs, the dynamic fee floor is zero (spec fee rule 3). */
-const dynamicWithdrawFloor = 0n
 
 export interface QuoteRequest {
   readonly assetId: string
@@ -95,6 +93,7 @@ export class TransferQuotes extends Context.Service<TransferQuotes, {
       const wallets = yield* WalletRepository
       const platformAddresses = yield* PlatformAddresses
       const switches = yield* Switches
+      const feeFloors = yield* FeeFloors
 
       const quote = Effect.fn("TransferQuotes.quote")(function*(tenant: Tenant, request: QuoteRequest) {
         if (request.amount <= 0n) return yield* new BadRequest({ message: "amount must be positive" })
@@ -142,7 +141,8 @@ export class TransferQuotes extends Context.Service<TransferQuotes, {
           if (request.amount < asset.minWithdraw) {
             return yield* new BelowMinWithdrawal({ message: `amount is below the minimum withdrawal ${asset.minWithdraw}` })
           }
-          fee = effectiveWithdrawFee(asset, tenant.settings, dynamicWithdrawFloor)
+          // Fee rules 1 and 3 with the current dynamic floor: what /v1/supported_assets shows as withdrawFeeRaw.
+          fee = effectiveWithdrawFee(asset, tenant.settings, (yield* feeFloors.floor(asset)).withdraw)
           limited = true
         }
 

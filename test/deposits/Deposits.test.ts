@@ -12,6 +12,7 @@ import { SimulatedChain } from "../../src/chains/simulated/SimulatedChain.ts"
 import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
 import { uuidV7 } from "../../src/domain/Ids.ts"
 import { Ledger } from "../../src/ledger/Ledger.ts"
+import { assetFees } from "../support/Funds.ts"
 import {
   makeTestAppLayer,
   opsClient,
@@ -149,8 +150,10 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("deposits on the simula
         const recorded = yield* deposits(tenant)
         assert.lengthOf(recorded, 3)
         assert.isTrue(recorded.every((deposit) => deposit.status === "COMPLETED" && deposit.subStatus === null))
+        // Credited net of the deposit fee in force (fee rule 2, with rule 3's dynamic floor).
+        const fee = (yield* assetFees(tenant, "ETH_SEPOLIA_ETH")).deposit
         for (const target of targets) {
-          assert.deepStrictEqual((yield* balances(tenant, target.walletId))[0].available, (10n ** 16n).toString())
+          assert.deepStrictEqual((yield* balances(tenant, target.walletId))[0].available, (10n ** 16n - fee).toString())
         }
         const [entries] = yield* sql<{ n: number }>`
           SELECT count(*)::int AS n FROM ledger_entries WHERE tenant_id = ${tenant.tenantId} AND kind = 'DEPOSIT_CREDIT'`
@@ -208,9 +211,11 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("deposits on the simula
         assert.strictEqual(wrongTenant._tag, "NotFound")
         const credited = yield* ops.manual.creditDeposit({ params: { tenantId: tenant.tenantId, id: held.id } })
           .pipe(Effect.orDie)
-        assert.deepStrictEqual([credited.status, credited.subStatus, credited.netAmountRaw], ["COMPLETED", null, "5000000"])
+        // Net of the deposit fee in force (fee rule 2, with rule 3's dynamic floor).
+        const net = (5_000_000n - (yield* assetFees(tenant, "TRON_NILE_TRX")).deposit).toString()
+        assert.deepStrictEqual([credited.status, credited.subStatus, credited.netAmountRaw], ["COMPLETED", null, net])
         assert.deepStrictEqual(yield* balances(tenant, walletId), [
-          { assetId: "TRON_NILE_TRX", available: "5000000", frozen: "0" }
+          { assetId: "TRON_NILE_TRX", available: net, frozen: "0" }
         ])
         const again = yield* Effect.flip(ops.manual.creditDeposit({ params: { tenantId: tenant.tenantId, id: held.id } }))
         assert.strictEqual(again._tag, "InvalidState")
@@ -225,7 +230,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("deposits on the simula
           caseId: held.id,
           walletId,
           assetId: "TRON_NILE_TRX",
-          amountRaw: "5000000"
+          amountRaw: net
         })
         assert.isNull(published[3]!.data.subStatus)
       }))
@@ -287,15 +292,17 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("deposits on the simula
         yield* send("BSC_TESTNET", address, "BSC_TESTNET_BNB", amount)
         yield* mine("BSC_TESTNET", 15)
         const [credited] = yield* deposits(tenant)
-        assert.deepStrictEqual([credited.status, credited.netAmountRaw], ["COMPLETED", amount.toString()])
+        // Credited net of the deposit fee in force (fee rule 2, with rule 3's dynamic floor).
+        const net = amount - (yield* assetFees(tenant, "BSC_TESTNET_BNB")).deposit
+        assert.deepStrictEqual([credited.status, credited.netAmountRaw], ["COMPLETED", net.toString()])
         // The user spends most of it before the reorg.
         yield* ledger.post({
           tenantId: tenant.tenantId,
           kind: "TRANSFER",
           referenceId: yield* uuidV7,
           postings: [
-            { account: { kind: "WALLET", walletId }, assetId: "BSC_TESTNET_BNB", bucket: "AVAILABLE", amount: -(amount - 5n) },
-            { account: { kind: "CHAIN" }, assetId: "BSC_TESTNET_BNB", bucket: "AVAILABLE", amount: amount - 5n }
+            { account: { kind: "WALLET", walletId }, assetId: "BSC_TESTNET_BNB", bucket: "AVAILABLE", amount: -(net - 5n) },
+            { account: { kind: "CHAIN" }, assetId: "BSC_TESTNET_BNB", bucket: "AVAILABLE", amount: net - 5n }
           ]
         })
         yield* reorg("BSC_TESTNET", 15)
@@ -303,7 +310,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("deposits on the simula
         assert.strictEqual(reversed.id, credited.id)
         assert.strictEqual(reversed.status, "REVERSED")
         assert.deepStrictEqual(yield* balances(tenant, walletId), [
-          { assetId: "BSC_TESTNET_BNB", available: (5n - amount).toString(), frozen: "0" }
+          { assetId: "BSC_TESTNET_BNB", available: (5n - net).toString(), frozen: "0" }
         ])
         const published = yield* events(tenant.tenantId, credited.id)
         assert.deepStrictEqual(published.map((event) => event.event_type), [
@@ -342,7 +349,8 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("deposits on the simula
         const [credited] = yield* deposits(tenant)
         assert.strictEqual(credited.id, waiting.id)
         assert.strictEqual(credited.status, "COMPLETED")
-        assert.strictEqual((yield* balances(tenant, walletId))[0].available, (2n * 10n ** 15n).toString())
+        const fee = (yield* assetFees(tenant, "ETH_SEPOLIA_ETH")).deposit
+        assert.strictEqual((yield* balances(tenant, walletId))[0].available, (2n * 10n ** 15n - fee).toString())
       }))
   })
 

@@ -181,7 +181,9 @@ const bodyCases: Record<string, BodyCase> = {
   // Switches: literals and booleans are refused by their schema; the wallet's status is free text until checked.
   "PATCH /ops/networks/:networkKey": { body: { depositEnabled: true }, fields: [] },
   "PATCH /ops/assets/:assetId": { body: { withdrawEnabled: true }, fields: [] },
-  "PATCH /ops/tenants/:tenantId/wallets/:walletId": { body: { status: "ACTIVE" }, fields: ["status"] }
+  "PATCH /ops/tenants/:tenantId/wallets/:walletId": { body: { status: "ACTIVE" }, fields: ["status"] },
+  // Prices: an assetId key and its price string (the key is stored too, as price_changes.asset_id).
+  "PUT /ops/prices": { body: { BSC_TESTNET_BNB: "600" }, fields: ["BSC_TESTNET_BNB", "*"] }
 }
 
 /**

@@ -27,6 +27,17 @@ const setSettings = (tenantId: string, settings: Record<string, unknown>) =>
     Effect.orDie
   )
 
+/**
+ * Fee rule 3 with no history yet: the simulated network's fee estimate for one transaction (EVM 21,000 gas at 1 gwei,
+ * SOL 5,000 lamports) × (1 + feeSafetyFactor 0.2). It raises the native coins' deposit fee above their catalog floor
+ * of 0; every other default fee of these networks stays at its catalog floor, which is above its converted cost.
+ */
+const nativeDepositFloors: Record<string, bigint> = {
+  ETH_SEPOLIA_ETH: (21_000n * 10n ** 9n * 12n) / 10n,
+  BSC_TESTNET_BNB: (21_000n * 10n ** 9n * 12n) / 10n,
+  SOL_DEVNET_SOL: (5_000n * 12n) / 10n
+}
+
 const assetKeys = [
   "assetId",
   "chainFamily",
@@ -134,8 +145,8 @@ layer(atRealisticTime(makeTestAppLayer()))("reference data (spec 4.1)", (it) => 
           singleLimitCap: source.singleLimitCap,
           dailyLimitCap: source.dailyLimitCap,
           iconUrl: source.iconUrl,
-          // No tenant fee and no dynamic floor yet: the catalog floors.
-          depositFeeRaw: source.depositFeeFloor,
+          // No tenant fee: the catalog floors, raised to the dynamic floor (fee rule 3) where that is higher.
+          depositFeeRaw: (nativeDepositFloors[source.assetId] ?? BigInt(source.depositFeeFloor)).toString(),
           withdrawFeeRaw: source.withdrawFeeFloor
         })
         for (const field of amountFields) assert.match(asset[field], rawAmountPattern, `${asset.assetId}.${field}`)
@@ -186,13 +197,20 @@ layer(atRealisticTime(makeTestAppLayer()))("reference data (spec 4.1)", (it) => 
       // The floors themselves are still the platform defaults.
       assert.strictEqual(usdt.withdrawFeeFloor, catalogAsset("ETH_SEPOLIA_USDT").withdrawFeeFloor)
       assert.strictEqual(usdt.depositFeeFloor, catalogAsset("ETH_SEPOLIA_USDT").depositFeeFloor)
-      // A tenant fee below the floor is the tenant's choice (no dynamic floor recorded yet).
-      assert.strictEqual(byId.get("BSC_TESTNET_BNB").withdrawFeeRaw, "1")
-      assert.strictEqual(byId.get("BSC_TESTNET_USDT").depositFeeRaw, "0")
+      // A tenant fee below the catalog floor is the tenant's choice, but never below the dynamic floor (fee rule 3):
+      // BNB, the estimate of one transfer × 1.2; the BEP-20 deposit, one token sweep (65,000 gas at the simulated
+      // price, rounded up to a whole wei per gas) plus its native top-up, × 1.2, at 600 USD per BNB and 1 per USDT.
+      assert.strictEqual(byId.get("BSC_TESTNET_BNB").withdrawFeeRaw, nativeDepositFloors.BSC_TESTNET_BNB!.toString())
+      const tokenSweep = 65_000n * ((21_000n * 10n ** 9n + 64_999n) / 65_000n)
+      const topUp = 21_000n * 10n ** 9n
+      assert.strictEqual(
+        byId.get("BSC_TESTNET_USDT").depositFeeRaw,
+        (((tokenSweep + topUp) * 12n * 600n + 9n) / 10n).toString()
+      )
       // Assets the tenant did not configure use the floors.
       assert.strictEqual(byId.get("ETH_SEPOLIA_ETH").withdrawFeeRaw, catalogAsset("ETH_SEPOLIA_ETH").withdrawFeeFloor)
       assert.strictEqual(byId.get("BSC_TESTNET_USDT").withdrawFeeRaw, catalogAsset("BSC_TESTNET_USDT").withdrawFeeFloor)
-      assert.strictEqual(byId.get("BSC_TESTNET_BNB").depositFeeRaw, catalogAsset("BSC_TESTNET_BNB").depositFeeFloor)
+      assert.strictEqual(byId.get("BSC_TESTNET_BNB").depositFeeRaw, nativeDepositFloors.BSC_TESTNET_BNB!.toString())
       // Removing the setting returns to the floors.
       yield* setSettings(tenant.tenantId, { withdrawFees: null })
       const after = ok(yield* get(tenant, "/v1/supported_assets"))

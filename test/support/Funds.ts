@@ -46,3 +46,18 @@ export const ethWalletOf = (tenant: TestTenant, customerRefId: string) =>
     assert.strictEqual(response.json.status, "READY", response.text)
     return response.json.walletId as string
   })
+
+/**
+ * The fees /v1/supported_assets shows the tenant for an asset now (spec section 2, fee rules 1-3): what a deposit is
+ * credited net of and a withdrawal is charged. With the dynamic floor (fee rule 3) these follow the network's cost,
+ * so tests of crediting read them rather than assume the catalog's static floors.
+ */
+export const assetFees = (tenant: TestTenant, assetId: string) =>
+  Effect.gen(function*() {
+    const response = yield* call(tenant, "GET", "/v1/supported_assets")
+    assert.strictEqual(response.status, 200, response.text)
+    const asset = (response.json as Array<{ assetId: string; depositFeeRaw: string; withdrawFeeRaw: string }>)
+      .find((entry) => entry.assetId === assetId)
+    assert.isDefined(asset, `asset ${assetId} is not listed`)
+    return { deposit: BigInt(asset!.depositFeeRaw), withdraw: BigInt(asset!.withdrawFeeRaw) }
+  })

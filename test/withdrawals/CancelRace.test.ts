@@ -40,7 +40,8 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("cancel racing the enti
         const processor = yield* WithdrawalProcessor
         // The rounds send many requests a second; the default 50 per second per key would answer some 429.
         const tenant = yield* provisionTenant({ rateLimitPerSecond: 1000 })
-        const fee = 1000n
+        // Above the dynamic floor (fee rule 3: the network's cost × 1.2), so the tenant's fee is what is charged (rule 1).
+        const fee = 10n ** 15n
         const amount = 10n ** 16n
         yield* settings(tenant, { withdrawFees: { [eth]: fee.toString() } })
         const payer = yield* walletOf(tenant, "rita", "ETH_SEPOLIA")

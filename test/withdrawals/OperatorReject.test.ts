@@ -26,7 +26,8 @@ import {
 
 const eth = "ETH_SEPOLIA_ETH"
 const ethTo = "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed"
-const fee = 1000n
+// Above the dynamic floor (fee rule 3: the network's cost × 1.2), so the tenant's fee is what is charged (rule 1).
+const fee = 10n ** 15n
 const funded = 10n ** 18n
 const amount = 10n ** 16n
 

@@ -80,13 +80,16 @@ const families = [
     assetId: "TRON_NILE_TRX",
     to: "TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7",
     amount: 20_000_000n,
-    fee: 1_100_000n,
+    // Above the dynamic floor (fee rule 3: the simulated 1.1 TRX network fee × 1.2), so rule 1 charges this fee.
+    fee: 2_000_000n,
     // Solidified: 19 blocks behind the head.
     blocksToComplete: 20
   }
 ] as const
 
 const eth = "ETH_SEPOLIA_ETH"
+// Above the dynamic floor (fee rule 3: the network's cost × 1.2), so the tenant's fee is what is charged (rule 1).
+const tenantFee = 10n ** 15n
 const ethTo = "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed"
 
 layer(makeTestAppLayer(), { excludeTestServices: true })("on-chain withdrawals", (it) => {
@@ -193,7 +196,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("on-chain withdrawals",
     it.effect("QUEUED (INSUFFICIENT_FUNDS_PLATFORM), PENDING_AUTHORIZATION and SUBMITTED cancel with funds returned; after signing, or twice, 409", () =>
       Effect.gen(function*() {
         const tenant = yield* provisionTenant()
-        yield* settings(tenant, { withdrawFees: { [eth]: "1000" }, withdrawalApprovalAbove: { [eth]: (5n * 10n ** 16n).toString() } })
+        yield* settings(tenant, { withdrawFees: { [eth]: tenantFee.toString() }, withdrawalApprovalAbove: { [eth]: (5n * 10n ** 16n).toString() } })
         const payer = yield* walletOf(tenant, "bob", "ETH_SEPOLIA")
         yield* fund(tenant, payer.walletId, eth, 10n ** 18n)
         const cancel = (id: string) => call(tenant, "POST", `/v1/transactions/${id}/cancel`)
@@ -202,8 +205,8 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("on-chain withdrawals",
         const pending = yield* withdraw(tenant, payer.walletId, eth, ethTo, 6n * 10n ** 16n, "c-pending")
         yield* waitFor(tenant, pending.json.transactionId, "PENDING_AUTHORIZATION")
         assert.deepStrictEqual(yield* balance(tenant, payer.walletId, eth), {
-          available: (10n ** 18n - 6n * 10n ** 16n - 1000n).toString(),
-          frozen: (6n * 10n ** 16n + 1000n).toString()
+          available: (10n ** 18n - 6n * 10n ** 16n - tenantFee).toString(),
+          frozen: (6n * 10n ** 16n + tenantFee).toString()
         })
         const cancelled = yield* cancel(pending.json.transactionId)
         assert.strictEqual(cancelled.status, 200, cancelled.text)
@@ -259,7 +262,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("on-chain withdrawals",
       Effect.gen(function*() {
         const ops = yield* opsClient
         const tenant = yield* provisionTenant()
-        yield* settings(tenant, { withdrawFees: { [eth]: "1000" }, withdrawalApprovalAbove: { [eth]: (10n ** 16n).toString() } })
+        yield* settings(tenant, { withdrawFees: { [eth]: tenantFee.toString() }, withdrawalApprovalAbove: { [eth]: (10n ** 16n).toString() } })
         const payer = yield* walletOf(tenant, "carol", "ETH_SEPOLIA")
         yield* fund(tenant, payer.walletId, eth, 10n ** 18n)
         const atThreshold = yield* withdraw(tenant, payer.walletId, eth, ethTo, 10n ** 16n, "a-at")
@@ -289,7 +292,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("on-chain withdrawals",
         assert.deepStrictEqual([rejected.status, rejected.subStatus], ["REJECTED", "REJECTED_BY_OPERATOR"])
         assert.strictEqual(
           BigInt((yield* balance(tenant, payer.walletId, eth)).available),
-          availableBefore + 3n * 10n ** 16n + 1000n
+          availableBefore + 3n * 10n ** 16n + tenantFee
         )
         // Another tenant's operator path names no such transaction.
         const other = yield* provisionTenant()
