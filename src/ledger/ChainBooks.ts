@@ -47,7 +47,7 @@ export interface BookLine {
   readonly mayHoldLess: bigint
   /** In flight: the chain may hold up to this much more (incoming sweeps, top-ups, deposits awaiting a block). */
   readonly mayHoldMore: bigint
-  /** What is in flight, for the reader: `send <id> (WITHDRAWAL PENDING)`, `deposit <id> (awaiting a block)`. */
+  /** What is in flight, for the reader: `withdrawal <id> (send PENDING)`, `deposit <id> (awaiting a block)`. */
   readonly inFlight: ReadonlyArray<string>
 }
 
@@ -95,7 +95,8 @@ const movements = (sql: SqlClient.SqlClient, networkKeys: ReadonlyArray<string>)
         CASE s.signing_key->>'_tag' WHEN 'Platform' THEN s.signing_key->>'role' WHEN 'Gas' THEN 'GAS' ELSE 'DEPOSIT' END
           AS from_role,
         (s.included_height IS NOT NULL AND (cut.as_of IS NULL OR s.included_height <= cut.as_of)) AS included,
-        (SELECT max(v.network_fee_max) FROM outgoing_versions v WHERE v.send_id = s.id) AS fee_max
+        (SELECT max(v.network_fee_max) FROM outgoing_versions v WHERE v.send_id = s.id) AS fee_max,
+        replace(lower(s.purpose), '_', '-') || ' ' || s.owner_id AS owner_name
       FROM outgoing_sends s JOIN cut ON cut.network_key = s.network_key
     )
     -- Deposits on the chain at the cut: in a block the watcher processed and not dropped or reversed.
@@ -122,21 +123,21 @@ const movements = (sql: SqlClient.SqlClient, networkKeys: ReadonlyArray<string>)
     SELECT network_key, from_address, asset_id, from_role,
       CASE WHEN included AND state = 'CONFIRMED' THEN -amount ELSE 0 END::text,
       CASE WHEN state = 'PENDING' THEN amount ELSE 0 END::text, '0',
-      CASE WHEN state = 'PENDING' THEN 'send ' || id || ' (' || purpose || ' PENDING)' END
+      CASE WHEN state = 'PENDING' THEN owner_name || ' (send PENDING)' END
     FROM sends WHERE amount > 0
     UNION ALL
     -- ... and its network fee, in the native coin, whatever the outcome once included.
     SELECT network_key, from_address, native_asset_id, from_role,
       CASE WHEN included THEN -coalesce(network_fee, 0) ELSE 0 END::text,
       CASE WHEN state IN ('PENDING', 'FILLING') THEN coalesce(fee_max, 0) ELSE 0 END::text, '0',
-      CASE WHEN state IN ('PENDING', 'FILLING') THEN 'send ' || id || ' (' || purpose || ' ' || state || ', fee)' END
+      CASE WHEN state IN ('PENDING', 'FILLING') THEN owner_name || ' (send ' || state || ')' END
     FROM sends
     UNION ALL
     -- What a sweep or top-up gave its destination.
     SELECT network_key, to_address, asset_id, CASE WHEN purpose = 'TOP_UP' THEN 'DEPOSIT' ELSE 'OPERATING' END,
       CASE WHEN included AND state = 'CONFIRMED' THEN amount ELSE 0 END::text, '0',
       CASE WHEN state = 'PENDING' THEN amount ELSE 0 END::text,
-      CASE WHEN state = 'PENDING' THEN 'send ' || id || ' (' || purpose || ' PENDING, incoming)' END
+      CASE WHEN state = 'PENDING' THEN owner_name || ' (send PENDING, incoming)' END
     FROM sends WHERE purpose IN ('SWEEP', 'TOP_UP')`.pipe(Effect.flatMap(movementRows))
 
 /** The books of `networkKeys` (see the module comment), in one REPEATABLE READ, READ ONLY snapshot. */
@@ -185,7 +186,8 @@ export const readChainBooks = (networkKeys: ReadonlyArray<string>) =>
         line.expected += row.settled
         line.mayHoldLess += row.less
         line.mayHoldMore += row.more
-        if (row.in_flight !== null) line.inFlight.push(row.in_flight)
+        // A send's amount and its fee are two rows of one thing in flight.
+        if (row.in_flight !== null && !line.inFlight.includes(row.in_flight)) line.inFlight.push(row.in_flight)
         lines.set(key, line)
       }
       // An address's role is the same on all its assets: merged over them.
@@ -206,7 +208,7 @@ export const readChainBooks = (networkKeys: ReadonlyArray<string>) =>
           expected: line.expected,
           mayHoldLess: line.mayHoldLess,
           mayHoldMore: line.mayHoldMore,
-          inFlight: line.inFlight
+          inFlight: line.inFlight.toSorted()
         }
       }).sort((a, b) =>
         a.networkKey.localeCompare(b.networkKey) || rolePreference.indexOf(a.role) - rolePreference.indexOf(b.role) ||
