@@ -166,6 +166,26 @@ layer(
       assert.match(run.lastLine, /^chain ok: 4 lines, 0 in flight$/)
     }), timeout)
 
+  it.effect("a reorganization that removes a receipt's block forgets the receipt with it; the books still equal the node", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const funding = yield* Effect.promise(() => node.sendTransaction({ account: sender, to: hot as Hex, value: parseEther("3") }))
+      const minedAt = yield* mine()
+      const recorded = yield* sql<{ block_hash: string }>`
+        SELECT block_hash FROM platform_receipts WHERE network_key = 'ETH_SEPOLIA' AND tx_hash = ${funding}`
+      assert.strictEqual(recorded.length, 1)
+      const removedBlock = recorded[0]!.block_hash
+      yield* Effect.promise(() => node.request({ method: "anvil_reorg" as any, params: [1, []] as any }))
+      yield* mine()
+      const kept = yield* sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM platform_receipts WHERE network_key = 'ETH_SEPOLIA' AND block_hash = ${removedBlock}`
+      assert.strictEqual(kept[0]!.n, 0, `the receipt of removed block ${minedAt} is gone`)
+      // Whether the node mined the transaction again or dropped it, the books follow the chain.
+      const run = yield* check()
+      assert.strictEqual(run.code, 0, run.stdout + run.stderr)
+      assert.include(lineOf(run, eth, hot), "difference 0  ok")
+    }), timeout)
+
   it.effect("an out-of-band change on HOT, then on a deposit address: reported with its address, exit 1", () =>
     Effect.gen(function*() {
       const hotEth = yield* ethBalance(hot)
