@@ -219,6 +219,16 @@ layer(
       assert.notInclude(run.stdout + run.stderr, "s3cret")
     }), timeout)
 
+  it.effect("--chain without CHAIN_RPC_URLS, or an unknown option: exit 2, saying why", () =>
+    Effect.gen(function*() {
+      const noNodes = yield* runLedgerCheck({ DATABASE_URL: process.env.DATABASE_URL! }, ["--chain"])
+      assert.strictEqual(noNodes.code, 2, noNodes.stdout + noNodes.stderr)
+      assert.include(noNodes.stderr, "--chain: CHAIN_RPC_URLS names no node to compare with")
+      const unknown = yield* runLedgerCheck({ DATABASE_URL: process.env.DATABASE_URL! }, ["--chains"])
+      assert.strictEqual(unknown.code, 2, unknown.stdout + unknown.stderr)
+      assert.include(unknown.stderr, "unknown option --chains (the one option is --chain)")
+    }), timeout)
+
   it.effect("without --chain the check is the ledger audit alone, as before", () =>
     Effect.gen(function*() {
       const run = yield* runLedgerCheck({ DATABASE_URL: process.env.DATABASE_URL!, CHAIN_RPC_URLS: JSON.stringify({ ETH_SEPOLIA: anvil.url }) })
