@@ -41,12 +41,14 @@ import { decodeFirstRow, decodeRows, decodeSingleRow, Nullable, Numeric, Text } 
 import { decideOrphanedDeposit, meetsConfirmationRule } from "./DepositDecisions.ts"
 import { Ids } from "../domain/Ids.ts"
 import { type EntryRequest, Ledger } from "../ledger/Ledger.ts"
+import { forgetPlatformReceiptsAbove, recordPlatformReceipts } from "../ledger/PlatformReceipts.ts"
 import { entryRequest, Postings } from "../ledger/Postings.ts"
 import { Outbox } from "../outbox/Outbox.ts"
 import { insertTransactions, type NewTransaction } from "../transactions/NewTransaction.ts"
 import { type Tenant, Tenants } from "../tenants/Tenants.ts"
 import { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
+import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
 
 // Its home is DepositDecisions.ts; exported here too for the callers that import it from the watcher.
 export { meetsConfirmationRule } from "./DepositDecisions.ts"
@@ -136,6 +138,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
       const outbox = yield* Outbox
       const transactionEvents = yield* TransactionEvents
       const feeFloors = yield* FeeFloors
+      const platformAddresses = yield* PlatformAddresses
 
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -269,6 +272,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
             // KEEP: nothing to undo (see DepositDecisions.ts).
           }
           yield* sql`DELETE FROM chain_blocks WHERE network_key = ${client.networkKey} AND height > ${height.toString()}`
+          yield* forgetPlatformReceiptsAbove(sql, client.networkKey, height)
           return orphaned.length
         })
 
@@ -360,9 +364,18 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
             }))
             return { _tag: "AtHead" as const, head }
           }
+          // The chain books' witness of money put on operating addresses from outside (ledger/PlatformReceipts.ts).
+          const operating = next.transfers.length === 0 ? [] : yield* platformAddresses.list
           return yield* sql.withTransaction(Effect.gen(function*() {
             if (!(yield* lockCursorAt(client.networkKey, height, stored))) return moved
             const recorded = yield* recordTransfers(client, next.height, next.hash, next.transfers)
+            yield* recordPlatformReceipts(
+              sql,
+              { networkKey: client.networkKey, height: next.height, hash: next.hash, transfers: next.transfers },
+              operating,
+              (assetId) => catalog.asset(assetId)?.networkKey,
+              yield* now
+            )
             yield* sql`INSERT INTO chain_blocks (network_key, height, hash)
               VALUES (${client.networkKey}, ${next.height.toString()}, ${next.hash})
               ON CONFLICT (network_key, height) DO UPDATE SET hash = EXCLUDED.hash`

@@ -4,12 +4,19 @@
  * db/ExistingDatabase.ts), safely beside a running service. Prints each check and what it found, then a last line:
  * `ledger ok: N accounts, M entries`, or the first discrepancy.
  *
- * Exit status: 0 when the ledger is sound, 1 on any discrepancy, 2 when the audit could not run.
+ * `--chain` (`npm run ledger:check -- --chain`) then also compares the chain books (ChainBooks.ts, docs/ledger.md
+ * "Chain books") with the nodes of CHAIN_RPC_URLS: one line per network, asset and address with its role, expected
+ * and on-chain balance, difference and verdict, closing with `chain ok: ...` or the first unexplained difference.
+ *
+ * Exit status: 0 when the ledger (and with `--chain` the chain) is sound, 1 on any discrepancy or unexplained
+ * difference, 2 when the audit could not run (a node that cannot answer included).
  */
 import { Console, Effect, Exit, Runtime } from "effect"
 import { SqlClient } from "effect/sql"
 import { AppConfig } from "../Config.ts"
 import * as ExistingDatabase from "../db/ExistingDatabase.ts"
+import { makeEvmBalanceReader } from "./ChainBalances.ts"
+import { auditChain, type BalanceReader, chainReportLines } from "./ChainBooks.ts"
 import { auditLedger, LedgerAuditError, reportLines } from "./LedgerAudit.ts"
 
 const exitDiscrepancy = 1
@@ -17,19 +24,39 @@ const exitCannotRun = 2
 const cannotRun = (error: { readonly message: string }) =>
   Effect.as(Console.error(`ledger check cannot run: ${error.message}`), exitCannotRun)
 
+const options = process.argv.slice(2)
+const unknownOptions = options.filter((option) => option !== "--chain")
+const withChain = options.includes("--chain")
+
 const program: Effect.Effect<number> = Effect.scoped(Effect.gen(function*() {
+  if (unknownOptions.length > 0) {
+    return yield* cannotRun({ message: `unknown option ${unknownOptions.join(" ")} (the one option is --chain)` })
+  }
+  const config = yield* AppConfig
   const database = yield* ExistingDatabase.connect("coffer-ledger-check")
   const report = yield* auditLedger.pipe(
     Effect.provideService(SqlClient.SqlClient, database.client),
     Effect.mapError((error) => new LedgerAuditError({ message: `${database.location}: ${error.message}`, cause: error }))
   )
   for (const line of reportLines(database.location, report)) yield* Console.log(line)
-  return report.ok ? 0 : exitDiscrepancy
+  if (!withChain) return report.ok ? 0 : exitDiscrepancy
+  // The node URL is never printed: it may carry an API key (ChainBalances.ts keeps it out of messages too).
+  const readers = new Map<string, BalanceReader>(
+    Object.entries(config.chainRpcUrls).map(([networkKey, url]) => [networkKey, makeEvmBalanceReader(networkKey, url)])
+  )
+  if (readers.size === 0) return yield* cannotRun({ message: "--chain: CHAIN_RPC_URLS names no node to compare with" })
+  const chain = yield* auditChain(readers).pipe(
+    Effect.provideService(SqlClient.SqlClient, database.client),
+    Effect.catchTag("SqlError", (error) => Effect.fail(new LedgerAuditError({ message: `cannot read the chain books: ${error.message}` })))
+  )
+  for (const line of chainReportLines(chain)) yield* Console.log(line)
+  return report.ok && chain.ok ? 0 : exitDiscrepancy
 })).pipe(
   Effect.provide(AppConfig.layerConfig),
   Effect.catchTags({
     DatabaseStartupError: cannotRun,
     LedgerAuditError: cannotRun,
+    ChainAuditError: cannotRun,
     ConfigError: cannotRun,
     ConfigInvalid: cannotRun
   })

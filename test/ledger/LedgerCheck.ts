@@ -18,12 +18,12 @@ export interface CheckRun {
   readonly lastLine: string
 }
 
-export const runLedgerCheck = (env: Record<string, string>) =>
+export const runLedgerCheck = (env: Record<string, string>, args: ReadonlyArray<string> = []) =>
   Effect.promise(() =>
     new Promise<CheckRun>((resolve) => {
       execFile(
         process.execPath,
-        ["src/ledger/ledger-check.ts"],
+        ["src/ledger/ledger-check.ts", ...args],
         {
           cwd: repositoryRoot,
           env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/tmp", ...env },

@@ -1,0 +1,239 @@
+/**
+ * The chain books against a real node (issue 10 "Books and the audit"; decisions.md "Operating wallets, sweeps, gas
+ * and fee floors", Books; docs/ledger.md "Chain books"): the whole service with ETH_SEPOLIA on a local anvil (chain
+ * id 11155111, blocks mined only when the test asks), and `npm run ledger:check -- --chain` run as its own process
+ * as an operator would.
+ *
+ * Held here: HOT funded from outside by real transfers is recorded by the watcher (platform_receipts) and booked;
+ * after ETH and ERC-20 deposits and withdrawals the check passes (exit 0) with every line equal; a withdrawal in a
+ * block but not yet final is an explained in-flight line (exit 0); an out-of-band change on chain (anvil
+ * setBalance) on HOT, then on a deposit address, is reported with that address and exits 1; the node's URL (and its
+ * credentials) is never printed, also when the node cannot be reached (exit 2).
+ */
+import { assert, layer } from "@effect/vitest"
+import { Effect, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { encodeFunctionData, erc20Abi, type Hex, parseEther } from "viem"
+import { beforeAll } from "vitest"
+import { Catalog } from "../../src/catalog/Catalog.ts"
+import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
+import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
+import { anvilAccounts, cloneTokenAt, deployToken, erc20Artifact, startAnvil } from "../support/Anvil.ts"
+import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
+import { call, hotAddress, waitFor, walletOf, withdraw } from "../withdrawals/WithdrawalHelpers.ts"
+import { type CheckRun, runLedgerCheck } from "./LedgerCheck.ts"
+
+const anvil = startAnvil({ chainId: 11155111 })
+const { client: node } = anvil
+const eth = "ETH_SEPOLIA_ETH"
+const usdt = "ETH_SEPOLIA_USDT"
+const sender = anvilAccounts[0]
+
+beforeAll(() => Effect.runPromise(anvil.ready))
+
+const timeout = { timeout: 240_000 }
+
+/** Mines, then scans until the watcher's cursor stands at the node's head (the books' block). */
+const mine = (blocks = 1) =>
+  Effect.gen(function*() {
+    yield* Effect.promise(() => node.mine({ blocks }))
+    const head = yield* Effect.promise(() => node.getBlockNumber())
+    const watcher = yield* DepositWatcher
+    for (let attempt = 0; attempt < 100; attempt++) {
+      if ((yield* watcher.scan("ETH_SEPOLIA")).height >= head) return head
+      yield* Effect.sleep("100 millis")
+    }
+    return assert.fail(`the watcher did not reach block ${head}`)
+  })
+
+const confirm = Effect.gen(function*() {
+  const processor = yield* WithdrawalProcessor
+  return yield* processor.confirm("ETH_SEPOLIA")
+})
+
+const check = (env: Record<string, string> = {}) =>
+  runLedgerCheck({
+    DATABASE_URL: process.env.DATABASE_URL!,
+    CHAIN_RPC_URLS: JSON.stringify({ ETH_SEPOLIA: anvil.url }),
+    ...env
+  }, ["--chain"])
+
+/** The printed line of an address and asset (network, asset, address, role, expected, on chain, difference, verdict). */
+const lineOf = (run: CheckRun, assetId: string, address: string) => {
+  const found = run.stdout.split("\n").find((line) => line.startsWith(`ETH_SEPOLIA  ${assetId}  ${address}  `))
+  return found ?? assert.fail(`no line for ${assetId} ${address} in:\n${run.stdout}${run.stderr}`)
+}
+
+const ethBalance = (address: string) => Effect.promise(() => node.getBalance({ address: address as Hex }))
+
+const deposits = (tenant: TestTenant) =>
+  Effect.map(call(tenant, "GET", "/v1/transactions?kind=DEPOSIT"), (response) => response.json.items as Array<any>)
+
+layer(
+  makeTestAppLayer({ chainRpcUrls: { ETH_SEPOLIA: Redacted.make(anvil.url) } }),
+  { excludeTestServices: true, timeout: 240_000 }
+)("ledger:check --chain on an EVM node (anvil)", (it) => {
+  let tenant: TestTenant
+  let hot: string
+  let deposit: { walletId: string; address: string }
+  let contract: Hex
+
+  it.effect("HOT funded from outside and a tenant's ETH and USDT deposits: booked from what the watcher saw, the check passes", () =>
+    Effect.gen(function*() {
+      contract = (yield* Catalog).asset(usdt)!.contract!.toLowerCase() as Hex
+      const source = yield* deployToken(anvil, 10n ** 24n)
+      yield* cloneTokenAt(anvil, source, contract, sender, 10n ** 15n)
+      // The watcher starts at the head it first sees: what came before is history.
+      yield* mine()
+      hot = yield* hotAddress("ETH_SEPOLIA")
+      tenant = yield* provisionTenant()
+      deposit = yield* walletOf(tenant, "alice", "ETH_SEPOLIA")
+
+      const transferData = (to: string, amount: bigint) =>
+        encodeFunctionData({ abi: erc20Artifact.abi, functionName: "transfer", args: [to as Hex, amount] })
+      for (const transaction of [
+        { to: hot as Hex, value: parseEther("10") },
+        { to: contract, data: transferData(hot, 1_000_000_000n) },
+        { to: deposit.address as Hex, value: parseEther("2") },
+        { to: contract, data: transferData(deposit.address, 500_000_000n) }
+      ]) {
+        yield* Effect.promise(() => node.sendTransaction({ account: sender, ...transaction }))
+      }
+      yield* mine()
+      const sql = yield* SqlClient.SqlClient
+      const receipts = yield* sql<{ asset_id: string; role: string; amount: string }>`
+        SELECT asset_id, role, amount::text AS amount FROM platform_receipts
+        WHERE network_key = 'ETH_SEPOLIA' AND to_address = ${hot} ORDER BY asset_id`
+      assert.deepStrictEqual(receipts.map((row) => [row.asset_id, row.role, row.amount]), [
+        [eth, "HOT", parseEther("10").toString()],
+        [usdt, "HOT", "1000000000"]
+      ])
+      // ETH_SEPOLIA credits at the 12th confirmation.
+      yield* mine(11)
+      assert.deepStrictEqual((yield* deposits(tenant)).map((row) => row.status), ["COMPLETED", "COMPLETED"])
+
+      const run = yield* check()
+      assert.strictEqual(run.code, 0, run.stdout + run.stderr)
+      assert.strictEqual(lineOf(run, eth, hot), `ETH_SEPOLIA  ${eth}  ${hot}  HOT  expected 10000000000000000000  ` +
+        "on chain 10000000000000000000  difference 0  ok")
+      assert.strictEqual(lineOf(run, usdt, hot), `ETH_SEPOLIA  ${usdt}  ${hot}  HOT  expected 1000000000  ` +
+        "on chain 1000000000  difference 0  ok")
+      assert.strictEqual(lineOf(run, eth, deposit.address), `ETH_SEPOLIA  ${eth}  ${deposit.address}  DEPOSIT  ` +
+        "expected 2000000000000000000  on chain 2000000000000000000  difference 0  ok")
+      assert.strictEqual(lineOf(run, usdt, deposit.address), `ETH_SEPOLIA  ${usdt}  ${deposit.address}  DEPOSIT  ` +
+        "expected 500000000  on chain 500000000  difference 0  ok")
+      assert.match(run.lastLine, /^chain ok: 4 lines, 0 in flight$/)
+      assert.notInclude(run.stdout + run.stderr, anvil.url)
+    }), timeout)
+
+  it.effect("ETH and USDT withdrawals from HOT: in a block but not final, explained in flight (exit 0); final, HOT's books equal the node to the wei", () =>
+    Effect.gen(function*() {
+      const to = "0x00000000000000000000000000000000beef0001"
+      const ethAmount = parseEther("0.5")
+      const usdtAmount = 120_000_000n
+      const ethWithdrawal = yield* withdraw(tenant, deposit.walletId, eth, to, ethAmount, "books-eth")
+      assert.strictEqual(ethWithdrawal.status, 202, ethWithdrawal.text)
+      const usdtWithdrawal = yield* withdraw(tenant, deposit.walletId, usdt, to, usdtAmount, "books-usdt")
+      assert.strictEqual(usdtWithdrawal.status, 202, usdtWithdrawal.text)
+      yield* waitFor(tenant, ethWithdrawal.json.withdrawalId, "CONFIRMING")
+      yield* waitFor(tenant, usdtWithdrawal.json.withdrawalId, "CONFIRMING")
+      yield* mine()
+
+      // Included at the books' block, not yet final (12 confirmations): HOT holds less than the books by the sends.
+      const inFlight = yield* check()
+      assert.strictEqual(inFlight.code, 0, inFlight.stdout + inFlight.stderr)
+      assert.match(lineOf(inFlight, eth, hot), new RegExp(`  HOT  expected 10000000000000000000  on chain \\d+  difference -\\d+  ` +
+        `in flight \\(explained: withdrawal ${ethWithdrawal.json.withdrawalId} \\(send PENDING\\), ` +
+        `withdrawal ${usdtWithdrawal.json.withdrawalId} \\(send PENDING\\)\\)$`))
+      assert.strictEqual(lineOf(inFlight, usdt, hot), `ETH_SEPOLIA  ${usdt}  ${hot}  HOT  expected 1000000000  on chain 880000000  ` +
+        `difference -120000000  in flight (explained: withdrawal ${usdtWithdrawal.json.withdrawalId} (send PENDING))`)
+      assert.match(inFlight.lastLine, /^chain ok: 4 lines, 2 in flight$/)
+
+      yield* mine(11)
+      yield* confirm
+      const ethDone = yield* waitFor(tenant, ethWithdrawal.json.withdrawalId, "COMPLETED")
+      const usdtDone = yield* waitFor(tenant, usdtWithdrawal.json.withdrawalId, "COMPLETED")
+      const fees = BigInt(ethDone.networkFeeRaw) + BigInt(usdtDone.networkFeeRaw)
+      const hotEth = parseEther("10") - ethAmount - fees
+      assert.strictEqual(yield* ethBalance(hot), hotEth)
+
+      const run = yield* check()
+      assert.strictEqual(run.code, 0, run.stdout + run.stderr)
+      assert.strictEqual(lineOf(run, eth, hot), `ETH_SEPOLIA  ${eth}  ${hot}  HOT  expected ${hotEth}  on chain ${hotEth}  difference 0  ok`)
+      assert.strictEqual(lineOf(run, usdt, hot), `ETH_SEPOLIA  ${usdt}  ${hot}  HOT  expected 880000000  on chain 880000000  difference 0  ok`)
+      // The deposit address keeps its coins: withdrawals are paid from HOT (no sweep ran).
+      assert.include(lineOf(run, eth, deposit.address), "expected 2000000000000000000  on chain 2000000000000000000  difference 0  ok")
+      assert.match(run.lastLine, /^chain ok: 4 lines, 0 in flight$/)
+    }), timeout)
+
+  it.effect("a reorganization that removes a receipt's block forgets the receipt with it; the books still equal the node", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const funding = yield* Effect.promise(() => node.sendTransaction({ account: sender, to: hot as Hex, value: parseEther("3") }))
+      const minedAt = yield* mine()
+      const recorded = yield* sql<{ block_hash: string }>`
+        SELECT block_hash FROM platform_receipts WHERE network_key = 'ETH_SEPOLIA' AND tx_hash = ${funding}`
+      assert.strictEqual(recorded.length, 1)
+      const removedBlock = recorded[0]!.block_hash
+      yield* Effect.promise(() => node.request({ method: "anvil_reorg" as any, params: [1, []] as any }))
+      yield* mine()
+      const kept = yield* sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM platform_receipts WHERE network_key = 'ETH_SEPOLIA' AND block_hash = ${removedBlock}`
+      assert.strictEqual(kept[0]!.n, 0, `the receipt of removed block ${minedAt} is gone`)
+      // Whether the node mined the transaction again or dropped it, the books follow the chain.
+      const run = yield* check()
+      assert.strictEqual(run.code, 0, run.stdout + run.stderr)
+      assert.include(lineOf(run, eth, hot), "difference 0  ok")
+    }), timeout)
+
+  it.effect("an out-of-band change on HOT, then on a deposit address: reported with its address, exit 1", () =>
+    Effect.gen(function*() {
+      const hotEth = yield* ethBalance(hot)
+      yield* Effect.promise(() => node.setBalance({ address: hot as Hex, value: hotEth + 7n }))
+      yield* mine()
+      const hotChanged = yield* check()
+      assert.strictEqual(hotChanged.code, 1, hotChanged.stdout + hotChanged.stderr)
+      assert.strictEqual(lineOf(hotChanged, eth, hot),
+        `ETH_SEPOLIA  ${eth}  ${hot}  HOT  expected ${hotEth}  on chain ${hotEth + 7n}  difference +7  UNEXPLAINED`)
+      assert.include(lineOf(hotChanged, eth, deposit.address), "difference 0  ok")
+      assert.strictEqual(hotChanged.lastLine, `chain discrepancy: 1 unexplained difference, first ` +
+        `ETH_SEPOLIA  ${eth}  ${hot}  HOT  expected ${hotEth}  on chain ${hotEth + 7n}  difference +7  UNEXPLAINED`)
+
+      yield* Effect.promise(() => node.setBalance({ address: hot as Hex, value: hotEth }))
+      yield* Effect.promise(() => node.setBalance({ address: deposit.address as Hex, value: parseEther("1.5") }))
+      yield* mine()
+      const depositChanged = yield* check()
+      assert.strictEqual(depositChanged.code, 1, depositChanged.stdout + depositChanged.stderr)
+      assert.include(lineOf(depositChanged, eth, hot), "difference 0  ok")
+      assert.strictEqual(lineOf(depositChanged, eth, deposit.address), `ETH_SEPOLIA  ${eth}  ${deposit.address}  DEPOSIT  ` +
+        "expected 2000000000000000000  on chain 1500000000000000000  difference -500000000000000000  UNEXPLAINED")
+      assert.include(depositChanged.lastLine, `chain discrepancy: 1 unexplained difference, first ETH_SEPOLIA  ${eth}  ${deposit.address}`)
+    }), timeout)
+
+  it.effect("a node that cannot be reached: exit 2, and neither its URL nor its credentials are printed", () =>
+    Effect.gen(function*() {
+      const unreachable = "http://auditor:s3cret-key@127.0.0.1:9/rpc/s3cret-path"
+      const run = yield* check({ CHAIN_RPC_URLS: JSON.stringify({ ETH_SEPOLIA: unreachable }) })
+      assert.strictEqual(run.code, 2, run.stdout + run.stderr)
+      assert.include(run.stderr, "ledger check cannot run: ETH_SEPOLIA: eth_blockNumber")
+      assert.notInclude(run.stdout + run.stderr, "s3cret")
+    }), timeout)
+
+  it.effect("--chain without CHAIN_RPC_URLS, or an unknown option: exit 2, saying why", () =>
+    Effect.gen(function*() {
+      const noNodes = yield* runLedgerCheck({ DATABASE_URL: process.env.DATABASE_URL! }, ["--chain"])
+      assert.strictEqual(noNodes.code, 2, noNodes.stdout + noNodes.stderr)
+      assert.include(noNodes.stderr, "--chain: CHAIN_RPC_URLS names no node to compare with")
+      const unknown = yield* runLedgerCheck({ DATABASE_URL: process.env.DATABASE_URL! }, ["--chains"])
+      assert.strictEqual(unknown.code, 2, unknown.stdout + unknown.stderr)
+      assert.include(unknown.stderr, "unknown option --chains (the one option is --chain)")
+    }), timeout)
+
+  it.effect("without --chain the check is the ledger audit alone, as before", () =>
+    Effect.gen(function*() {
+      const run = yield* runLedgerCheck({ DATABASE_URL: process.env.DATABASE_URL!, CHAIN_RPC_URLS: JSON.stringify({ ETH_SEPOLIA: anvil.url }) })
+      assert.strictEqual(run.code, 0, run.stdout + run.stderr)
+      assert.notInclude(run.stdout, "chain books")
+      assert.match(run.lastLine, /^ledger ok: /)
+    }), timeout)
+})
