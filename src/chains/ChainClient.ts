@@ -116,6 +116,13 @@ export interface WithdrawalChain {
    * on an address's first send. Absent where the client chooses nonces itself (the simulated chain).
    */
   readonly accountNonce?: ((address: string) => Effect.Effect<bigint, ChainUnavailable>) | undefined
+  /**
+   * EVM: the fee fields to sign with now, read from the node at this moment (no reuse of an earlier reading): what a
+   * replacement of a stuck transaction must at least offer.
+   */
+  readonly currentFeesPerGas?:
+    | Effect.Effect<{ readonly maxFeePerGas: bigint; readonly maxPriorityFeePerGas: bigint }, ChainUnavailable>
+    | undefined
   /** Whether the hot wallet holds `amount` of the asset and the network fee in the native coin. */
   readonly hotWalletCovers: (
     transfer: WithdrawalTransfer,

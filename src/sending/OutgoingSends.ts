@@ -380,10 +380,11 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       const replace = (send: Send, version: SendVersion, network: CatalogNetwork, chain: WithdrawalChain) =>
         Effect.gen(function*() {
           if (version.gas === null || version.max_fee_per_gas === null || version.max_priority_fee_per_gas === null) return
-          const current = yield* chain.withdrawalParameters({
-            ...signedOf(send, version)
-          }).pipe(Effect.option)
-          const currentFees = current._tag === "Some" && current.value.family === "EVM" ? current.value : undefined
+          // Read now, not from an earlier reading: the base fee may have risen since (that is why it is stuck).
+          const current = chain.currentFeesPerGas === undefined
+            ? undefined
+            : yield* chain.currentFeesPerGas.pipe(Effect.option)
+          const currentFees = current?._tag === "Some" ? current.value : undefined
           const bumpedFee = ceilPerMille(version.max_fee_per_gas, replacementBumpPerMille)
           const bumpedTip = ceilPerMille(version.max_priority_fee_per_gas, replacementBumpPerMille)
           const maxFeePerGas = currentFees !== undefined && currentFees.maxFeePerGas > bumpedFee ? currentFees.maxFeePerGas : bumpedFee

@@ -214,9 +214,6 @@ layer(
       const unmined = yield* Effect.promise(() => node.getTransactionReceipt({ hash: first.txHash }).then(() => false, () => true))
       assert.isTrue(unmined, "not included while the base fee is above its maxFeePerGas")
       yield* Effect.promise(() => node.request({ method: "anvil_setNextBlockBaseFeePerGas" as any, params: [`0x${high.toString(16)}`] as any }))
-      // The client reuses one reading of the node's fees for 2 s (EvmWithdrawals.feeQuoteMillis); twenty real blocks
-      // take minutes, these took a moment, so let that reading expire before the replacement asks for fees.
-      yield* Effect.sleep("2100 millis")
       yield* confirm
       const rows = yield* sends([created.json.withdrawalId])
       assert.strictEqual(rows[0]!.versions, 2)

@@ -222,5 +222,5 @@ export const makeEvmWithdrawals = (rpc: EvmRpc, options: EvmSendingOptions): Wit
       }
     })
 
-  return { accountNonce, hotWalletCovers, networkFee, withdrawalParameters, broadcast, inclusion }
+  return { accountNonce, currentFeesPerGas: readFeesPerGas, hotWalletCovers, networkFee, withdrawalParameters, broadcast, inclusion }
 }
