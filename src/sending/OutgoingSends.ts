@@ -50,6 +50,11 @@ export interface SendSpec {
   readonly key: SigningKey
   /** From, to, asset and amount; `withdrawalId` is the owner's id (the simulated chain names its inputs by it). */
   readonly transfer: WithdrawalTransfer
+  /**
+   * The chain parameters to sign with, when the owner decided them (a native sweep's amount is its balance minus
+   * exactly the fee these allow); otherwise asked from the chain. The EVM nonce always comes from the sequence.
+   */
+  readonly parameters?: WithdrawalParameters | undefined
 }
 
 const VersionRow = Schema.Struct({
@@ -227,7 +232,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         const existing = yield* forOwner(spec.purpose, spec.ownerId)
         if (existing !== undefined) return { _tag: "Signed", send: existing } as SignOutcome
         const { chain } = sendingChain(spec.networkKey)
-        const parameters = yield* chain.withdrawalParameters(spec.transfer)
+        const parameters = spec.parameters ?? (yield* chain.withdrawalParameters(spec.transfer))
         const seed = chain.accountNonce === undefined ? undefined : yield* chain.accountNonce(spec.transfer.from)
         const id = yield* ids.uuidV7
         return yield* sql.withTransaction(Effect.gen(function*() {

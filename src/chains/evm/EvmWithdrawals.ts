@@ -200,5 +200,5 @@ export const makeEvmWithdrawals = (rpc: EvmRpc, options: EvmSendingOptions): Wit
       }
     })
 
-  return { accountNonce, hotWalletCovers, networkFee, withdrawalParameters, broadcast, inclusion }
+  return { accountNonce, balance, hotWalletCovers, networkFee, withdrawalParameters, broadcast, inclusion }
 }
