@@ -227,6 +227,8 @@ layer(
       const sent = yield* Effect.promise(() => node.getTransaction({ hash: swept.txHash! as Hex }))
       assert.strictEqual(BigInt(toppedUp.amountRaw), sent.gas * sent.maxFeePerGas!)
       assert.strictEqual(yield* ethBalance(address), BigInt(toppedUp.amountRaw) - sweepReceipt.fee)
+      // The top-up paid ETH to the user's deposit address: the watcher has seen its block, and it is no deposit.
+      yield* scan
       assert.deepStrictEqual(yield* tenantView(tenant, walletId), before)
     }))
 
@@ -268,6 +270,31 @@ layer(
       const funded = yield* sweepsOf(address)
       assert.strictEqual(funded.find((row) => row.kind === "SWEEP")!.status, "PENDING")
       assert.include(["PENDING", "CONFIRMING"], funded.find((row) => row.kind === "TOP_UP")!.status)
+    }))
+
+  it.effect("a balance below the sweep threshold (10 × the current cost of one sweep) waits; the next deposit adds to it and the whole is swept", () =>
+    Effect.gen(function*() {
+      // A base fee of 50 gwei: one native sweep costs 21,000 × (2 × base fee + tip) wei, so the threshold
+      // (catalog sweepThresholdRaw null: 10 × that) is well above a 0.002 ETH deposit while the base fee stays high.
+      yield* Effect.promise(() => node.request({ method: "anvil_setNextBlockBaseFeePerGas" as any, params: [`0x${(50n * 10n ** 9n).toString(16)}`] as any }))
+      yield* mine()
+      const tenant = yield* provisionTenant()
+      const { address } = yield* depositAddress(tenant, "erin")
+      const small = parseEther("0.002")
+      yield* depositAndCredit(address, ethAssetId, small)
+      yield* pass
+      assert.deepStrictEqual(yield* sweepsOf(address), [], "below the threshold: no sweep")
+      assert.strictEqual(yield* ethBalance(address), small)
+
+      // The base fee falls block by block (empty blocks); the next credited deposit makes the address due again.
+      yield* mine(40)
+      const more = parseEther("0.05")
+      yield* depositAndCredit(address, ethAssetId, more)
+      yield* sweepThrough
+      const [sweep] = yield* sweepsOf(address)
+      assert.deepInclude(sweep, { status: "COMPLETED", assetId: ethAssetId })
+      assert.strictEqual(BigInt(sweep!.amountRaw) + BigInt(sweep!.networkFeeRaw!), small + more)
+      assert.strictEqual(yield* ethBalance(address), 0n)
     }))
 
   it.effect("GET /ops/sweeps: newest first, filtered by network and status, paged by cursor", () =>
