@@ -297,6 +297,36 @@ layer(
       assert.strictEqual(yield* ethBalance(address), 0n)
     }))
 
+  it.effect("a reorganization that drops a sweep's block before it is final: the same signed bytes again, no second signature or nonce", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const tenant = yield* provisionTenant()
+      const { address } = yield* depositAddress(tenant, "frank")
+      const deposited = parseEther("0.3")
+      yield* depositAndCredit(address, ethAssetId, deposited)
+      yield* pass
+      yield* mine()
+      const [sent] = yield* sweepsOf(address)
+      assert.strictEqual(sent!.status, "CONFIRMING")
+      const included = yield* Effect.promise(() => node.getTransactionReceipt({ hash: sent!.txHash! as Hex }))
+      // The block holding the sweep is replaced by an empty one (decisions.md: rebroadcast the same bytes).
+      yield* Effect.promise(() => node.request({ method: "anvil_reorg" as any, params: [1, []] as any }))
+      const gone = yield* Effect.promise(() => node.getBlock({ blockNumber: included.blockNumber }))
+      assert.notStrictEqual(gone.hash, included.blockHash)
+      yield* pass
+      yield* mine()
+      yield* mine(11)
+      yield* pass
+      const [swept] = yield* sweepsOf(address)
+      assert.deepInclude(swept, { status: "COMPLETED", txHash: sent!.txHash })
+      assert.strictEqual(BigInt(swept!.amountRaw) + BigInt(swept!.networkFeeRaw!), deposited)
+      assert.strictEqual(yield* ethBalance(address), 0n)
+      const versions = yield* sql<{ count: number }>`
+        SELECT count(*)::int AS count FROM outgoing_versions v JOIN outgoing_sends s ON s.id = v.send_id
+        WHERE s.purpose = 'SWEEP' AND s.owner_id = ${swept!.id}`
+      assert.strictEqual(versions[0]!.count, 1)
+    }))
+
   it.effect("GET /ops/sweeps: newest first, filtered by network and status, paged by cursor", () =>
     Effect.gen(function*() {
       const ops = yield* opsClient
