@@ -376,6 +376,13 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       const replace = (send: Send, version: SendVersion, network: CatalogNetwork, chain: WithdrawalChain) =>
         Effect.gen(function*() {
           if (version.gas === null || version.max_fee_per_gas === null || version.max_priority_fee_per_gas === null) return
+          if (send.purpose === "SWEEP") {
+            // A sweep's address holds exactly the fee it signed for (docs/sweeps.md): a version with higher fees
+            // could never be paid. It keeps its bytes, given again to a node that dropped them, and waits for the
+            // base fee to come back under its maxFeePerGas (twice the base fee when it was signed).
+            yield* broadcastVersion(send, version).pipe(Effect.ignore)
+            return
+          }
           const current = yield* chain.withdrawalParameters({
             ...signedOf(send, version)
           }).pipe(Effect.option)

@@ -327,6 +327,45 @@ layer(
       assert.strictEqual(versions[0]!.count, 1)
     }))
 
+  it.effect("a sweep stuck behind a base fee above its maxFeePerGas is never replaced (its address holds exactly its fee): same bytes, included once the base fee falls", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const tenant = yield* provisionTenant()
+      const { address } = yield* depositAddress(tenant, "gina")
+      const deposited = parseEther("0.3")
+      yield* depositAndCredit(address, ethAssetId, deposited)
+      yield* pass
+      const [sent] = yield* sweepsOf(address)
+      assert.strictEqual(sent!.status, "CONFIRMING")
+      const signed = yield* Effect.promise(() => node.getTransaction({ hash: sent!.txHash! as Hex }))
+      // 100 × its maxFeePerGas: not includable for about 35 blocks (the base fee falls 12.5 % per empty block).
+      const high = signed.maxFeePerGas! * 100n
+      yield* Effect.promise(() => node.request({ method: "anvil_setNextBlockBaseFeePerGas" as any, params: [`0x${high.toString(16)}`] as any }))
+      yield* mine()
+      yield* pass
+      yield* mine(25)
+      // More than 20 blocks without inclusion: a withdrawal would be replaced with raised fees (docs/sending.md).
+      yield* pass
+      const versionsOf = Effect.map(
+        sql<{ count: number }>`SELECT count(*)::int AS count FROM outgoing_versions v JOIN outgoing_sends s ON s.id = v.send_id
+          WHERE s.purpose = 'SWEEP' AND s.owner_id = ${sent!.id}`,
+        (rows) => rows[0]!.count
+      )
+      assert.strictEqual(yield* versionsOf, 1, "no replacement: a higher fee could not be paid from the swept address")
+      assert.strictEqual((yield* sweepsOf(address))[0]!.status, "CONFIRMING")
+
+      yield* mine(20)
+      yield* pass
+      yield* mine()
+      yield* mine(11)
+      yield* pass
+      const [swept] = yield* sweepsOf(address)
+      assert.deepInclude(swept, { status: "COMPLETED", txHash: sent!.txHash })
+      assert.strictEqual(yield* versionsOf, 1)
+      assert.strictEqual(BigInt(swept!.amountRaw) + BigInt(swept!.networkFeeRaw!), deposited)
+      assert.strictEqual(yield* ethBalance(address), 0n)
+    }))
+
   it.effect("GET /ops/sweeps: newest first, filtered by network and status, paged by cursor", () =>
     Effect.gen(function*() {
       const ops = yield* opsClient
