@@ -44,6 +44,7 @@ import { chainClientsLayer } from "./chains/ChainClientsLayer.ts"
 import { SimulatedChain } from "./chains/simulated/SimulatedChain.ts"
 import { DepositWatcher } from "./deposits/DepositWatcher.ts"
 import { DepositWatcherLoop } from "./deposits/DepositWatcherLoop.ts"
+import { WatchHealth } from "./deposits/WatchHealth.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
 import { Outbox } from "./outbox/Outbox.ts"
 import { OutboxRetention } from "./outbox/OutboxRetention.ts"
@@ -103,7 +104,8 @@ export const DomainLayer = Layer.mergeAll(
   Layer.provideMerge(OutgoingSends.layer),
   Layer.provideMerge(Layer.mergeAll(DepositWatcher.layer, ManualDepositCredit.layer, TransferQuotes.layer, TwoFactor.layer)),
   // The operator's switches combine with what each network's chain client can do.
-  Layer.provideMerge(Layer.mergeAll(Switches.layer, WalletSwitch.layer)),
+  // What a wallet address shows also depends on whether a watcher follows the network (deposits/WatchHealth.ts).
+  Layer.provideMerge(Layer.mergeAll(Switches.layer, WalletSwitch.layer, WatchHealth.layer)),
   Layer.provideMerge(chainClientsLayer),
   Layer.provideMerge(SimulatedChain.layer),
   Layer.provideMerge(WalletEntityLayer),

@@ -10,7 +10,8 @@ import { listedAssets, tenantNetworks } from "../catalog/TenantCatalog.ts"
 import { NotFound } from "../domain/ApiError.ts"
 import { checkIdempotencyKey } from "../idempotency/Idempotency.ts"
 import { Ledger } from "../ledger/Ledger.ts"
-import { visibleAddress, withNetworkWatch } from "../wallets/AddressVisibility.ts"
+import { WatchHealth } from "../deposits/WatchHealth.ts"
+import { addressItem } from "../wallets/AddressVisibility.ts"
 import { WalletRepository } from "../wallets/WalletRepository.ts"
 import { Wallets } from "../wallets/Wallets.ts"
 import { currentTenant } from "./CurrentTenant.ts"
@@ -26,6 +27,7 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
     const catalog = yield* Catalog
     const ledger = yield* Ledger
     const switches = yield* Switches
+    const watchHealth = yield* WatchHealth
 
     const existing = (tenantId: string, walletId: string) =>
       Effect.flatMap(repository.find(tenantId, walletId), (wallet) =>
@@ -73,21 +75,24 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
           const wallet = yield* existing(tenant.id, params.id)
           const registered = yield* repository.addresses(wallet.id)
           const assets = listedAssets(catalog, tenant)
-          // Operator switches as stored now: deposits off (or unwatched) hides the network, a FROZEN watch shows.
+          // Operator switches as stored now: deposits off (or unwatched) hides the network, a FROZEN watch shows;
+          // the watcher's health makes a lagging one DEGRADED (deposits/WatchHealth.ts).
           const view = yield* switches.view
+          const health = yield* watchHealth.view
           return tenantNetworks(catalog, tenant)
             .filter((network) => network.chainFamily === wallet.chainFamily && view.network(network).depositEnabled)
             .map((network) => {
-              const entry = withNetworkWatch(
+              const item = addressItem(
+                wallet,
                 registered.find((candidate) => candidate.networkKey === network.networkKey),
-                view.network(network).watch
+                { ...view.network(network), health: health(network.networkKey) }
               )
               return {
                 walletId: wallet.id,
                 networkKey: network.networkKey,
                 networkName: network.displayName,
-                address: visibleAddress(wallet, entry),
-                watchStatus: entry?.watchStatus ?? null,
+                address: item.address,
+                watchStatus: item.watchStatus,
                 confirmations: network.confirmations,
                 supportedAssets: assets.filter((asset) => asset.networkKey === network.networkKey).map((asset) => ({
                   assetId: asset.assetId,

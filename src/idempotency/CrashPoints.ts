@@ -1,7 +1,7 @@
 /**
  * Fault injection for the crash tests (test/e2e/IdempotencyCrash.test.ts, docs/wallets.md "Idempotency"): with
  * `COFFER_FAULT=<step>` in its environment the process kills itself with SIGKILL, as abruptly as `kill -9`, when an
- * idempotent request (`POST /v1/wallets`, `POST /v1/transactions`) reaches that step. Unset, which is the only
+ * idempotent request (`POST /v1/wallets`, `POST /v1/transactions`) or the sending of a transaction reaches that step. Unset, which is the only
  * setting outside those tests, every point is a no-op. Only the environment sets it: nothing a tenant sends can, and
  * a production process refuses to start with it.
  */
@@ -19,7 +19,19 @@ export const crashSteps = [
   /** The record settled, the response about to be written. */
   "before-reply"
 ] as const
-export type CrashStep = (typeof crashSteps)[number]
+/**
+ * The steps of sending a transaction (sending/OutgoingSends.ts; test/e2e/SendingCrash.test.ts), reached in the
+ * background work of a withdrawal rather than in a request.
+ */
+export const sendCrashSteps = [
+  /** Inside the signing transaction: nonce taken, bytes signed and stored, before COMMIT. */
+  "send-before-commit",
+  /** Right after that COMMIT, before the first broadcast. */
+  "send-after-commit",
+  /** The node accepted the bytes; the withdrawal is not CONFIRMING yet. */
+  "send-after-broadcast"
+] as const
+export type CrashStep = (typeof crashSteps)[number] | (typeof sendCrashSteps)[number]
 
 export class CrashPointsForbidden extends Data.TaggedError("CrashPointsForbidden")<{ readonly message: string }> {}
 
@@ -29,7 +41,7 @@ export class CrashPoints extends Context.Service<CrashPoints, {
   static readonly layer = Layer.effect(
     CrashPoints,
     Effect.gen(function*() {
-      const fault = yield* Config.Literals(crashSteps, "COFFER_FAULT").pipe(Config.option)
+      const fault = yield* Config.Literals([...crashSteps, ...sendCrashSteps], "COFFER_FAULT").pipe(Config.option)
       if (Option.isNone(fault)) return CrashPoints.of({ reach: () => Effect.void })
       const env = yield* Config.Literals(ServiceEnv, "SERVICE_ENV").pipe(Config.withDefault("development" as const))
       if (env === "production") {

@@ -32,6 +32,7 @@ import {
 import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { meetsConfirmationRule } from "../deposits/DepositDecisions.ts"
 import { Ids } from "../domain/Ids.ts"
+import { CrashPoints } from "../idempotency/CrashPoints.ts"
 import { Signer } from "../signer/Signer.ts"
 import type { SigningKey } from "../signer/TransactionRequest.ts"
 import { withdrawalRequest } from "../withdrawals/WithdrawalRequests.ts"
@@ -160,7 +161,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
   /** Follows the network's sends whose nonce is being filled; returns how many are settled. */
   readonly settleFills: (networkKey: string) => Effect.Effect<number>
 }>()("coffer/OutgoingSends") {
-  static readonly layer = Layer.effect(
+  static readonly layer: Layer.Layer<OutgoingSends, never, SqlClient.SqlClient | Catalog | ChainClients | Signer | Ids> = Layer.effect(
     OutgoingSends,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
@@ -168,6 +169,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       const clients = yield* ChainClients
       const signer = yield* Signer
       const ids = yield* Ids
+      const crash = yield* CrashPoints
 
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -256,12 +258,14 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           yield* insertVersion(id, spec.networkKey, 1, "PAYLOAD", signed, signedParameters)
           const send = (yield* load(sql`s.id = ${id}`))!
           if (hooks.onSigned !== undefined) yield* hooks.onSigned(send)
+          yield* crash.reach("send-before-commit")
           yield* Effect.logInfo(
             `${spec.purpose.toLowerCase()} ${spec.ownerId}: signed ${signed.txHash} on ${spec.networkKey}` +
               (nonce === null ? "" : ` with nonce ${nonce}`)
           )
           return send
         })).pipe(
+          Effect.tap(() => crash.reach("send-after-commit")),
           Effect.map((send): SignOutcome => ({ _tag: "Signed", send })),
           Effect.catchTag("SigningStopped", (stopped): Effect.Effect<SignOutcome> =>
             Effect.succeed(
@@ -343,6 +347,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         const { chain } = sendingChain(send.network_key)
         const version = latest(send)
         return yield* broadcastVersion(send, version).pipe(
+          Effect.tap(() => crash.reach("send-after-broadcast")),
           Effect.tap(() => Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: broadcast ${version.tx_hash}` +
             (send.nonce === null ? "" : ` (nonce ${send.nonce})`))),
           Effect.as<BroadcastOutcome>("SENT"),
@@ -443,18 +448,18 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           yield* sql`UPDATE outgoing_versions SET sent_height = ${head.height.toString()}
             WHERE send_id = ${send.id} AND version = ${version.version} AND sent_height IS NULL`.pipe(Effect.orDie)
         }
-        const state = yield* client.transactionState(version.tx_hash)
-        if (state === "UNKNOWN") {
+        const stuck = send.nonce !== null && chain.accountNonce !== undefined && version.sent_height !== null &&
+          head.height - version.sent_height >= stuckAfterBlocks
+        if (stuck) {
+          // Waiting in the pool, or dropped from it for paying too little (anvil drops what a block's base fee
+          // leaves behind; geth keeps it queued): either way the same nonce and payload with higher fees.
+          yield* replace(send, version, network, chain)
+        } else if ((yield* client.transactionState(version.tx_hash)) === "UNKNOWN") {
           // Dropped with a reorganized block, or a node that restarted: the same bytes again, never new ones.
           yield* broadcastVersion(send, version).pipe(
             Effect.tap(() => Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: rebroadcast ${version.tx_hash}`)),
             Effect.catchCause((cause) => Effect.logWarning(`${send.purpose.toLowerCase()} ${send.owner_id}: rebroadcast failed`, cause))
           )
-        } else if (
-          state === "PENDING" && send.nonce !== null && version.sent_height !== null &&
-          head.height - version.sent_height >= stuckAfterBlocks
-        ) {
-          yield* replace(send, version, network, chain)
         }
         return { _tag: "Waiting" } as CheckOutcome
       })
@@ -507,7 +512,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
 
       return OutgoingSends.of({ forOwner, sign, broadcast, check, markFinal, reserved, settleFills })
     })
-  )
+  ).pipe(Layer.provide(CrashPoints.layer), Layer.orDie)
 }
 
 export { ChainUnavailable }

@@ -26,7 +26,9 @@ import { walletCreationsPer24hDefault, walletsPerFamilyDefault } from "../tenant
 import type { Tenant } from "../tenants/Tenants.ts"
 import { customerRefIdMessage, normalizeCustomerRefId } from "../users/UserRules.ts"
 import { type User, Users } from "../users/Users.ts"
-import { visibleAddress } from "./AddressVisibility.ts"
+import { Switches } from "../catalog/Switches.ts"
+import { WatchHealth } from "../deposits/WatchHealth.ts"
+import { addressItem } from "./AddressVisibility.ts"
 import { type Wallet, WalletRepository, walletColumns, walletFromRow, WalletRow } from "./WalletRepository.ts"
 
 // Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
@@ -97,6 +99,8 @@ export class Wallets extends Context.Service<Wallets, {
       const signer = yield* Signer
       const users = yield* Users
       const repository = yield* WalletRepository
+      const switches = yield* Switches
+      const watchHealth = yield* WatchHealth
       const ids = yield* Ids
       const walletClient = yield* WalletEntity.client
       const columns = walletColumns(sql)
@@ -225,9 +229,12 @@ export class Wallets extends Context.Service<Wallets, {
             entry = yield* registration(wallet)
           }
         }
-        // The stored watch, not the network switch: a FROZEN network still hands out its address (docs/operations.md,
-        // "Known limits"); `entry` exists only while `wallet` (read with it) is ACTIVE.
-        return { user, wallet, network, address: visibleAddress(wallet, entry) }
+        // The same rule as the wallet's address items, with the network as it is now: no address where deposits
+        // are off, the watch FROZEN, or nobody watches (docs/wallets.md, "Deposit addresses"); `entry` exists only
+        // while `wallet` (read with it) is ACTIVE.
+        const state = (yield* switches.view).network(network)
+        const health = (yield* watchHealth.view)(network.networkKey)
+        return { user, wallet, network, address: addressItem(wallet, entry, { ...state, health }).address }
       })
 
       return Wallets.of({ create, depositAddress })

@@ -213,13 +213,16 @@ layer(makeTestAppLayer(), { excludeTestServices: true, timeout: 120_000 })("oper
         assert.strictEqual(accepted.json.status, "SUBMITTED")
       })))
 
-    it.effect("watch FROZEN: addresses show watchStatus FROZEN without the address; a deposit ends COMPLETED/MANUAL_REVIEW, credited only by the operator", () =>
+    it.effect("watch FROZEN: addresses show watchStatus FROZEN without the address, deposit_address hands out none; a deposit ends COMPLETED/MANUAL_REVIEW, credited only by the operator", () =>
       restoringBtc(Effect.gen(function*() {
         const tenant = yield* provisionTenant()
         const { walletId, address } = yield* walletOf(tenant, "paula")
         yield* switchNetwork("BTC_TESTNET", { watch: "FROZEN" })
         const [item] = (yield* addresses(tenant, walletId)).filter((entry) => entry.networkKey === "BTC_TESTNET")
         assert.deepStrictEqual([item.watchStatus, item.address], ["FROZEN", null])
+        // Spec 2: with the watch FROZEN the address is null and must not be shown to users, by any route.
+        const handedOut = yield* call(tenant, "POST", "/v1/users/paula/deposit_address", { networkKey: "BTC_TESTNET" })
+        assert.deepStrictEqual([handedOut.json.walletId, handedOut.json.address, handedOut.json.status], [walletId, null, "PROVISIONING"])
 
         const held = yield* depositAndConfirm(tenant, address, 50_000n)
         assert.deepStrictEqual([held.status, held.subStatus, held.netAmountRaw], ["COMPLETED", "MANUAL_REVIEW", null])
@@ -228,19 +231,23 @@ layer(makeTestAppLayer(), { excludeTestServices: true, timeout: 120_000 })("oper
         yield* switchNetwork("BTC_TESTNET", { watch: "ACTIVE" })
         const [again] = (yield* addresses(tenant, walletId)).filter((entry) => entry.networkKey === "BTC_TESTNET")
         assert.deepStrictEqual([again.watchStatus, again.address], ["ACTIVE", address])
+        assert.deepStrictEqual(yield* walletOf(tenant, "paula"), { walletId, address })
         assert.strictEqual(yield* balance(tenant, walletId), "0")
         const credited = yield* creditByOperator(tenant, held.id)
         assert.deepStrictEqual([credited.status, credited.subStatus], ["COMPLETED", null])
         assert.strictEqual(yield* balance(tenant, walletId), "50000")
       })))
 
-    it.effect("deposit switch off: networkDepositEnabled false, the network leaves the wallet's addresses, arrivals are held for manual review", () =>
+    it.effect("deposit switch off: networkDepositEnabled false, the network leaves the wallet's addresses, deposit_address hands out no address, arrivals are held for manual review", () =>
       restoringBtc(Effect.gen(function*() {
         const tenant = yield* provisionTenant()
         const { walletId, address } = yield* walletOf(tenant, "quinn")
         yield* switchNetwork("BTC_TESTNET", { depositEnabled: false })
         assert.isFalse((yield* supportedAsset(tenant, btc)).networkDepositEnabled)
         assert.deepStrictEqual((yield* addresses(tenant, walletId)).filter((entry) => entry.networkKey === "BTC_TESTNET"), [])
+        // The same rule as the address items (docs/wallets.md, "Deposit addresses"): no address where deposits are off.
+        const handedOut = yield* call(tenant, "POST", "/v1/users/quinn/deposit_address", { networkKey: "BTC_TESTNET" })
+        assert.deepStrictEqual([handedOut.json.walletId, handedOut.json.address, handedOut.json.status], [walletId, null, "PROVISIONING"])
         const held = yield* depositAndConfirm(tenant, address, 50_000n)
         assert.deepStrictEqual([held.status, held.subStatus], ["COMPLETED", "MANUAL_REVIEW"])
         assert.strictEqual(yield* balance(tenant, walletId), "0")

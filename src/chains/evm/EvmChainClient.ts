@@ -86,8 +86,11 @@ export const makeEvmChainClient = (options: EvmChainClientOptions): EvmChainClie
 
   /** The node's answer as a message fit for logs: viem's messages name the URL, which may carry an API key. */
   const describe = (error: unknown): string => {
+    // viem's shortMessage is its own category ("Transaction creation failed."); the node's words ("already known",
+    // "nonce too low") are in `details`, and the broadcast sorts answers by them.
+    const details = error instanceof Error && "details" in error && typeof error.details === "string" ? ` (${error.details})` : ""
     const text = error instanceof Error
-      ? `${error.name}: ${"shortMessage" in error && typeof error.shortMessage === "string" ? error.shortMessage : error.message}`
+      ? `${error.name}: ${"shortMessage" in error && typeof error.shortMessage === "string" ? error.shortMessage : error.message}${details}`
       : String(error)
     return (url.length > 0 ? text.replaceAll(url, "<rpc url>") : text).slice(0, 500)
   }
