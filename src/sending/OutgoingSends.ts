@@ -32,7 +32,7 @@ import {
 import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { meetsConfirmationRule } from "../deposits/DepositDecisions.ts"
 import { Ids } from "../domain/Ids.ts"
-import { CrashPoints } from "../idempotency/CrashPoints.ts"
+import { CrashPoints, type sendCrashSteps } from "../idempotency/CrashPoints.ts"
 import { Signer } from "../signer/Signer.ts"
 import type { SigningKey } from "../signer/TransactionRequest.ts"
 import { withdrawalRequest } from "../withdrawals/WithdrawalRequests.ts"
@@ -170,6 +170,10 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       const signer = yield* Signer
       const ids = yield* Ids
       const crash = yield* CrashPoints
+      // The send crash steps are a withdrawal's (idempotency/CrashPoints.ts): a sweep signing in the background of
+      // the same process must not be the one that dies at them.
+      const reach = (purpose: SendPurpose, step: (typeof sendCrashSteps)[number]) =>
+        purpose === "WITHDRAWAL" ? crash.reach(step) : Effect.void
 
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -258,14 +262,14 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           yield* insertVersion(id, spec.networkKey, 1, "PAYLOAD", signed, signedParameters)
           const send = (yield* load(sql`s.id = ${id}`))!
           if (hooks.onSigned !== undefined) yield* hooks.onSigned(send)
-          yield* crash.reach("send-before-commit")
+          yield* reach(spec.purpose, "send-before-commit")
           yield* Effect.logInfo(
             `${spec.purpose.toLowerCase()} ${spec.ownerId}: signed ${signed.txHash} on ${spec.networkKey}` +
               (nonce === null ? "" : ` with nonce ${nonce}`)
           )
           return send
         })).pipe(
-          Effect.tap(() => crash.reach("send-after-commit")),
+          Effect.tap(() => reach(spec.purpose, "send-after-commit")),
           Effect.map((send): SignOutcome => ({ _tag: "Signed", send })),
           Effect.catchTag("SigningStopped", (stopped): Effect.Effect<SignOutcome> =>
             Effect.succeed(
@@ -347,7 +351,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         const { chain } = sendingChain(send.network_key)
         const version = latest(send)
         return yield* broadcastVersion(send, version).pipe(
-          Effect.tap(() => crash.reach("send-after-broadcast")),
+          Effect.tap(() => reach(send.purpose, "send-after-broadcast")),
           Effect.tap(() => Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: broadcast ${version.tx_hash}` +
             (send.nonce === null ? "" : ` (nonce ${send.nonce})`))),
           Effect.as<BroadcastOutcome>("SENT"),
