@@ -17,7 +17,8 @@ ALTER TABLE sweeps
 CREATE UNIQUE INDEX sweeps_one_open_per_address ON sweeps (network_key, from_address)
   WHERE kind = 'SWEEP' AND status IN ('WAITING_GAS', 'PENDING', 'CONFIRMING');
 CREATE UNIQUE INDEX sweeps_one_top_up_per_sweep ON sweeps (for_sweep_id) WHERE kind = 'TOP_UP' AND status <> 'FAILED';
-CREATE INDEX sweeps_open_idx ON sweeps (network_key, created_at) WHERE status IN ('WAITING_GAS', 'PENDING', 'CONFIRMING');
+CREATE INDEX sweeps_open_idx ON sweeps (network_key, created_at)
+  WHERE status IN ('WAITING_GAS', 'PENDING', 'CONFIRMING');
 CREATE INDEX sweeps_list_idx ON sweeps (id DESC);
 
 -- Deposit addresses that received a credited deposit of an asset: examined by the sweep loop when a deposit was

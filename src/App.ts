@@ -36,6 +36,7 @@ import { WalletEntityLayer } from "./entities/WalletEntity.ts"
 import { WithdrawalEntityLayer } from "./entities/WithdrawalEntity.ts"
 import { OutgoingSends } from "./sending/OutgoingSends.ts"
 import { SweepLoop } from "./sweeps/SweepLoop.ts"
+import { GasWallets } from "./sweeps/GasWallets.ts"
 import { Sweeps } from "./sweeps/Sweeps.ts"
 import { WithdrawalProcessor } from "./withdrawals/WithdrawalProcessor.ts"
 import { Withdrawals } from "./withdrawals/Withdrawals.ts"
@@ -99,7 +100,7 @@ export const DomainLayer = Layer.mergeAll(
   Layer.provideMerge(WithdrawalEntityLayer),
   Layer.provideMerge(WithdrawalProcessor.layer),
   // Sweeps and GAS wallets (sweeps/), on the sending pipeline.
-  Layer.provideMerge(Sweeps.layer),
+  Layer.provideMerge(Layer.mergeAll(Sweeps.layer, GasWallets.layer)),
   // Every transaction the service sends, once (sending/): withdrawals now, sweeps next.
   Layer.provideMerge(OutgoingSends.layer),
   Layer.provideMerge(Layer.mergeAll(DepositWatcher.layer, ManualDepositCredit.layer, TransferQuotes.layer, TwoFactor.layer)),

@@ -287,10 +287,11 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
           // A GAS wallet's top-up before a token sweep (sweeps/Sweeps.ts) pays a deposit address platform coin, not
           // a user's: it is no deposit (decisions.md: sweeps and top-ups never touch user balances). Its signed
           // version is stored before it is broadcast, so it is known here by its hash.
+          const hashes = JSON.stringify([...new Set(transfers.map((transfer) => transfer.txHash))])
           const topUps = owners.length === 0 ? new Set<string>() : new Set((yield* sql`
             SELECT v.tx_hash FROM outgoing_versions v JOIN outgoing_sends s ON s.id = v.send_id
             WHERE v.network_key = ${client.networkKey} AND s.purpose = 'TOP_UP'
-              AND v.tx_hash IN (SELECT jsonb_array_elements_text(${JSON.stringify([...new Set(transfers.map((transfer) => transfer.txHash))])}::jsonb))`
+              AND v.tx_hash IN (SELECT jsonb_array_elements_text(${hashes}::jsonb))`
             .pipe(Effect.flatMap(topUpRows))).map((row) => row.tx_hash))
           const at = yield* now
           const rows: Array<NewTransaction> = []

@@ -2,6 +2,7 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { toRfc3339 } from "../domain/Time.ts"
+import { GasWallets } from "../sweeps/GasWallets.ts"
 import { Sweeps } from "../sweeps/Sweeps.ts"
 import { OpsApi } from "./OpsApi.ts"
 
@@ -11,10 +12,16 @@ export const sweepPageDefault = 50
 export const OpsSweepsHandlers = HttpApiBuilder.group(OpsApi, "sweeps", (handlers) =>
   Effect.gen(function*() {
     const sweeps = yield* Sweeps
+    const gasWallets = yield* GasWallets
     return handlers
       .handle("list", ({ query }) =>
         Effect.map(
-          sweeps.list({ networkKey: query.networkKey, status: query.status, limit: query.limit ?? sweepPageDefault, cursor: query.cursor }),
+          sweeps.list({
+            networkKey: query.networkKey,
+            status: query.status,
+            limit: query.limit ?? sweepPageDefault,
+            cursor: query.cursor
+          }),
           (page) => ({
             items: page.items.map((row) => ({
               id: row.id,
@@ -33,7 +40,7 @@ export const OpsSweepsHandlers = HttpApiBuilder.group(OpsApi, "sweeps", (handler
           })
         ))
       .handle("gas", ({ params }) =>
-        Effect.map(sweeps.gas(params.tenantId), (wallets) =>
+        Effect.map(gasWallets.figures(params.tenantId), (wallets) =>
           wallets.map((wallet) => ({
             networkKey: wallet.networkKey,
             address: wallet.address,

@@ -4,6 +4,7 @@
  * wallets checked every minute (VAULT_GAS_LOW itself is at most once per 6 hours per tenant and network).
  */
 import { Effect, Layer, Schedule } from "effect"
+import { GasWallets } from "./GasWallets.ts"
 import { Sweeps } from "./Sweeps.ts"
 
 export const sweepPassIntervalMillis = 5_000
@@ -11,6 +12,7 @@ export const gasCheckIntervalMillis = 60_000
 
 export const SweepLoop = Layer.effectDiscard(Effect.gen(function*() {
   const sweeps = yield* Sweeps
+  const gasWallets = yield* GasWallets
   yield* Effect.forEach(sweeps.networkKeys, (networkKey) =>
     Effect.gen(function*() {
       yield* sweeps.pass(networkKey).pipe(
@@ -18,7 +20,7 @@ export const SweepLoop = Layer.effectDiscard(Effect.gen(function*() {
         Effect.repeat(Schedule.spaced(sweepPassIntervalMillis)),
         Effect.forkScoped
       )
-      yield* sweeps.checkGas(networkKey).pipe(
+      yield* gasWallets.checkGas(networkKey).pipe(
         Effect.catchCause((cause) => Effect.logWarning(`gas check of ${networkKey} failed`, cause)),
         Effect.repeat(Schedule.spaced(gasCheckIntervalMillis)),
         Effect.forkScoped

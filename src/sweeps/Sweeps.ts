@@ -14,27 +14,30 @@
  *
  * Sweeps are platform movements: nothing here touches a user's balance, the ledger's user accounts or
  * `transactions`; the rows (with their network fees) are the record of what each operating address received and
- * paid. `checkGas` records VAULT_GAS_LOW for tenants whose GAS wallet is below the recommended minimum, at most once
- * per 6 hours per tenant and network.
+ * paid. The GAS wallets' figures and VAULT_GAS_LOW are GasWallets.ts.
+ *
+ * Over 400 lines on purpose: collect, plan and advance share the row and its states and read best side by side.
  */
 import { Clock, Context, Effect, Layer, Schema, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
-import { type ChainClient, ChainClients, type ChainHead, type WithdrawalChain, type WithdrawalParameters } from "../chains/ChainClient.ts"
+import {
+  ChainClients,
+  type ChainHead,
+  type WithdrawalParameters,
+  type WithdrawalTransfer
+} from "../chains/ChainClient.ts"
 import { nativeTransferGas } from "../chains/evm/EvmWithdrawals.ts"
 import { decodeFirstRow, decodeRows, Int4, Nullable, Numeric, Text, Timestamp } from "../db/RowSchemas.ts"
-import { NotFound } from "../domain/ApiError.ts"
 import { Ids } from "../domain/Ids.ts"
-import { Outbox } from "../outbox/Outbox.ts"
 import { OutgoingSends, type Send } from "../sending/OutgoingSends.ts"
 import { gasKey, type SigningKey, walletKey } from "../signer/TransactionRequest.ts"
 import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
-import { recommendedTokenSweeps, sweepThreshold } from "./SweepAmounts.ts"
+import { sweepThreshold } from "./SweepAmounts.ts"
+import { maxFeePerGas, type SweepNetwork, sweepNetworks } from "./SweepNetworks.ts"
 
 /** How far back each collection looks before the previous one's end: a crediting transaction may commit late. */
 export const collectMarginMillis = 5 * 60_000
-/** VAULT_GAS_LOW is recorded at most this often per tenant and network (spec section 8). */
-export const gasAlertIntervalMillis = 6 * 60 * 60_000
 const batchMax = 100
 
 export const SweepStatus = ["WAITING_GAS", "PENDING", "CONFIRMING", "COMPLETED", "FAILED"] as const
@@ -72,27 +75,10 @@ const walletIndexRow = decodeFirstRow(
   "Sweeps.walletKey"
 )
 const idRows = decodeRows(Schema.Struct({ id: Text }), "Sweeps.ids")
-const countRow = decodeFirstRow(Schema.Struct({ count: Int4 }), "Sweeps.waiting")
 
 const sweepColumns = `id, tenant_id, network_key, asset_id, kind, for_sweep_id, from_address, to_address,
   amount::text AS amount, status, tx_hash, network_fee::text AS network_fee, wallet_id, gas::text AS gas,
   max_fee_per_gas::text AS max_fee_per_gas, max_priority_fee_per_gas::text AS max_priority_fee_per_gas, created_at`
-
-/** One network's sending side, as sweeps need it. */
-interface SweepNetwork {
-  readonly network: CatalogNetwork
-  readonly client: ChainClient
-  readonly chain: WithdrawalChain
-  readonly balance: (address: string, assetId: string) => Effect.Effect<bigint, import("../chains/ChainClient.ts").ChainUnavailable>
-}
-
-export interface GasFigures {
-  readonly networkKey: string
-  readonly address: string
-  readonly assetId: string
-  readonly balanceRaw: bigint
-  readonly recommendedMinRaw: bigint
-}
 
 export interface SweepListQuery {
   readonly networkKey?: string | undefined
@@ -107,12 +93,10 @@ export class Sweeps extends Context.Service<Sweeps, {
   readonly networkKeys: ReadonlyArray<string>
   /** One collect, plan and advance of the network (see the module's comment); passes of a network never overlap. */
   readonly pass: (networkKey: string) => Effect.Effect<void>
-  /** VAULT_GAS_LOW for the network's tenants whose GAS wallet is below the recommended minimum. */
-  readonly checkGas: (networkKey: string) => Effect.Effect<void>
   /** GET /ops/sweeps: newest first. */
-  readonly list: (query: SweepListQuery) => Effect.Effect<{ items: ReadonlyArray<SweepRow>; nextCursor: string | null }>
-  /** GET /ops/tenants/{tenantId}/gas: the tenant's GAS wallet on each sweeping network. */
-  readonly gas: (tenantId: string) => Effect.Effect<ReadonlyArray<GasFigures>, NotFound>
+  readonly list: (
+    query: SweepListQuery
+  ) => Effect.Effect<{ readonly items: ReadonlyArray<SweepRow>; readonly nextCursor: string | null }>
 }>()("coffer/Sweeps") {
   static readonly layer = Layer.effect(
     Sweeps,
@@ -122,28 +106,15 @@ export class Sweeps extends Context.Service<Sweeps, {
       const clients = yield* ChainClients
       const outgoing = yield* OutgoingSends
       const platform = yield* PlatformAddresses
-      const outbox = yield* Outbox
       const ids = yield* Ids
 
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
-      const sweepNetworks = new Map<string, SweepNetwork>()
-      for (const networkKey of clients.networkKeys) {
-        const client = clients.get(networkKey)
-        const network = catalog.network(networkKey)
-        const chain = client?.withdrawals
-        if (client === undefined || network === undefined || chain?.balance === undefined) continue
-        if (clients.isSimulated(networkKey) || network.chainFamily !== "EVM") continue
-        sweepNetworks.set(networkKey, { network, client, chain, balance: chain.balance })
-      }
+      const networks = sweepNetworks(clients, catalog)
       const passLocks = new Map<string, Semaphore.Semaphore>()
-      for (const networkKey of sweepNetworks.keys()) passLocks.set(networkKey, yield* Semaphore.make(1))
+      for (const networkKey of networks.keys()) passLocks.set(networkKey, yield* Semaphore.make(1))
 
       const native = (network: CatalogNetwork) => catalog.asset(network.nativeAssetId)!
-
-      /** maxFeePerGas now: the node's fee for a plain transfer is exactly 21,000 × it (chains/evm/EvmWithdrawals). */
-      const maxFeePerGas = (context: SweepNetwork) =>
-        Effect.map(context.chain.networkFee(context.network.nativeAssetId), (fee) => fee / nativeTransferGas)
 
       const evmParameters = (
         network: CatalogNetwork,
@@ -161,15 +132,8 @@ export class Sweeps extends Context.Service<Sweeps, {
         networkFee: gas * maxFee
       })
 
-      /** One token sweep's cost from a GAS wallet at current fees: the sweep's fee plus the top-up's own. */
-      const tokenSweepCost = (context: SweepNetwork) =>
-        Effect.gen(function*() {
-          const token = catalog.assets.find((asset) => asset.networkKey === context.network.networkKey && asset.kind === "TOKEN")
-          if (token === undefined) return 0n
-          return (yield* context.chain.networkFee(token.assetId)) + (yield* context.chain.networkFee(context.network.nativeAssetId))
-        })
-
       // 1. collect ------------------------------------------------------------------------------------------------
+      const margin = `${collectMarginMillis} milliseconds`
       const collect = (networkKey: string) =>
         Effect.gen(function*() {
           const started = yield* now
@@ -178,16 +142,18 @@ export class Sweeps extends Context.Service<Sweeps, {
             SELECT t.network_key, wa.address, t.asset_id, t.tenant_id, t.destination_wallet_id, max(t.updated_at)
             FROM transactions t
             JOIN wallet_addresses wa ON wa.wallet_id = t.destination_wallet_id AND wa.network_key = t.network_key
-            WHERE t.kind = 'DEPOSIT' AND t.status = 'COMPLETED' AND t.sub_status IS NULL AND t.network_key = ${networkKey}
+            WHERE t.kind = 'DEPOSIT' AND t.status = 'COMPLETED' AND t.sub_status IS NULL
+              AND t.network_key = ${networkKey}
               AND t.updated_at > coalesce(
-                (SELECT collected_to FROM sweep_cursors WHERE network_key = ${networkKey}) - ${`${collectMarginMillis} milliseconds`}::interval,
+                (SELECT collected_to FROM sweep_cursors WHERE network_key = ${networkKey}) - ${margin}::interval,
                 '-infinity')
             GROUP BY t.network_key, wa.address, t.asset_id, t.tenant_id, t.destination_wallet_id
             ON CONFLICT (network_key, address, asset_id)
               DO UPDATE SET credited_at = greatest(sweep_sources.credited_at, EXCLUDED.credited_at)`
           yield* sql`
             INSERT INTO sweep_cursors (network_key, collected_to) VALUES (${networkKey}, ${started})
-            ON CONFLICT (network_key) DO UPDATE SET collected_to = greatest(sweep_cursors.collected_to, EXCLUDED.collected_to)`
+            ON CONFLICT (network_key)
+              DO UPDATE SET collected_to = greatest(sweep_cursors.collected_to, EXCLUDED.collected_to)`
         }).pipe(Effect.orDie)
 
       // 2. plan ---------------------------------------------------------------------------------------------------
@@ -211,7 +177,8 @@ export class Sweeps extends Context.Service<Sweeps, {
           const wallet = yield* platform.gasWallet(tenantId, context.network.networkKey)
           if (wallet === undefined) return false
           const held = yield* context.balance(wallet.address, context.network.nativeAssetId)
-          const reserved = (yield* outgoing.reserved(context.network.networkKey, wallet.address)).get(context.network.nativeAssetId) ?? 0n
+          const unsent = yield* outgoing.reserved(context.network.networkKey, wallet.address)
+          const reserved = unsent.get(context.network.nativeAssetId) ?? 0n
           return held - reserved >= amount + fee
         })
 
@@ -219,9 +186,10 @@ export class Sweeps extends Context.Service<Sweeps, {
        * A token sweep's fee parameters and what its top-up must bring (0: the address holds enough native coin),
        * and whether the GAS wallet can send that now.
        */
-      const tokenPlan = (context: SweepNetwork, tenantId: string, sweepId: string, from: string, to: string, assetId: string, amount: bigint) =>
+      const tokenPlan = (context: SweepNetwork, tenantId: string, sweep: WithdrawalTransfer) =>
         Effect.gen(function*() {
-          const parameters = yield* context.chain.withdrawalParameters({ withdrawalId: sweepId, from, to, assetId, amount })
+          const parameters = yield* context.chain.withdrawalParameters(sweep)
+          const from = sweep.from
           if (parameters.family !== "EVM") return yield* Effect.die(new Error("sweeps are EVM only"))
           const need = parameters.gas * parameters.maxFeePerGas
           const held = yield* context.balance(from, context.network.nativeAssetId)
@@ -231,15 +199,22 @@ export class Sweeps extends Context.Service<Sweeps, {
           return { parameters, topUp, topUpFee, covered }
         })
 
-      const insertTopUp = (context: SweepNetwork, sweepId: string, tenantId: string, to: string, amount: bigint, at: Date) =>
+      /** The TOP_UP row of a sweep: `amount` of native coin from the tenant's GAS wallet to the sweep's address. */
+      const insertTopUp = (
+        context: SweepNetwork,
+        sweep: { readonly id: string; readonly tenantId: string; readonly from: string },
+        amount: bigint,
+        at: Date
+      ) =>
         Effect.gen(function*() {
-          const wallet = (yield* platform.gasWallet(tenantId, context.network.networkKey))!
+          const { nativeAssetId, networkKey } = context.network
+          const wallet = (yield* platform.gasWallet(sweep.tenantId, networkKey))!
           const id = yield* ids.uuidV7
           yield* sql`
-            INSERT INTO sweeps (id, tenant_id, network_key, asset_id, kind, for_sweep_id, from_address, to_address, amount,
-              status, created_at, updated_at)
-            VALUES (${id}, ${tenantId}, ${context.network.networkKey}, ${context.network.nativeAssetId}, 'TOP_UP', ${sweepId},
-              ${wallet.address}, ${to}, ${amount.toString()}, 'PENDING', ${at}, ${at})
+            INSERT INTO sweeps (id, tenant_id, network_key, asset_id, kind, for_sweep_id, from_address, to_address,
+              amount, status, created_at, updated_at)
+            VALUES (${id}, ${sweep.tenantId}, ${networkKey}, ${nativeAssetId}, 'TOP_UP', ${sweep.id},
+              ${wallet.address}, ${sweep.from}, ${amount.toString()}, 'PENDING', ${at}, ${at})
             ON CONFLICT DO NOTHING`
         })
 
@@ -253,7 +228,13 @@ export class Sweeps extends Context.Service<Sweeps, {
           if (to === undefined) return
           const balance = yield* context.balance(source.address, asset.assetId)
           const id = yield* ids.uuidV7
-          const insertSweep = (status: "PENDING" | "WAITING_GAS", amount: bigint, gas: bigint, maxFee: bigint, tip: bigint) =>
+          const insertSweep = (
+            status: "PENDING" | "WAITING_GAS",
+            amount: bigint,
+            gas: bigint,
+            maxFee: bigint,
+            tip: bigint
+          ) =>
             sql`
               INSERT INTO sweeps (id, tenant_id, network_key, asset_id, kind, from_address, to_address, amount, status,
                 wallet_id, gas, max_fee_per_gas, max_priority_fee_per_gas, created_at, updated_at)
@@ -278,7 +259,13 @@ export class Sweeps extends Context.Service<Sweeps, {
             })).pipe(Effect.orDie)
             return
           }
-          const planned = yield* tokenPlan(context, source.tenant_id, id, source.address, to, asset.assetId, balance)
+          const planned = yield* tokenPlan(context, source.tenant_id, {
+            withdrawalId: id,
+            from: source.address,
+            to,
+            assetId: asset.assetId,
+            amount: balance
+          })
           const cost = planned.parameters.gas * planned.parameters.maxFeePerGas + planned.topUpFee
           if (balance === 0n || balance < sweepThreshold(asset, native(context.network), cost)) {
             yield* markExamined(networkKey, source, at).pipe(Effect.orDie)
@@ -288,13 +275,14 @@ export class Sweeps extends Context.Service<Sweeps, {
           yield* sql.withTransaction(Effect.gen(function*() {
             if (!(yield* insertSweep(planned.covered ? "PENDING" : "WAITING_GAS", balance, gas, maxFee, tip))) return
             if (planned.covered && planned.topUp > 0n) {
-              yield* insertTopUp(context, id, source.tenant_id, source.address, planned.topUp, at)
+              yield* insertTopUp(context, { id, tenantId: source.tenant_id, from: source.address }, planned.topUp, at)
             }
             yield* markExamined(networkKey, source, at)
           })).pipe(Effect.orDie)
+          const after = planned.topUp > 0n ? `, after a top-up of ${planned.topUp}` : ""
           yield* Effect.logInfo(
             `sweep ${id}: ${balance} ${asset.assetId} from ${source.address} to ${to}` +
-              (planned.covered ? (planned.topUp > 0n ? `, after a top-up of ${planned.topUp}` : "") : ", waiting for gas")
+              (planned.covered ? after : ", waiting for gas")
           )
         })
 
@@ -313,7 +301,8 @@ export class Sweeps extends Context.Service<Sweeps, {
       // 3. advance ------------------------------------------------------------------------------------------------
       const setStatus = (row: SweepRow, from: SweepStatus, to: SweepStatus) =>
         Effect.gen(function*() {
-          yield* sql`UPDATE sweeps SET status = ${to}, updated_at = ${yield* now} WHERE id = ${row.id} AND status = ${from}`
+          yield* sql`UPDATE sweeps SET status = ${to}, updated_at = ${yield* now}
+            WHERE id = ${row.id} AND status = ${from}`
         }).pipe(Effect.orDie)
 
       /** A failed sweep's address is due again (the next pass plans a new sweep of what it holds). */
@@ -334,8 +323,23 @@ export class Sweeps extends Context.Service<Sweeps, {
             SELECT t.seq AS tenant_seq, u.seq AS user_seq, w.seq AS wallet_seq
             FROM wallets w JOIN tenants t ON t.id = w.tenant_id JOIN users u ON u.id = w.user_id
             WHERE w.id = ${row.wallet_id}`.pipe(Effect.orDie, Effect.flatMap(walletIndexRow))
-          return walletKey({ tenantIndex: indexes!.tenant_seq, userIndex: indexes!.user_seq, walletIndex: indexes!.wallet_seq - 1 })
+          return walletKey({
+            tenantIndex: indexes!.tenant_seq,
+            userIndex: indexes!.user_seq,
+            walletIndex: indexes!.wallet_seq - 1
+          })
         })
+
+      const transferOf = (row: SweepRow): WithdrawalTransfer => ({
+        withdrawalId: row.id,
+        from: row.from_address,
+        to: row.to_address,
+        assetId: row.asset_id,
+        amount: row.amount
+      })
+
+      const fail = (row: SweepRow) =>
+        sql.withTransaction(Effect.andThen(setStatus(row, "PENDING", "FAILED"), redo(row))).pipe(Effect.orDie)
 
       /** Signs (once) and broadcasts a PENDING row; CONFIRMING once a node took it. */
       const send = (context: SweepNetwork, row: SweepRow, key: SigningKey) =>
@@ -348,7 +352,7 @@ export class Sweeps extends Context.Service<Sweeps, {
             ownerId: row.id,
             networkKey: row.network_key,
             key,
-            transfer: { withdrawalId: row.id, from: row.from_address, to: row.to_address, assetId: row.asset_id, amount: row.amount },
+            transfer: transferOf(row),
             parameters
           }, {
             guard: sql`SELECT id FROM sweeps WHERE id = ${row.id} AND status = 'PENDING' FOR UPDATE`.pipe(
@@ -367,19 +371,19 @@ export class Sweeps extends Context.Service<Sweeps, {
               return
             case "Refused":
               yield* Effect.logError(`${row.kind.toLowerCase()} ${row.id}: the signer refused: ${outcome.message}`)
-              yield* sql.withTransaction(Effect.andThen(setStatus(row, "PENDING", "FAILED"), redo(row))).pipe(Effect.orDie)
+              yield* fail(row)
               return
             case "Signed": {
               const broadcast = yield* outgoing.broadcast(outcome.send)
               if (broadcast === "SENT") yield* setStatus(row, "PENDING", "CONFIRMING")
               if (broadcast === "REJECTED") {
-                yield* sql.withTransaction(Effect.andThen(setStatus(row, "PENDING", "FAILED"), redo(row))).pipe(Effect.orDie)
+                yield* fail(row)
               }
             }
           }
         })
 
-      /** A CONFIRMING row final on chain: COMPLETED (or FAILED) with its actual fee, with its send, in one transaction. */
+      /** A CONFIRMING row final on chain: COMPLETED (or FAILED) with its actual fee, with its send, at once. */
       const confirm = (row: SweepRow, head: ChainHead) =>
         Effect.gen(function*() {
           const sent = yield* outgoing.forOwner(row.kind, row.id)
@@ -396,7 +400,8 @@ export class Sweeps extends Context.Service<Sweeps, {
             if (updated.length > 0 && !succeeded) yield* redo(row)
           })).pipe(Effect.orDie)
           yield* Effect.logInfo(
-            `${row.kind.toLowerCase()} ${row.id}: ${succeeded ? "completed" : "failed"} in ${outcome.txHash}, network fee ${outcome.networkFee}`
+            `${row.kind.toLowerCase()} ${row.id}: ${succeeded ? "completed" : "failed"} in ${outcome.txHash}, ` +
+              `network fee ${outcome.networkFee}`
           )
         })
 
@@ -408,16 +413,20 @@ export class Sweeps extends Context.Service<Sweeps, {
             yield* setStatus(row, "WAITING_GAS", "FAILED")
             return
           }
-          const planned = yield* tokenPlan(context, row.tenant_id, row.id, row.from_address, row.to_address, row.asset_id, amount)
+          const planned = yield* tokenPlan(context, row.tenant_id, { ...transferOf(row), amount })
           if (!planned.covered) return
           const at = yield* now
           yield* sql.withTransaction(Effect.gen(function*() {
             const moved = yield* sql`
-              UPDATE sweeps SET status = 'PENDING', amount = ${amount.toString()}, gas = ${planned.parameters.gas.toString()},
+              UPDATE sweeps SET status = 'PENDING', amount = ${amount.toString()},
+                gas = ${planned.parameters.gas.toString()},
                 max_fee_per_gas = ${planned.parameters.maxFeePerGas.toString()},
                 max_priority_fee_per_gas = ${planned.parameters.maxPriorityFeePerGas.toString()}, updated_at = ${at}
               WHERE id = ${row.id} AND status = 'WAITING_GAS' RETURNING id`
-            if (moved.length > 0 && planned.topUp > 0n) yield* insertTopUp(context, row.id, row.tenant_id, row.from_address, planned.topUp, at)
+            if (moved.length > 0 && planned.topUp > 0n) {
+              const sweep = { id: row.id, tenantId: row.tenant_id, from: row.from_address }
+              yield* insertTopUp(context, sweep, planned.topUp, at)
+            }
           })).pipe(Effect.orDie)
         })
 
@@ -450,117 +459,38 @@ export class Sweeps extends Context.Service<Sweeps, {
           for (const row of open.filter((row) => row.kind === "TOP_UP")) yield* advanceOne(context, row, head)
           const fresh = yield* sql`
             SELECT ${sql.literal(sweepColumns)} FROM sweeps
-            WHERE network_key = ${context.network.networkKey} AND kind = 'SWEEP' AND status IN ('WAITING_GAS', 'PENDING', 'CONFIRMING')
+            WHERE network_key = ${context.network.networkKey} AND kind = 'SWEEP'
+              AND status IN ('WAITING_GAS', 'PENDING', 'CONFIRMING')
             ORDER BY created_at, id LIMIT ${batchMax * 2}`.pipe(Effect.orDie, Effect.flatMap(sweepRows))
           for (const row of fresh) yield* advanceOne(context, row, head)
         })
 
-      const pass = (networkKey: string) => {
-        const context = sweepNetworks.get(networkKey)
-        if (context === undefined) return Effect.void
-        return passLocks.get(networkKey)!.withPermit(Effect.gen(function*() {
+      const pass = Effect.fn("Sweeps.pass")(function*(networkKey: string) {
+        const context = networks.get(networkKey)
+        if (context === undefined) return
+        yield* passLocks.get(networkKey)!.withPermit(Effect.gen(function*() {
           yield* collect(networkKey)
           yield* planDue(context)
           yield* advance(context)
-        })).pipe(Effect.catchTag("ChainUnavailable", (error) => Effect.logWarning(`sweeps of ${networkKey}: ${error.message}`)))
-      }
+        })).pipe(Effect.catchTag("ChainUnavailable", (error) =>
+          Effect.logWarning(`sweeps of ${networkKey}: ${error.message}`)))
+      })
 
-      // Gas wallets -----------------------------------------------------------------------------------------------
-      const gasFigures = (context: SweepNetwork, tenantId: string) =>
-        Effect.gen(function*() {
-          const wallet = yield* platform.gasWallet(tenantId, context.network.networkKey)
-          if (wallet === undefined) return undefined
-          const balanceRaw = yield* context.balance(wallet.address, context.network.nativeAssetId)
-          const perSweep = yield* tokenSweepCost(context)
-          const waiting = yield* sql`
-            SELECT count(*)::int AS count FROM sweeps
-            WHERE tenant_id = ${tenantId} AND network_key = ${context.network.networkKey} AND status = 'WAITING_GAS'`
-            .pipe(Effect.orDie, Effect.flatMap(countRow))
-          const sweepsToCover = BigInt(waiting?.count ?? 0) > recommendedTokenSweeps ? BigInt(waiting!.count) : recommendedTokenSweeps
-          return {
-            networkKey: context.network.networkKey,
-            address: wallet.address,
-            assetId: context.network.nativeAssetId,
-            balanceRaw,
-            recommendedMinRaw: sweepsToCover * perSweep
-          } satisfies GasFigures
-        })
+      const list = Effect.fn("Sweeps.list")(function*(query: SweepListQuery) {
+        const conditions = [
+          query.networkKey === undefined ? undefined : sql`network_key = ${query.networkKey}`,
+          query.status === undefined ? undefined : sql`status = ${query.status}`,
+          query.cursor === undefined ? undefined : sql`id < ${query.cursor}`
+        ].filter((condition) => condition !== undefined)
+        const rows = yield* sql`
+          SELECT ${sql.literal(sweepColumns)} FROM sweeps
+          ${conditions.length === 0 ? sql`` : sql`WHERE ${sql.and(conditions)}`}
+          ORDER BY id DESC LIMIT ${query.limit + 1}`.pipe(Effect.orDie, Effect.flatMap(sweepRows))
+        const items = rows.slice(0, query.limit)
+        return { items, nextCursor: rows.length > query.limit ? items[items.length - 1]!.id : null }
+      })
 
-      const checkGas = (networkKey: string) => {
-        const context = sweepNetworks.get(networkKey)
-        if (context === undefined) return Effect.void
-        return Effect.gen(function*() {
-          // Tenants whose token deposits were swept or wait on this network: the ones whose GAS wallet is in use.
-          const tenants = yield* sql`
-            SELECT DISTINCT tenant_id AS id FROM sweeps
-            WHERE network_key = ${networkKey} AND kind = 'SWEEP' AND asset_id <> ${context.network.nativeAssetId}`
-            .pipe(Effect.orDie, Effect.flatMap(idRows))
-          for (const { id: tenantId } of tenants) {
-            const figures = yield* gasFigures(context, tenantId)
-            if (figures === undefined || figures.balanceRaw >= figures.recommendedMinRaw) continue
-            const millis = yield* Clock.currentTimeMillis
-            const at = new Date(millis)
-            const recorded = yield* sql.withTransaction(Effect.gen(function*() {
-              const claimed = yield* sql`
-                INSERT INTO gas_alerts (tenant_id, network_key, sent_at) VALUES (${tenantId}, ${networkKey}, ${at})
-                ON CONFLICT (tenant_id, network_key) DO UPDATE SET sent_at = EXCLUDED.sent_at
-                  WHERE gas_alerts.sent_at <= ${new Date(millis - gasAlertIntervalMillis)}
-                RETURNING tenant_id`
-              if (claimed.length === 0) return false
-              return yield* outbox.record({
-                tenantId,
-                type: "VAULT_GAS_LOW",
-                subjectId: networkKey,
-                dedupeKey: String(millis),
-                data: {
-                  networkKey,
-                  address: figures.address,
-                  assetId: figures.assetId,
-                  balanceRaw: figures.balanceRaw.toString(),
-                  recommendedMinRaw: figures.recommendedMinRaw.toString()
-                }
-              })
-            })).pipe(Effect.orDie)
-            if (recorded) {
-              yield* Effect.logWarning(
-                `tenant ${tenantId}: GAS wallet ${figures.address} on ${networkKey} holds ${figures.balanceRaw}, below ${figures.recommendedMinRaw}`
-              )
-            }
-          }
-        }).pipe(Effect.catchTag("ChainUnavailable", (error) => Effect.logWarning(`gas check of ${networkKey}: ${error.message}`)))
-      }
-
-      const list = (query: SweepListQuery) =>
-        Effect.gen(function*() {
-          const conditions = [
-            query.networkKey === undefined ? undefined : sql`network_key = ${query.networkKey}`,
-            query.status === undefined ? undefined : sql`status = ${query.status}`,
-            query.cursor === undefined ? undefined : sql`id < ${query.cursor}`
-          ].filter((condition) => condition !== undefined)
-          const rows = yield* sql`
-            SELECT ${sql.literal(sweepColumns)} FROM sweeps
-            ${conditions.length === 0 ? sql`` : sql`WHERE ${sql.and(conditions)}`}
-            ORDER BY id DESC LIMIT ${query.limit + 1}`.pipe(Effect.orDie, Effect.flatMap(sweepRows))
-          const items = rows.slice(0, query.limit)
-          return { items, nextCursor: rows.length > query.limit ? items[items.length - 1]!.id : null }
-        })
-
-      const gas = (tenantId: string) =>
-        Effect.gen(function*() {
-          const exists = yield* sql`SELECT id FROM tenants WHERE id = ${tenantId}`.pipe(Effect.orDie)
-          if (exists.length === 0) return yield* new NotFound({ message: "tenant not found" })
-          const figures: Array<GasFigures> = []
-          for (const context of sweepNetworks.values()) {
-            const one = yield* gasFigures(context, tenantId).pipe(
-              Effect.catchTag("ChainUnavailable", (error) =>
-                Effect.as(Effect.logWarning(`gas figures of ${context.network.networkKey}: ${error.message}`), undefined))
-            )
-            if (one !== undefined) figures.push(one)
-          }
-          return figures
-        })
-
-      return Sweeps.of({ networkKeys: [...sweepNetworks.keys()], pass, checkGas, list, gas })
+      return Sweeps.of({ networkKeys: [...networks.keys()], pass, list })
     })
   )
 }

@@ -92,7 +92,12 @@ export class PlatformAddresses extends Context.Service<PlatformAddresses, {
           for (const network of catalog.networks) {
             const gas = yield* signer.platformAddress({ ...target(network), role: "GAS", tenantIndex: tenant.seq })
               .pipe(Effect.orDie)
-            const wallet = { tenantId: tenant.id, tenantIndex: tenant.seq, networkKey: network.networkKey, address: gas.address }
+            const wallet = {
+              tenantId: tenant.id,
+              tenantIndex: tenant.seq,
+              networkKey: network.networkKey,
+              address: gas.address
+            }
             wallets.set(network.networkKey, wallet)
             gasWallets.push(wallet)
             gasIndex.add(key(network.networkKey, gas.address))

@@ -11,6 +11,7 @@ import { encodeFunctionData, erc20Abi, type Hex, parseEther } from "viem"
 import { beforeAll } from "vitest"
 import { Catalog } from "../../src/catalog/Catalog.ts"
 import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
+import { GasWallets } from "../../src/sweeps/GasWallets.ts"
 import { Sweeps } from "../../src/sweeps/Sweeps.ts"
 import { anvilAccounts, cloneTokenAt, deployToken, erc20Artifact, startAnvil } from "../support/Anvil.ts"
 import { makeTestAppLayer, opsClient, provisionTenant, rawRequest, type TestTenant } from "../support/TestApp.ts"
@@ -235,7 +236,7 @@ layer(
   it.effect("GAS empty: the token sweep waits (WAITING_GAS, no top-up), one VAULT_GAS_LOW (not two within 6 h), /ops/tenants/{id}/gas figures; funded, it goes on", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const sweeps = yield* Sweeps
+      const gasWallets = yield* GasWallets
       const ops = yield* opsClient
       const tenant = yield* provisionTenant()
       const gas = yield* gasAddress(tenant.tenantId)
@@ -246,8 +247,8 @@ layer(
       const rows = yield* sweepsOf(address)
       assert.deepStrictEqual(rows.map((row) => [row.kind, row.status]), [["SWEEP", "WAITING_GAS"]])
 
-      yield* sweeps.checkGas(networkKey)
-      yield* sweeps.checkGas(networkKey)
+      yield* gasWallets.checkGas(networkKey)
+      yield* gasWallets.checkGas(networkKey)
       const events = yield* sql<{ data: any }>`
         SELECT data FROM outbox_events WHERE tenant_id = ${tenant.tenantId} AND event_type = 'VAULT_GAS_LOW'`
       assert.strictEqual(events.length, 1, "at most once per 6 hours per tenant and network")
