@@ -233,7 +233,7 @@ layer(
       assert.deepStrictEqual(yield* tenantView(tenant, walletId), before)
     }))
 
-  it.effect("GAS empty: the token sweep waits (WAITING_GAS, no top-up), one VAULT_GAS_LOW (not two within 6 h), /ops/tenants/{id}/gas figures; funded, it goes on", () =>
+  it.effect("GAS empty: the token sweep waits (WAITING_GAS, no top-up), one VAULT_GAS_LOW (not two within 6 h; again once 6 h passed), /ops/tenants/{id}/gas figures; funded, it goes on", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const gasWallets = yield* GasWallets
@@ -256,6 +256,13 @@ layer(
       assert.deepStrictEqual(Object.keys(data).sort(), ["address", "assetId", "balanceRaw", "networkKey", "recommendedMinRaw"])
       assert.deepInclude(data, { networkKey, address: gas, assetId: ethAssetId, balanceRaw: "0" })
       assert.isTrue(BigInt(data.recommendedMinRaw) > 0n)
+      // Once the last one is 6 hours old, the next check sends again.
+      yield* sql`UPDATE gas_alerts SET sent_at = sent_at - interval '6 hours' WHERE tenant_id = ${tenant.tenantId}`
+      yield* gasWallets.checkGas(networkKey)
+      yield* gasWallets.checkGas(networkKey)
+      const again = yield* sql<{ count: number }>`
+        SELECT count(*)::int AS count FROM outbox_events WHERE tenant_id = ${tenant.tenantId} AND event_type = 'VAULT_GAS_LOW'`
+      assert.strictEqual(again[0]!.count, 2)
 
       const figures = yield* ops.sweeps.gas({ params: { tenantId: tenant.tenantId } }).pipe(Effect.orDie)
       assert.deepStrictEqual(figures.map((figure) => [figure.networkKey, figure.address, figure.assetId, figure.balanceRaw]), [
