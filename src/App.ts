@@ -37,6 +37,9 @@ import { ClusterLayer, ClusterRetention } from "./entities/Cluster.ts"
 import { WalletEntityLayer } from "./entities/WalletEntity.ts"
 import { WithdrawalEntityLayer } from "./entities/WithdrawalEntity.ts"
 import { OutgoingSends } from "./sending/OutgoingSends.ts"
+import { SweepLoop } from "./sweeps/SweepLoop.ts"
+import { GasWallets } from "./sweeps/GasWallets.ts"
+import { Sweeps } from "./sweeps/Sweeps.ts"
 import { WithdrawalProcessor } from "./withdrawals/WithdrawalProcessor.ts"
 import { Withdrawals } from "./withdrawals/Withdrawals.ts"
 import { WithdrawalSupervisor } from "./withdrawals/WithdrawalSupervisor.ts"
@@ -67,6 +70,7 @@ import { ManualDepositCredit } from "./deposits/ManualDepositCredit.ts"
 import { OpsManualHandlers } from "./ops/ManualHandlers.ts"
 import { OpsSwitchHandlers } from "./ops/SwitchHandlers.ts"
 import { OpsPriceHandlers } from "./ops/PriceHandlers.ts"
+import { OpsSweepsHandlers } from "./ops/SweepHandlers.ts"
 import { OpsApi } from "./ops/OpsApi.ts"
 import {
   OpsAuthLayer,
@@ -92,11 +96,14 @@ export const DomainLayer = Layer.mergeAll(
   ClusterRetention,
   OutboxRetention,
   DepositWatcherLoop,
-  WithdrawalSupervisor
+  WithdrawalSupervisor,
+  SweepLoop
 ).pipe(
   Layer.provideMerge(Withdrawals.layer),
   Layer.provideMerge(WithdrawalEntityLayer),
   Layer.provideMerge(WithdrawalProcessor.layer),
+  // Sweeps and GAS wallets (sweeps/), on the sending pipeline.
+  Layer.provideMerge(Layer.mergeAll(Sweeps.layer, GasWallets.layer)),
   // Every transaction the service sends, once (sending/): withdrawals now, sweeps next.
   Layer.provideMerge(OutgoingSends.layer),
   Layer.provideMerge(Layer.mergeAll(DepositWatcher.layer, ManualDepositCredit.layer, TransferQuotes.layer, TwoFactor.layer)),
@@ -158,6 +165,7 @@ export const OpsRoutes = Layer.mergeAll(
       OpsPlatformHandlers,
       OpsManualHandlers,
       OpsSwitchHandlers,
+      OpsSweepsHandlers,
       OpsDevnetHandlers,
       OpsPriceHandlers
     )

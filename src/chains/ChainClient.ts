@@ -128,6 +128,11 @@ export interface WithdrawalChain {
     transfer: WithdrawalTransfer,
     networkFee: bigint
   ) => Effect.Effect<boolean, ChainUnavailable>
+  /**
+   * What `address` holds of the asset, counting the transactions the node already has (EVM "pending"). Present
+   * where the client reads real balances (the sweeps and GAS wallets use it); the simulated chain has none.
+   */
+  readonly balance?: ((address: string, assetId: string) => Effect.Effect<bigint, ChainUnavailable>) | undefined
   /** The network fee a withdrawal of this asset would pay now (to check the hot wallet before signing). */
   readonly networkFee: (assetId: string) => Effect.Effect<bigint, ChainUnavailable>
   /** Chain parameters for one signature; asked once per withdrawal (the signed bytes are stored). */

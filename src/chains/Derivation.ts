@@ -12,7 +12,8 @@
  *   SOL   m/44'/501'/T'/U'/W'
  *
  * Platform operating addresses live under T = 0, which no tenant gets (tenant indexes start at 1): HOT is U = 0,
- * SWEEP U = 1, GAS U = 2, each with W = 0. Further platform roles take the next free U.
+ * SWEEP U = 1, each with W = 0; GAS is per tenant (decisions.md "Operating wallets"): U = 2, W = the tenant's index
+ * (>= 1, so W = 0 under U = 2 is never used). Further platform roles take the next free U.
  *
  * Addresses are returned in the `normalized` form of AddressValidation (EVM lowercase, TRON base58, BTC bech32
  * lowercase, SOL base58) so that a derived address and a validated user input compare equal as strings.
@@ -89,11 +90,25 @@ export const platformTenantIndex = 0
 
 const platformUserIndex: Readonly<Record<PlatformRole, number>> = { HOT: 0, SWEEP: 1, GAS: 2 }
 
-export const platformIndices = (role: PlatformRole): WalletIndices => ({
-  tenantIndex: platformTenantIndex,
-  userIndex: platformUserIndex[role],
-  walletIndex: 0
-})
+/**
+ * The indexes of an operating address. `tenantIndex` names the tenant whose GAS wallet it is and is required for GAS
+ * only (HOT and SWEEP are the platform's, one per network): a GAS key without a tenant would be a shared wallet the
+ * decisions do not have, so asking for one is a caller bug.
+ */
+export const platformIndices = (role: PlatformRole, tenantIndex?: number): WalletIndices => {
+  if (role !== "GAS") {
+    if (tenantIndex !== undefined) throw new RangeError(`${role} is the platform's: no tenantIndex`)
+    return { tenantIndex: platformTenantIndex, userIndex: platformUserIndex[role], walletIndex: 0 }
+  }
+  if (tenantIndex === undefined || tenantIndex === platformTenantIndex) {
+    throw new RangeError("a GAS wallet belongs to a tenant: tenantIndex >= 1 is required")
+  }
+  return {
+    tenantIndex: platformTenantIndex,
+    userIndex: platformUserIndex.GAS,
+    walletIndex: checkIndex("tenantIndex", tenantIndex)
+  }
+}
 
 /**
  * The webhook signing key (Ed25519, key id `v1`), SLIP-0010 from the same seed. Purpose 1668244070' is 0x636f6666,

@@ -115,6 +115,7 @@ const ownerRows = decodeRows(
   Schema.Struct({ address: Text, wallet_id: Text, tenant_id: Text, user_id: Text }),
   "DepositWatcher.recordTransfers (owners)"
 )
+const topUpRows = decodeRows(Schema.Struct({ tx_hash: Text }), "DepositWatcher.recordTransfers (top-ups)")
 const settlingRows = decodeRows(SettlingRow, "DepositWatcher.settleMany")
 const waitingRows = decodeRows(Schema.Struct({ id: Text, block_height: Numeric }), "DepositWatcher.settleConfirmed")
 const scannedCursorRow = decodeSingleRow(CursorRow, "DepositWatcher.scan (cursor)")
@@ -289,6 +290,15 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
               Effect.flatMap(ownerRows)
             )
           const ownerOf = new Map(owners.map((owner) => [owner.address, owner]))
+          // A GAS wallet's top-up before a token sweep (sweeps/Sweeps.ts) pays a deposit address platform coin, not
+          // a user's: it is no deposit (decisions.md: sweeps and top-ups never touch user balances). Its signed
+          // version is stored before it is broadcast, so it is known here by its hash.
+          const hashes = JSON.stringify([...new Set(transfers.map((transfer) => transfer.txHash))])
+          const topUps = owners.length === 0 ? new Set<string>() : new Set((yield* sql`
+            SELECT v.tx_hash FROM outgoing_versions v JOIN outgoing_sends s ON s.id = v.send_id
+            WHERE v.network_key = ${client.networkKey} AND s.purpose = 'TOP_UP'
+              AND v.tx_hash IN (SELECT jsonb_array_elements_text(${hashes}::jsonb))`
+            .pipe(Effect.flatMap(topUpRows))).map((row) => row.tx_hash))
           const at = yield* now
           const rows: Array<NewTransaction> = []
           const seen = new Set<string>()
@@ -297,6 +307,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
             const asset = catalog.asset(transfer.assetId)
             // Transfers to addresses nobody registered, or of assets outside the catalog, are not deposits.
             if (owner === undefined || asset === undefined || asset.networkKey !== client.networkKey) continue
+            if (topUps.has(transfer.txHash)) continue
             // One row per output: a statement may not upsert the same key twice.
             const key = `${transfer.txHash}/${transfer.outputIndex}`
             if (seen.has(key)) continue

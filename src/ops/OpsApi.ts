@@ -7,7 +7,7 @@ import { UserObject, WalletObject } from "../api/UsersApi.ts"
 import { Uuid } from "../domain/Ids.ts"
 import { RawAmount } from "../domain/RawAmount.ts"
 import { storable } from "../domain/StorableText.ts"
-import { CustomerRefIdParam } from "../api/Common.ts"
+import { CustomerRefIdParam, PageLimit } from "../api/Common.ts"
 import {
   AssetNotSupportedWire,
   BadRequestParamsWire,
@@ -133,13 +133,58 @@ export class OpsUsersApi extends HttpApiGroup.make("users")
 export const PlatformAddressObject = Schema.Struct({
   networkKey: Schema.String,
   address: Schema.String,
-  role: Schema.Literals(["HOT", "SWEEP", "GAS"])
+  role: Schema.Literals(["HOT", "SWEEP", "GAS"]),
+  /** The tenant whose GAS wallet it is; null for HOT and SWEEP. */
+  tenantId: Schema.NullOr(Schema.String)
 }).annotate({ identifier: "PlatformAddress" })
 
 export class OpsPlatformApi extends HttpApiGroup.make("platform")
   .add(HttpApiEndpoint.get("health", "/ops/health", { success: HealthObject }))
   .add(HttpApiEndpoint.get("addresses", "/ops/platform/addresses", { success: Schema.Array(PlatformAddressObject) }))
   .annotateMerge(OpenApi.annotations({ title: "Platform" }))
+{}
+
+export const SweepObject = Schema.Struct({
+  id: Schema.String,
+  kind: Schema.Literals(["SWEEP", "TOP_UP"]),
+  networkKey: Schema.String,
+  assetId: Schema.String,
+  from: Schema.String,
+  to: Schema.String,
+  amountRaw: Schema.String,
+  txHash: Schema.NullOr(Schema.String),
+  networkFeeRaw: Schema.NullOr(Schema.String),
+  status: Schema.Literals(["WAITING_GAS", "PENDING", "CONFIRMING", "COMPLETED", "FAILED"]),
+  createdAt: Schema.String
+}).annotate({ identifier: "Sweep" })
+
+export const GasWalletObject = Schema.Struct({
+  networkKey: Schema.String,
+  address: Schema.String,
+  assetId: Schema.String,
+  balanceRaw: Schema.String,
+  recommendedMinRaw: Schema.String
+}).annotate({ identifier: "GasWallet" })
+
+/** Sweeps and GAS wallets (operator-interface.md "Platform"; docs/sweeps.md). */
+export class OpsSweepsApi extends HttpApiGroup.make("sweeps")
+  .add(
+    HttpApiEndpoint.get("list", "/ops/sweeps", {
+      query: {
+        networkKey: Schema.optional(Schema.String),
+        status: Schema.optional(Schema.Literals(["WAITING_GAS", "PENDING", "CONFIRMING", "COMPLETED", "FAILED"])),
+        limit: Schema.optional(PageLimit),
+        cursor: Schema.optional(Uuid)
+      },
+      success: Schema.Struct({ items: Schema.Array(SweepObject), nextCursor: Schema.NullOr(Schema.String) })
+    }),
+    HttpApiEndpoint.get("gas", "/ops/tenants/:tenantId/gas", {
+      params: { tenantId: Uuid },
+      success: Schema.Array(GasWalletObject),
+      error: [NotFoundWire]
+    })
+  )
+  .annotateMerge(OpenApi.annotations({ title: "Sweeps and gas wallets" }))
 {}
 
 const devnetParams = { networkKey: Schema.String }
@@ -301,6 +346,7 @@ export class OpsApi extends HttpApi.make("coffer-ops")
   .add(OpsPlatformApi)
   .add(OpsManualApi)
   .add(OpsSwitchesApi)
+  .add(OpsSweepsApi)
   .add(OpsDevnetApi)
   .add(OpsPricesApi)
   .middleware(OpsAuth)

@@ -32,7 +32,7 @@ import {
 import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { meetsConfirmationRule } from "../deposits/DepositDecisions.ts"
 import { Ids } from "../domain/Ids.ts"
-import { CrashPoints } from "../idempotency/CrashPoints.ts"
+import { CrashPoints, type sendCrashSteps } from "../idempotency/CrashPoints.ts"
 import { Signer } from "../signer/Signer.ts"
 import type { SigningKey } from "../signer/TransactionRequest.ts"
 import { withdrawalRequest } from "../withdrawals/WithdrawalRequests.ts"
@@ -51,6 +51,11 @@ export interface SendSpec {
   readonly key: SigningKey
   /** From, to, asset and amount; `withdrawalId` is the owner's id (the simulated chain names its inputs by it). */
   readonly transfer: WithdrawalTransfer
+  /**
+   * The chain parameters to sign with, when the owner decided them (a native sweep's amount is its balance minus
+   * exactly the fee these allow); otherwise asked from the chain. The EVM nonce always comes from the sequence.
+   */
+  readonly parameters?: WithdrawalParameters | undefined
 }
 
 const VersionRow = Schema.Struct({
@@ -165,6 +170,10 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       const signer = yield* Signer
       const ids = yield* Ids
       const crash = yield* CrashPoints
+      // The send crash steps are a withdrawal's (idempotency/CrashPoints.ts): a sweep signing in the background of
+      // the same process must not be the one that dies at them.
+      const reach = (purpose: SendPurpose, step: (typeof sendCrashSteps)[number]) =>
+        purpose === "WITHDRAWAL" ? crash.reach(step) : Effect.void
 
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -229,7 +238,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         const existing = yield* forOwner(spec.purpose, spec.ownerId)
         if (existing !== undefined) return { _tag: "Signed", send: existing } as SignOutcome
         const { chain } = sendingChain(spec.networkKey)
-        const parameters = yield* chain.withdrawalParameters(spec.transfer)
+        const parameters = spec.parameters ?? (yield* chain.withdrawalParameters(spec.transfer))
         // The node's count seeds the sequence on an address's first send only; afterwards PostgreSQL alone decides.
         const sequenced = chain.accountNonce !== undefined && (yield* sql`
           SELECT 1 FROM evm_nonces WHERE network_key = ${spec.networkKey} AND address = ${spec.transfer.from}`
@@ -257,14 +266,14 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           yield* insertVersion(id, spec.networkKey, 1, "PAYLOAD", signed, signedParameters)
           const send = (yield* load(sql`s.id = ${id}`))!
           if (hooks.onSigned !== undefined) yield* hooks.onSigned(send)
-          yield* crash.reach("send-before-commit")
+          yield* reach(spec.purpose, "send-before-commit")
           yield* Effect.logInfo(
             `${spec.purpose.toLowerCase()} ${spec.ownerId}: signed ${signed.txHash} on ${spec.networkKey}` +
               (nonce === null ? "" : ` with nonce ${nonce}`)
           )
           return send
         })).pipe(
-          Effect.tap(() => crash.reach("send-after-commit")),
+          Effect.tap(() => reach(spec.purpose, "send-after-commit")),
           Effect.map((send): SignOutcome => ({ _tag: "Signed", send })),
           Effect.catchTag("SigningStopped", (stopped): Effect.Effect<SignOutcome> =>
             Effect.succeed(
@@ -346,7 +355,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         const { chain } = sendingChain(send.network_key)
         const version = latest(send)
         return yield* broadcastVersion(send, version).pipe(
-          Effect.tap(() => crash.reach("send-after-broadcast")),
+          Effect.tap(() => reach(send.purpose, "send-after-broadcast")),
           Effect.tap(() => Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: broadcast ${version.tx_hash}` +
             (send.nonce === null ? "" : ` (nonce ${send.nonce})`))),
           Effect.as<BroadcastOutcome>("SENT"),
@@ -380,6 +389,13 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       const replace = (send: Send, version: SendVersion, network: CatalogNetwork, chain: WithdrawalChain) =>
         Effect.gen(function*() {
           if (version.gas === null || version.max_fee_per_gas === null || version.max_priority_fee_per_gas === null) return
+          if (send.purpose === "SWEEP") {
+            // A sweep's address holds exactly the fee it signed for (docs/sweeps.md): a version with higher fees
+            // could never be paid. It keeps its bytes, given again to a node that dropped them, and waits for the
+            // base fee to come back under its maxFeePerGas (twice the base fee when it was signed).
+            yield* broadcastVersion(send, version).pipe(Effect.ignore)
+            return
+          }
           // Read now, not from an earlier reading: the base fee may have risen since (that is why it is stuck).
           const current = chain.currentFeesPerGas === undefined
             ? undefined

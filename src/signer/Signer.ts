@@ -35,6 +35,8 @@ export type SignerStatus = "ACTIVE" | "DISABLED"
 
 export interface PlatformAddressRequest extends KeyTarget {
   readonly role: PlatformRole
+  /** The tenant's index (tenants.seq) for its GAS wallet; required with GAS, absent otherwise. */
+  readonly tenantIndex?: number | undefined
 }
 
 export interface SignerShape {
@@ -153,6 +155,7 @@ const makeLocalHd = (mnemonic: Redacted.Redacted<string>) =>
 
     const keyFor: KeySource = (key, target) => {
       if (key._tag === "Platform") return deriveKey(root, { ...target, ...platformIndices(key.role) })
+      if (key._tag === "Gas") return deriveKey(root, { ...target, ...platformIndices("GAS", key.tenantIndex) })
       // The same reservation as deriveAddress: tenant 0's keys are the platform's own.
       if (key.tenantIndex === platformTenantIndex) throw new RangeError("tenantIndex 0 is reserved for platform keys")
       return deriveKey(root, { ...target, ...key })
@@ -182,8 +185,9 @@ const makeLocalHd = (mnemonic: Redacted.Redacted<string>) =>
         return yield* Effect.sync(() => derive(request))
       }),
       platformAddress: Effect.fn("Signer.platformAddress")(function*(request: PlatformAddressRequest) {
+        // A GAS request without its tenant (or HOT/SWEEP with one) throws in platformIndices: a caller bug.
         return yield* Effect.sync(() =>
-          derive({ family: request.family, btcNetwork: request.btcNetwork, ...platformIndices(request.role) })
+          derive({ family: request.family, btcNetwork: request.btcNetwork, ...platformIndices(request.role, request.tenantIndex) })
         )
       }),
       signTransaction: Effect.fn("Signer.signTransaction")(function*(request: TransactionRequest) {

@@ -10,13 +10,19 @@
 import type { BtcNetwork } from "../chains/ChainFamily.ts"
 import type { PlatformRole, WalletIndices } from "../chains/Derivation.ts"
 
-/** Whose key signs: a tenant wallet's (tenantIndex >= 1) or one of the platform's operating addresses. */
+/**
+ * Whose key signs: a tenant wallet's (tenantIndex >= 1), one of the platform's operating addresses (HOT, SWEEP), or
+ * a tenant's GAS wallet (platform-held, under T = 0, one per tenant: chains/Derivation.ts `platformIndices`).
+ */
 export type SigningKey =
   | ({ readonly _tag: "Wallet" } & WalletIndices)
-  | { readonly _tag: "Platform"; readonly role: PlatformRole }
+  | { readonly _tag: "Platform"; readonly role: Exclude<PlatformRole, "GAS"> }
+  | { readonly _tag: "Gas"; readonly tenantIndex: number }
 
 export const walletKey = (indices: WalletIndices): SigningKey => ({ _tag: "Wallet", ...indices })
-export const platformKey = (role: PlatformRole): SigningKey => ({ _tag: "Platform", role })
+export const platformKey = (role: Exclude<PlatformRole, "GAS">): SigningKey => ({ _tag: "Platform", role })
+/** The GAS wallet of the tenant whose index (tenants.seq) is `tenantIndex`. */
+export const gasKey = (tenantIndex: number): SigningKey => ({ _tag: "Gas", tenantIndex })
 
 /** An EIP-1559 transfer of the native coin, or of an ERC-20 token when `token` is set. */
 export interface EvmTransfer {

@@ -211,10 +211,14 @@ describe("determinism and separation", () => {
     }
   })
 
-  it("platform roles sit under T = 0: HOT U=0, SWEEP U=1, GAS U=2, each W=0", () => {
+  it("platform roles sit under T = 0: HOT U=0 W=0, SWEEP U=1 W=0, a tenant's GAS U=2 W=tenant index", () => {
     expect(platformIndices("HOT")).toEqual({ tenantIndex: 0, userIndex: 0, walletIndex: 0 })
     expect(platformIndices("SWEEP")).toEqual({ tenantIndex: 0, userIndex: 1, walletIndex: 0 })
-    expect(platformIndices("GAS")).toEqual({ tenantIndex: 0, userIndex: 2, walletIndex: 0 })
+    expect(platformIndices("GAS", 3)).toEqual({ tenantIndex: 0, userIndex: 2, walletIndex: 3 })
+    // decisions.md "Operating wallets": GAS is per tenant; there is no platform-wide one.
+    expect(() => platformIndices("GAS")).toThrow(RangeError)
+    expect(() => platformIndices("GAS", 0)).toThrow(RangeError)
+    expect(() => platformIndices("HOT", 1)).toThrow(RangeError)
   })
 })
 

@@ -59,7 +59,7 @@ describe("Signer.layerLocalHd: addresses follow the derivation scheme", () => {
       })
     ))
 
-  it.effect("platform HOT and SWEEP are (0,0,0) and (0,1,0); GAS is (0,2,0)", () =>
+  it.effect("platform HOT and SWEEP are (0,0,0) and (0,1,0); a tenant's GAS is (0,2,tenant index)", () =>
     withSigner(abandonLayer, (signer) =>
       Effect.gen(function*() {
         for (const family of families) {
@@ -68,8 +68,11 @@ describe("Signer.layerLocalHd: addresses follow the derivation scheme", () => {
           assert.strictEqual(hot.address, schemeVector(family, [0, 0, 0]))
           assert.strictEqual(sweep.address, schemeVector(family, [0, 1, 0]))
         }
-        const gas = yield* signer.platformAddress({ family: "TRON", role: "GAS" })
-        assert.strictEqual(gas.path, "m/44'/195'/0'/2'/0")
+        // decisions.md "Operating wallets": a GAS wallet per tenant and network, on a path no user wallet uses.
+        const gas = yield* signer.platformAddress({ family: "TRON", role: "GAS", tenantIndex: 7 })
+        assert.strictEqual(gas.path, "m/44'/195'/0'/2'/7")
+        const shared = yield* Effect.exit(signer.platformAddress({ family: "TRON", role: "GAS" }))
+        assert.isTrue(shared._tag === "Failure", "a GAS wallet without its tenant is a caller bug")
         const btcTest = yield* signer.platformAddress({ family: "BTC", btcNetwork: "test", role: "HOT" })
         assert.strictEqual(btcTest.path, "m/84'/1'/0'/0'/0")
       })

@@ -32,6 +32,7 @@ import {
   transferChecked
 } from "../../src/signer/SolSigning.ts"
 import {
+  gasKey,
   platformKey,
   type SignedTransaction,
   type TransactionRequest,
@@ -360,6 +361,32 @@ describe("keys", () => {
         amount: 1n
       }))
       assert.include(String(defectOf(exit)), "reserved for platform keys")
+    }))
+
+  it.effect("a tenant's GAS key signs as its GAS wallet (T=0, U=2, W=tenant index); GAS without a tenant is a defect", () =>
+    Effect.gen(function*() {
+      // decisions.md "Operating wallets": a GAS wallet per tenant and network pays the top-ups of token sweeps.
+      const request = {
+        family: "EVM",
+        key: gasKey(3),
+        to: "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed",
+        amount: 1n,
+        chainId: 11155111,
+        nonce: 0,
+        gas: 21_000n,
+        maxFeePerGas: 2n,
+        maxPriorityFeePerGas: 1n
+      } as const
+      const signed = yield* sign(request)
+      const gasWallet = yield* signerEffect((signer) => signer.platformAddress({ family: "EVM", role: "GAS", tenantIndex: 3 }))
+      assert.strictEqual(gasWallet.path, "m/44'/60'/0'/2'/3")
+      assert.strictEqual(signed.from, gasWallet.address)
+      const recovered = yield* Effect.promise(() => recoverTransactionAddress({ serializedTransaction: signed.raw as `0x02${string}` }))
+      assert.strictEqual(recovered.toLowerCase(), gasWallet.address)
+      const noTenant = yield* Effect.exit(sign({ ...request, key: { _tag: "Platform", role: "GAS" } as any }))
+      assert.include(String(defectOf(noTenant)), "GAS wallet belongs to a tenant")
+      const tenantZero = yield* Effect.exit(sign({ ...request, key: gasKey(0) }))
+      assert.include(String(defectOf(tenantZero)), "GAS wallet belongs to a tenant")
     }))
 
   it.effect("the disabled signer answers SignerUnavailable", () =>

@@ -404,16 +404,28 @@ layer(AppLayer, { excludeTestServices: true })("wallets over HTTP", (it) => {
         assert.strictEqual(unknown.json.error.code, "ASSET_NOT_SUPPORTED")
       }))
 
-    it.effect("GET /ops/platform/addresses lists HOT, SWEEP and GAS for every network", () =>
+    it.effect("GET /ops/platform/addresses lists HOT and SWEEP for every network and each tenant's GAS wallet per network", () =>
       Effect.gen(function*() {
+        // operator-interface.md: `tenantId` set on a tenant's GAS wallet, else null (decisions.md "Operating wallets").
+        const created = yield* provisionTenant()
         const ops = yield* opsClient
         const addresses = yield* ops.platform.addresses()
         const networks = new Set(addresses.map((entry) => entry.networkKey))
         assert.strictEqual(networks.size, 5)
         for (const network of networks) {
-          const roles = addresses.filter((entry) => entry.networkKey === network).map((entry) => entry.role).sort()
-          assert.deepStrictEqual(roles, ["GAS", "HOT", "SWEEP"])
+          const platform = addresses.filter((entry) => entry.networkKey === network && entry.tenantId === null)
+          assert.deepStrictEqual(platform.map((entry) => entry.role).sort(), ["HOT", "SWEEP"])
+          const gas = addresses.filter((entry) => entry.networkKey === network && entry.tenantId === created.tenantId)
+          assert.deepStrictEqual(gas.map((entry) => entry.role), ["GAS"])
         }
+        const gasWallets = addresses.filter((entry) => entry.role === "GAS" && entry.networkKey === "ETH_SEPOLIA")
+        assert.isTrue(gasWallets.every((entry) => entry.tenantId !== null))
+        assert.strictEqual(new Set(gasWallets.map((entry) => entry.address)).size, gasWallets.length, "one GAS wallet per tenant")
+        // A tenant's GAS wallet is an INTERNAL_DESTINATION_NOT_ALLOWED target like HOT (for every tenant).
+        const mine = gasWallets.find((entry) => entry.tenantId === created.tenantId)!
+        const refused = yield* get(created, `/v1/transactions/validate_address/ETH_SEPOLIA_ETH/${mine.address}`)
+        assert.strictEqual(refused.status, 422)
+        assert.strictEqual(refused.json.error.code, "INTERNAL_DESTINATION_NOT_ALLOWED")
         const base = yield* PublicAddress
         assert.isString(base)
       }).pipe(Effect.orDie))

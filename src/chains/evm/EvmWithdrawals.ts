@@ -222,5 +222,14 @@ export const makeEvmWithdrawals = (rpc: EvmRpc, options: EvmSendingOptions): Wit
       }
     })
 
-  return { accountNonce, currentFeesPerGas: readFeesPerGas, hotWalletCovers, networkFee, withdrawalParameters, broadcast, inclusion }
+  return {
+    accountNonce,
+    balance,
+    currentFeesPerGas: readFeesPerGas,
+    hotWalletCovers,
+    networkFee,
+    withdrawalParameters,
+    broadcast,
+    inclusion
+  }
 }

@@ -1,0 +1,29 @@
+/**
+ * The background side of sweeps (Sweeps.ts): each sweeping network on a fiber of its own (a hung node stalls only
+ * its own sweeps), a pass every few seconds so a credited deposit is swept within about a minute, and the GAS
+ * wallets checked every minute (VAULT_GAS_LOW itself is at most once per 6 hours per tenant and network).
+ */
+import { Effect, Layer, Schedule } from "effect"
+import { GasWallets } from "./GasWallets.ts"
+import { Sweeps } from "./Sweeps.ts"
+
+export const sweepPassIntervalMillis = 5_000
+export const gasCheckIntervalMillis = 60_000
+
+export const SweepLoop = Layer.effectDiscard(Effect.gen(function*() {
+  const sweeps = yield* Sweeps
+  const gasWallets = yield* GasWallets
+  yield* Effect.forEach(sweeps.networkKeys, (networkKey) =>
+    Effect.gen(function*() {
+      yield* sweeps.pass(networkKey).pipe(
+        Effect.catchCause((cause) => Effect.logWarning(`sweep pass of ${networkKey} failed`, cause)),
+        Effect.repeat(Schedule.spaced(sweepPassIntervalMillis)),
+        Effect.forkScoped
+      )
+      yield* gasWallets.checkGas(networkKey).pipe(
+        Effect.catchCause((cause) => Effect.logWarning(`gas check of ${networkKey} failed`, cause)),
+        Effect.repeat(Schedule.spaced(gasCheckIntervalMillis)),
+        Effect.forkScoped
+      )
+    }), { discard: true })
+}))
