@@ -33,6 +33,12 @@ export interface AppConfigShape {
    * carry an API key. A network listed here is watched on that node instead of the simulated chain.
    */
   readonly chainRpcUrls: Readonly<Record<string, Redacted.Redacted<string>>>
+  /**
+   * Whether the sweep loop runs (`AUTO_SWEEPS`, default true; docs/sweeps.md): off, credited deposits stay on their
+   * addresses until it is on again, e.g. while an operator investigates an address, or in a test that audits
+   * balances without sweeps moving them.
+   */
+  readonly autoSweeps: boolean
 }
 
 /** A setting that is present but unusable; the message never repeats the value (it may be a secret). */
@@ -78,7 +84,8 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("cof
         trustedProxies: Config.String("TRUSTED_PROXIES").pipe(Config.withDefault("")),
         signerMnemonic: Config.Redacted("SIGNER_MNEMONIC").pipe(Config.option),
         simulatedChains: Config.Boolean("SIMULATED_CHAINS").pipe(Config.option),
-        chainRpcUrls: Config.Redacted("CHAIN_RPC_URLS").pipe(Config.option)
+        chainRpcUrls: Config.Redacted("CHAIN_RPC_URLS").pipe(Config.option),
+        autoSweeps: Config.Boolean("AUTO_SWEEPS").pipe(Config.withDefault(true))
       })
       return AppConfig.of({
         ...config,
@@ -106,6 +113,7 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("cof
       signerMnemonic: Option.none(),
       simulatedChains: true,
       chainRpcUrls: {},
+      autoSweeps: true,
       ...overrides
     })
 }

@@ -4,6 +4,7 @@
  * wallets checked every minute (VAULT_GAS_LOW itself is at most once per 6 hours per tenant and network).
  */
 import { Effect, Layer, Schedule } from "effect"
+import { AppConfig } from "../Config.ts"
 import { GasWallets } from "./GasWallets.ts"
 import { Sweeps } from "./Sweeps.ts"
 
@@ -11,6 +12,10 @@ export const sweepPassIntervalMillis = 5_000
 export const gasCheckIntervalMillis = 60_000
 
 export const SweepLoop = Layer.effectDiscard(Effect.gen(function*() {
+  if (!(yield* AppConfig).autoSweeps) {
+    yield* Effect.logInfo("AUTO_SWEEPS=false: no sweeps; credited deposits stay on their addresses")
+    return
+  }
   const sweeps = yield* Sweeps
   const gasWallets = yield* GasWallets
   yield* Effect.forEach(sweeps.networkKeys, (networkKey) =>

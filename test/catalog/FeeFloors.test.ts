@@ -160,22 +160,31 @@ describe("fee rule 3: the dynamic floor (decisions.md, Dynamic floor)", () => {
       const sql = yield* SqlClient.SqlClient
       const tenantId = "01a20190-0000-7000-8000-0000000fee01"
       yield* sql`INSERT INTO tenants (id, name, networks, created_at) VALUES (${tenantId}, 'floors', '{}', now())`
+      // A SWEEP row names the deposit wallet whose key signs it (sql/0015_sweeps.sql).
+      const userId = "01a20190-0000-7000-8000-0000000fee02"
+      const walletId = "01a20190-0000-7000-8000-0000000fee03"
+      yield* sql`INSERT INTO users (id, tenant_id, seq, uid, customer_ref_id, source, created_at, updated_at)
+        VALUES (${userId}, ${tenantId}, 0, '10000099', ${userId}, 'B_API', now(), now())`
+      yield* sql`INSERT INTO wallets (id, tenant_id, user_id, chain_family, seq, name, is_default, status, created_at,
+          updated_at)
+        VALUES (${walletId}, ${tenantId}, ${userId}, 'EVM', 1, 'EVM 1', true, 'PROVISIONING', now(), now())`
       let serial = 0
       const sweep = (assetId: string, fee: bigint, minutesAgo: number, status = "COMPLETED", topUpFee?: bigint) =>
         Effect.gen(function*() {
           serial++
           const id = `01a20190-0000-7000-8000-${serial.toString().padStart(12, "0")}`
           const at = new Date(Date.UTC(2026, 0, 1) - minutesAgo * 60_000)
-          yield* sql`INSERT INTO sweeps (id, tenant_id, network_key, asset_id, kind, from_address, to_address, amount,
-              status, network_fee, created_at, updated_at)
-            VALUES (${id}, ${tenantId}, 'ETH_SEPOLIA', ${assetId}, 'SWEEP', '0xa', '0xb', 1, ${status},
-              ${fee.toString()}, ${at}, ${at})`
+          // Each from its own address: at most one sweep per address is open at a time.
+          yield* sql`INSERT INTO sweeps (id, tenant_id, network_key, asset_id, kind, wallet_id, from_address, to_address,
+              amount, status, network_fee, created_at, updated_at)
+            VALUES (${id}, ${tenantId}, 'ETH_SEPOLIA', ${assetId}, 'SWEEP', ${walletId}, ${`0xa${serial}`}, '0xb', 1,
+              ${status}, ${fee.toString()}, ${at}, ${at})`
           if (topUpFee !== undefined) {
             serial++
             const topUpId = `01a20190-0000-7000-8000-${serial.toString().padStart(12, "0")}`
             yield* sql`INSERT INTO sweeps (id, tenant_id, network_key, asset_id, kind, for_sweep_id, from_address,
                 to_address, amount, status, network_fee, created_at, updated_at)
-              VALUES (${topUpId}, ${tenantId}, 'ETH_SEPOLIA', ${eth}, 'TOP_UP', ${id}, '0xg', '0xa', 1, 'COMPLETED',
+              VALUES (${topUpId}, ${tenantId}, 'ETH_SEPOLIA', ${eth}, 'TOP_UP', ${id}, '0xg', ${`0xa${serial - 1}`}, 1, 'COMPLETED',
                 ${topUpFee.toString()}, ${at}, ${at})`
           }
         })

@@ -70,7 +70,9 @@ const deposits = (tenant: TestTenant) =>
   Effect.map(call(tenant, "GET", "/v1/transactions?kind=DEPOSIT"), (response) => response.json.items as Array<any>)
 
 layer(
-  makeTestAppLayer({ chainRpcUrls: { ETH_SEPOLIA: Redacted.make(anvil.url) } }),
+  // Sweeps off (AUTO_SWEEPS=false): these expectations follow deposits and withdrawals alone; the sweeps' books are
+  // held by test/ledger/ChainBooksQuery.test.ts and their movements by test/sweeps/EvmSweeps.test.ts.
+  makeTestAppLayer({ chainRpcUrls: { ETH_SEPOLIA: Redacted.make(anvil.url) }, autoSweeps: false }),
   { excludeTestServices: true, timeout: 240_000 }
 )("ledger:check --chain on an EVM node (anvil)", (it) => {
   let tenant: TestTenant

@@ -286,6 +286,9 @@ layer(
       // (catalog sweepThresholdRaw null: 10 × that) is well above a 0.002 ETH deposit while the base fee stays high.
       yield* Effect.promise(() => node.request({ method: "anvil_setNextBlockBaseFeePerGas" as any, params: [`0x${(50n * 10n ** 9n).toString(16)}`] as any }))
       yield* mine()
+      // The client reuses one reading of the node's fees for 2 s (EvmWithdrawals.feeQuoteMillis): a reading taken
+      // before the base fee rose must expire before any pass (the background loop's too) prices this sweep.
+      yield* Effect.sleep("2100 millis")
       const tenant = yield* provisionTenant()
       const { address } = yield* depositAddress(tenant, "erin")
       const small = parseEther("0.002")
