@@ -6,7 +6,7 @@
  * withdrawal entity's (WithdrawalProcessor.ts). Cancel and decide lock the transaction row and use the processor's
  * conditional transitions, so they serialize with the entity: whichever commits first wins, the other changes nothing.
  */
-import { Clock, Context, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Effect, Layer, Schema, Scope } from "effect"
 import { Sharding } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import type { CatalogAsset } from "../catalog/Catalog.ts"
@@ -117,6 +117,7 @@ export class Withdrawals extends Context.Service<Withdrawals, {
       const transactions = yield* TransactionRepository
       const processor = yield* WithdrawalProcessor
       const sharding = yield* Sharding.Sharding
+      const scope = yield* Scope.Scope
       const ask = (withdrawalId: string, attempt: string) =>
         requestProcessing(withdrawalId, attempt).pipe(Effect.provideService(Sharding.Sharding, sharding))
 
@@ -168,8 +169,11 @@ export class Withdrawals extends Context.Service<Withdrawals, {
           yield* transactionEvents.created(tenant.id, id)
           if (submission.recordReceipt !== undefined) yield* submission.recordReceipt(submitted)
         })).pipe(Effect.catchTag("SqlError", Effect.die))
-        // A crash before the entity has the message leaves the withdrawal SUBMITTED; WithdrawalSupervisor asks again.
-        yield* ask(id, "submitted")
+        // Asked in the background: the cluster's send of a persisted message returns only once the runner's storage
+        // read has seen it (up to a read cycle, 1-2 s under a burst), and the tenant's answer does not depend on it:
+        // the withdrawal is committed SUBMITTED. A crash before the message is stored leaves it SUBMITTED, and
+        // WithdrawalSupervisor asks again. Forked in the service's scope, so shutdown interrupts it.
+        yield* Effect.forkIn(ask(id, "submitted"), scope)
         return submitted
       })
 

@@ -105,6 +105,26 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
     // is read from the database, not by polling the API, so the measurement does not load the service it measures;
     // the end is the commit time of the last CONFIRMING transition (the service's clock is this machine's).
     const db = makeDatabase(dataDir, 1)
+    // One at a time first (not counted): the latency of a lone submission, against which the burst's is read.
+    const loneStarted = performance.now()
+    for (let index = 0; index < 5; index++) {
+      await signedFetch("POST", "/v1/transactions", {
+        assetId: "ETH_SEPOLIA_ETH",
+        source: { type: "WALLET", id: payer.walletId },
+        destination: { type: "ONE_TIME_ADDRESS", oneTimeAddress: { address: `0x${(0xbd000000 + index).toString(16).padStart(40, "0")}` } },
+        amountRaw: "10000000000000000",
+        externalTxId: `bench-lone-${index}`
+      })
+    }
+    log(`  a lone withdrawal submission: ${((performance.now() - loneStarted) / 5).toFixed(0)} ms`)
+    await waitFor("the lone withdrawals broadcast", async () => {
+      const [row] = await db.run(Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        return yield* sql<{ open: number }>`SELECT count(*)::int AS open FROM transactions
+          WHERE kind = 'WITHDRAWAL' AND status IN ('SUBMITTED', 'QUEUED', 'PENDING_SIGNATURE')`
+      }))
+      return row!.open === 0
+    }, 60_000)
     const startedAt = Date.now()
     await mapLimit(Array.from({ length: options.count }, (_, index) => index), options.inFlight, async (index) => {
       await signedFetch("POST", "/v1/transactions", {
@@ -124,7 +144,7 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
           SELECT count(*) FILTER (WHERE status NOT IN ('SUBMITTED', 'QUEUED', 'PENDING_SIGNATURE'))::int AS sent,
             count(*) FILTER (WHERE status IN ('FAILED', 'REJECTED'))::int AS stuck,
             max(updated_at) FILTER (WHERE status = 'CONFIRMING') AS last_at
-          FROM transactions WHERE kind = 'WITHDRAWAL'`
+          FROM transactions WHERE kind = 'WITHDRAWAL' AND external_tx_id LIKE 'bench-withdrawal-%'`
       }))
       if (row!.stuck > 0) throw new Error(`${row!.stuck} withdrawals FAILED or REJECTED`)
       if (row!.sent >= options.count) {
@@ -134,6 +154,20 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
       if (performance.now() > confirmingBy) throw new Error(`only ${row!.sent} of ${options.count} withdrawals were broadcast`)
       await sleep(100)
     }
+    // Where the time went, per withdrawal: submission (created) → signed → CONFIRMING (the broadcast's transition).
+    const [steps] = await db.run(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      return yield* sql<{ created_spread: number; to_signed_p50: number; to_signed_max: number; signed_to_sent_p50: number }>`
+        SELECT extract(epoch FROM max(t.created_at) - min(t.created_at))::float8 AS created_spread,
+          percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM v.signed_at - t.created_at))::float8 AS to_signed_p50,
+          max(extract(epoch FROM v.signed_at - t.created_at))::float8 AS to_signed_max,
+          percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM t.updated_at - v.signed_at))::float8 AS signed_to_sent_p50
+        FROM transactions t JOIN outgoing_sends s ON s.owner_id = t.id JOIN outgoing_versions v ON v.send_id = s.id AND v.version = 1
+        WHERE t.kind = 'WITHDRAWAL' AND t.external_tx_id LIKE 'bench-withdrawal-%'`
+    }))
+    log(`  withdrawals: submissions spread over ${steps!.created_spread.toFixed(2)} s; created → signed p50 ` +
+      `${steps!.to_signed_p50.toFixed(2)} s, max ${steps!.to_signed_max.toFixed(2)} s; signed → CONFIRMING p50 ` +
+      `${steps!.signed_to_sent_p50.toFixed(3)} s`)
     await db.dispose()
     const serviceSeconds = (lastAt - startedAt) / 1000
     const servicePerSecond = options.count / serviceSeconds
