@@ -370,7 +370,11 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
                 // Ours, mined meanwhile (a crash after the node took it), looks the same as somebody else's.
                 const mine = yield* included(chain, send).pipe(Effect.orElseSucceed(() => "UNKNOWN" as const))
                 if (mine === "UNKNOWN") return "LATER" as const
-                if (mine !== undefined) return "SENT" as const
+                if (mine !== undefined) {
+                  yield* Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: nonce ${send.nonce} is taken by ` +
+                    `its own ${mine.version.tx_hash}, already in a block`)
+                  return "SENT" as const
+                }
                 yield* Effect.logError(`${send.purpose.toLowerCase()} ${send.owner_id}: nonce ${send.nonce} was used by another transaction`)
                 yield* sql`UPDATE outgoing_sends SET state = 'REJECTED' WHERE id = ${send.id} AND state = 'PENDING'`.pipe(Effect.orDie)
                 return "REJECTED" as const

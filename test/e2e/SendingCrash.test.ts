@@ -106,6 +106,9 @@ describe("sending across crashes (decisions.md: exactly one transaction per with
           const ended = await Promise.race([service.exited, sleep(60_000).then(() => undefined)])
           assert.strictEqual(ended?.signal, "SIGKILL", `COFFER_FAULT=${step} did not kill the service:\n${service.output()}`)
           await killHard(service)
+          // The node took the bytes before the crash: mined while the service is down, the restart's broadcast of
+          // the same bytes is answered "nonce too low", which must read as "ours, in a block", not as a refusal.
+          if (step === "send-after-broadcast") await node.mine({ blocks: 1 })
           service = await start()
           // The request may have died with the process (202 never sent): the withdrawal is found by its external id.
           const id = submitted.status === 202
@@ -119,6 +122,9 @@ describe("sending across crashes (decisions.md: exactly one transaction per with
             const got = await tenantCall(service, "GET", `/v1/transactions/${id}`)
             return got.json.status === "CONFIRMING" ? true : undefined
           })
+          if (step === "send-after-broadcast") {
+            assert.include(service.output(), "already in a block", "the restart read 'nonce too low' as its own transaction")
+          }
         }
 
         await node.mine({ blocks: 13 })
