@@ -1,14 +1,16 @@
 /**
  * A JSON-RPC proxy in front of a test node, for fault tests: `pass` forwards, `garbage` answers 200 with bytes that
  * are not JSON, `error500` answers an HTTP 500, `reset` destroys the connection without an answer, `nullReceipts`
- * forwards everything but answers `null` to receipt and transaction lookups (a node that forgot). The mode can be
+ * forwards everything but answers `null` to receipt and transaction lookups (a node that forgot), `refuseNextSend`
+ * answers the next eth_sendRawTransaction with a JSON-RPC error the node means for good ("invalid sender"), without
+ * passing it on, then goes back to `pass`. The mode can be
  * switched at any time; the service under test only ever sees the proxy's URL.
  */
 import http from "node:http"
 import { afterAll } from "vitest"
 import { freePortSync } from "./AnvilBinary.ts"
 
-export type ProxyMode = "pass" | "garbage" | "error500" | "reset" | "nullReceipts"
+export type ProxyMode = "pass" | "garbage" | "error500" | "reset" | "nullReceipts" | "refuseNextSend"
 
 export interface RpcProxy {
   readonly url: string
@@ -42,6 +44,16 @@ export const startRpcProxy = (target: string): RpcProxy => {
         case "reset":
           request.socket.destroy()
           return
+        case "refuseNextSend":
+          if (method === "eth_sendRawTransaction") {
+            proxy.mode = "pass"
+            const id = (JSON.parse(body) as { id?: unknown }).id ?? null
+            response.writeHead(200, { "content-type": "application/json" }).end(
+              JSON.stringify({ jsonrpc: "2.0", id, error: { code: -32000, message: "invalid sender" } })
+            )
+            return
+          }
+          break
         case "nullReceipts":
           if (method === "eth_getTransactionReceipt" || method === "eth_getTransactionByHash") {
             const id = (JSON.parse(body) as { id?: unknown }).id ?? null

@@ -8,6 +8,7 @@
  */
 import { assert, layer } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 import { type Hex, parseEther } from "viem"
 import { beforeAll } from "vitest"
 import { Catalog } from "../../src/catalog/Catalog.ts"
@@ -115,6 +116,37 @@ layer(
       const done = yield* completes(tenant, created.json.withdrawalId)
       assert.strictEqual(done.txHash, confirming.txHash)
       assert.strictEqual((yield* hotNonce(hot)) - nonceBefore, 1)
+    }))
+
+  it.effect("a transaction the node refuses for good: FAILED / BROADCAST_FAILED with the funds back, its nonce filled by a 0-value self-transfer, and the next withdrawal is not stuck behind the gap", () =>
+    Effect.gen(function*() {
+      const tenant = yield* provisionTenant()
+      const hot = yield* hotAddress("ETH_SEPOLIA")
+      const payer = yield* payerWith(tenant, "refused", parseEther("1"))
+      const nonceBefore = yield* hotNonce(hot)
+      proxy.mode = "refuseNextSend"
+      const refused = yield* withdraw(tenant, payer, eth, recipient(), parseEther("0.1"), "refused-1")
+      assert.strictEqual(refused.status, 202, refused.text)
+      const failed = yield* waitFor(tenant, refused.json.withdrawalId, "FAILED", "BROADCAST_FAILED")
+      assert.isNull(failed.txHash)
+      const sql = yield* SqlClient.SqlClient
+      const [send] = yield* sql<{ state: string; nonce: string; versions: Array<string> }>`
+        SELECT s.state, s.nonce::text AS nonce,
+          (SELECT array_agg(v.kind ORDER BY v.version) FROM outgoing_versions v WHERE v.send_id = s.id) AS versions
+        FROM outgoing_sends s WHERE s.owner_id = ${refused.json.withdrawalId}`
+      assert.deepStrictEqual([send!.state, Number(send!.nonce), send!.versions], ["FILLING", nonceBefore, ["PAYLOAD", "FILL"]])
+      // The next withdrawal takes the next nonce; it is mined right behind the fill.
+      const next = yield* withdraw(tenant, payer, eth, recipient(), parseEther("0.1"), "refused-2")
+      assert.strictEqual(next.status, 202, next.text)
+      yield* completes(tenant, next.json.withdrawalId)
+      assert.strictEqual((yield* hotNonce(hot)) - nonceBefore, 2, "the fill and the next withdrawal")
+      const [settled] = yield* sql<{ state: string; included_tx_hash: string }>`
+        SELECT state, included_tx_hash FROM outgoing_sends WHERE owner_id = ${refused.json.withdrawalId}`
+      assert.strictEqual(settled!.state, "REJECTED")
+      const fill = yield* Effect.promise(() => node.getTransaction({ hash: settled!.included_tx_hash as Hex }))
+      assert.deepStrictEqual([fill.from.toLowerCase(), fill.to?.toLowerCase(), fill.value, fill.nonce], [hot, hot, 0n, nonceBefore])
+      assert.deepStrictEqual(yield* Effect.map(call(tenant, "GET", `/v1/wallets/${payer}/assets`), (response) =>
+        (response.json as Array<any>).find((item) => item.assetId === eth).frozen), "0")
     }))
 
   it.effect("base fee above the network's fee cap: nothing is signed, the withdrawal waits QUEUED; under the cap again, it completes", () =>
