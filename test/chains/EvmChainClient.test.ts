@@ -177,6 +177,33 @@ describe("EvmChainClient when the node fails", () => {
       }
     }))
 
+  it.live("credentials in the URL's userinfo go as HTTP Basic authorization (fetch refuses such a URL), and never into a message", () =>
+    Effect.gen(function*() {
+      let seen: string | undefined
+      // A front that checks the credentials and passes the call on to anvil.
+      const port = yield* listen(createServer((request, response) => {
+        seen = request.headers.authorization
+        const chunks: Array<Buffer> = []
+        request.on("data", (chunk: Buffer) => chunks.push(chunk))
+        request.on("end", () => {
+          if (seen !== `Basic ${Buffer.from("rpc user:p@ss word").toString("base64")}`) {
+            response.writeHead(401).end()
+            return
+          }
+          fetch(anvil.url, { method: "POST", headers: { "content-type": "application/json" }, body: Buffer.concat(chunks) })
+            .then(async (answer) => response.writeHead(answer.status, { "content-type": "application/json" }).end(await answer.text()))
+        })
+      }))
+      const client = clientFor(`http://rpc%20user:p%40ss%20word@127.0.0.1:${port}/`)
+      const head = yield* client.head
+      assert.isAbove(Number(head.height), -1)
+      assert.strictEqual(yield* client.chainId, 31337)
+      const wrong = clientFor(`http://rpc%20user:wrong-secret@127.0.0.1:${port}/`)
+      const error = yield* failure(wrong.head)
+      assert.notInclude(error.message, "wrong-secret")
+      yield* closeAll
+    }))
+
   it.live("a node that accepts and never answers: ChainUnavailable after the per-call timeout", () =>
     Effect.gen(function*() {
       // Holds every connection open without a byte in answer; destroyed at the end so the server can close.

@@ -59,6 +59,26 @@ export interface EvmChainClientOptions {
 
 const hashPattern = /^0x[0-9a-f]{64}$/
 
+/**
+ * A URL's userinfo (`https://user:password@host/...`, how node providers and Bitcoin-style RPC hand out credentials)
+ * as an HTTP Basic `authorization` header: fetch refuses to send a request to a URL that holds credentials
+ * ("Request cannot be constructed from a URL that includes credentials"), so it would never reach the node.
+ */
+export const splitCredentials = (url: string): { readonly transportUrl: string; readonly authorization?: string } => {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return { transportUrl: url }
+  }
+  if (parsed.username === "" && parsed.password === "") return { transportUrl: url }
+  const user = decodeURIComponent(parsed.username)
+  const password = decodeURIComponent(parsed.password)
+  parsed.username = ""
+  parsed.password = ""
+  return { transportUrl: parsed.toString(), authorization: `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}` }
+}
+
 /** An EVM client, and the chain id its node reports (decisions.md, "Sending on real networks": checked at start). */
 export interface EvmChainClient extends ChainClient {
   readonly chainId: Effect.Effect<number, ChainUnavailable>
@@ -69,8 +89,10 @@ export const makeEvmChainClient = (options: EvmChainClientOptions): EvmChainClie
   const timeoutMillis = options.rpcTimeoutMillis ?? rpcTimeoutMillisDefault
   const finalityDepthBlocks = options.finalityDepthBlocks ?? finalityDepthBlocksDefault
   const url = Redacted.value(options.rpcUrl)
+  const { authorization, transportUrl } = splitCredentials(url)
   const client = createPublicClient({
-    transport: http(url, {
+    transport: http(transportUrl, {
+      ...(authorization === undefined ? {} : { fetchOptions: { headers: { authorization } } }),
       timeout: timeoutMillis,
       // The watcher retries on its next scan; retrying here too would multiply the time one call can take.
       retryCount: 0
@@ -92,7 +114,8 @@ export const makeEvmChainClient = (options: EvmChainClientOptions): EvmChainClie
     const text = error instanceof Error
       ? `${error.name}: ${"shortMessage" in error && typeof error.shortMessage === "string" ? error.shortMessage : error.message}${details}`
       : String(error)
-    return (url.length > 0 ? text.replaceAll(url, "<rpc url>") : text).slice(0, 500)
+    const scrubbed = url.length > 0 ? text.replaceAll(url, "<rpc url>").replaceAll(transportUrl, "<rpc url>") : text
+    return scrubbed.slice(0, 500)
   }
 
   /**
