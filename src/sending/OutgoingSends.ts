@@ -31,6 +31,7 @@ import {
 } from "../chains/ChainClient.ts"
 import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { meetsConfirmationRule } from "../deposits/DepositDecisions.ts"
+import { nativeTransferGas } from "../chains/evm/EvmWithdrawals.ts"
 import { Ids } from "../domain/Ids.ts"
 import { CrashPoints, type sendCrashSteps } from "../idempotency/CrashPoints.ts"
 import { Signer } from "../signer/Signer.ts"
@@ -314,23 +315,32 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
        * The payload was refused for good: the send is over. An EVM nonce would leave a gap that holds every later
        * transaction of the address, so a 0-value self-transfer takes it (FILLING until that is final).
        */
-      const fill = (send: Send, parameters: WithdrawalParameters | undefined) =>
+      const fill = (send: Send, refused: SendVersion) =>
         Effect.gen(function*() {
+          const network = catalog.network(send.network_key)!
           // Only where nonces are the service's own sequence (a real EVM node): the simulated chain keeps no gaps.
           if (
-            send.nonce === null || parameters === undefined || parameters.family !== "EVM" ||
+            send.nonce === null || refused.max_fee_per_gas === null || refused.max_priority_fee_per_gas === null ||
             sendingChain(send.network_key).chain.accountNonce === undefined
           ) {
             yield* sql`UPDATE outgoing_sends SET state = 'REJECTED' WHERE id = ${send.id} AND state = 'PENDING'`.pipe(Effect.orDie)
             return
           }
-          const network = catalog.network(send.network_key)!
           const fillSpec = {
             networkKey: send.network_key,
             key: send.signing_key as SigningKey,
             transfer: { withdrawalId: send.owner_id, from: send.from_address, to: send.from_address, assetId: network.nativeAssetId, amount: 0n }
           }
-          const fillParameters: WithdrawalParameters = { ...parameters, nonce: Number(send.nonce), gas: 21_000n, networkFee: 21_000n * parameters.maxFeePerGas }
+          // The refused version's fee fields, on a plain transfer's gas.
+          const fillParameters: WithdrawalParameters = {
+            family: "EVM",
+            chainId: network.evmChainId!,
+            nonce: Number(send.nonce),
+            gas: nativeTransferGas,
+            maxFeePerGas: refused.max_fee_per_gas,
+            maxPriorityFeePerGas: refused.max_priority_fee_per_gas,
+            networkFee: nativeTransferGas * refused.max_fee_per_gas
+          }
           yield* sql.withTransaction(Effect.gen(function*() {
             const moved = yield* sql`UPDATE outgoing_sends SET state = 'FILLING' WHERE id = ${send.id} AND state = 'PENDING' RETURNING id`
             if (moved.length === 0) return
@@ -380,7 +390,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
                 return "REJECTED" as const
               }
               yield* Effect.logError(`${send.purpose.toLowerCase()} ${send.owner_id}: ${version.tx_hash} refused for good: ${error.message}`)
-              yield* fill(send, { family: "EVM", chainId: catalog.network(send.network_key)!.evmChainId ?? 0, nonce: 0, gas: version.gas ?? 0n, maxFeePerGas: version.max_fee_per_gas ?? 0n, maxPriorityFeePerGas: version.max_priority_fee_per_gas ?? 0n, networkFee: version.network_fee_max })
+              yield* fill(send, version)
               return "REJECTED" as const
             }))
         )

@@ -25,7 +25,7 @@ import {
   waitForHealth
 } from "../e2e/ServiceProcess.ts"
 import { anvilBinary, freePortSync } from "../support/AnvilBinary.ts"
-import { log, makeDatabase, makeSignedFetch, mapLimit, provisionTenant, rate, seconds } from "./BenchSupport.ts"
+import { log, makeDatabase, makeSignedFetch, mapLimit, provisionTenant, rate, seconds, waitUntil } from "./BenchSupport.ts"
 
 /** anvil's second dev account (mnemonic `test test ... junk`): the raw baseline's sender. */
 const rawSenderKey = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"
@@ -35,14 +35,6 @@ export interface WithdrawalsPhaseOptions {
   readonly count: number
   readonly inFlight: number
   readonly opsToken: string
-}
-
-const waitFor = async (what: string, check: () => Promise<boolean>, timeoutMs: number) => {
-  const until = performance.now() + timeoutMs
-  while (!(await check().catch(() => false))) {
-    if (performance.now() > until) throw new Error(`${what}: not within ${timeoutMs} ms`)
-    await sleep(50)
-  }
 }
 
 export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
@@ -56,7 +48,7 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
   let service: ServiceProcess | undefined
   try {
     const node = createPublicClient({ transport: http(url, { retryCount: 0 }), cacheTime: 0 })
-    await waitFor("anvil answers", async () => (await node.getChainId()) === chainId, 15_000)
+    await waitUntil("anvil answers", async () => (await node.getChainId().catch(() => 0)) === chainId, 15_000)
     const [port, opsPort] = [await freePort(), await freePort()]
     service = spawnService({
       dataDir,
@@ -96,7 +88,7 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
       })]
     })
     await node.request({ method: "anvil_mine" as any, params: ["0xd"] as any })
-    await waitFor("the payer's deposit credited", async () => {
+    await waitUntil("the payer's deposit credited", async () => {
       const items = await signedFetch("GET", `/v1/wallets/${payer.walletId}/assets`) as Array<{ assetId: string; available: string }>
       return items.some((item) => item.assetId === "ETH_SEPOLIA_ETH" && BigInt(item.available) > 0n)
     }, 60_000)
@@ -117,7 +109,7 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
       })
     }
     log(`  a lone withdrawal submission: ${((performance.now() - loneStarted) / 5).toFixed(0)} ms`)
-    await waitFor("the lone withdrawals broadcast", async () => {
+    await waitUntil("the lone withdrawals broadcast", async () => {
       const [row] = await db.run(Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         return yield* sql<{ open: number }>`SELECT count(*)::int AS open FROM transactions
