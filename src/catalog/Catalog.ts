@@ -28,6 +28,11 @@ export const CatalogNetwork = Schema.Struct({
   btcNetwork: Schema.NullOr(Schema.Literals(["main", "test", "regtest"])),
   /** EVM networks' chain id (EIP-155): a configured node must report it, and signatures commit to it. */
   evmChainId: Schema.NullOr(Schema.Int.check(Schema.isGreaterThan(0))),
+  /**
+   * SOL and TRON: the hash of the network's genesis block (SOL `getGenesisHash`, TRON block 0's `blockID`). When
+   * named, a configured node must report it (decisions.md "Sending on real networks"); absent: not checked.
+   */
+  genesisHash: Schema.optionalKey(Schema.NullOr(Schema.String)),
   nativeAssetId: Schema.String,
   /** Typical time between blocks; a watcher more than 10 block times behind the head reports DEGRADED. */
   blockTimeMillis: Schema.Int.check(Schema.isGreaterThan(0)),

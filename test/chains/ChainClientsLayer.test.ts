@@ -72,7 +72,7 @@ describe("chain clients per configuration", () => {
       const tron = yield* Effect.flip(build({ chainRpcUrls: { TRON_NILE: Redacted.make(secretUrl) } }))
       assert.strictEqual(tron._tag, "ConfigInvalid")
       assert.include(tron.message, "TRON_NILE")
-      assert.include(tron.message, "only EVM networks")
+      assert.include(tron.message, "that family has no RPC client")
       assert.notInclude(tron.message, "secret-api-key")
       const unknown = yield* Effect.flip(build({ chainRpcUrls: { ETH_MAINNET: Redacted.make(secretUrl) } }))
       assert.include(unknown.message, "ETH_MAINNET")

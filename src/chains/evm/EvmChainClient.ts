@@ -29,6 +29,7 @@ import {
   TransactionReceiptNotFoundError
 } from "viem"
 import { makeEvmWithdrawals } from "./EvmWithdrawals.ts"
+import { splitCredentials } from "../NodeUrl.ts"
 import { type ChainBlock, type ChainClient, type ChainHead, type ChainTransfer, ChainUnavailable, type TransactionState } from "../ChainClient.ts"
 
 /** Bound on one JSON-RPC call (the node's HTTP request, viem's own timeout, and the Effect around it). */
@@ -58,26 +59,6 @@ export interface EvmChainClientOptions {
 }
 
 const hashPattern = /^0x[0-9a-f]{64}$/
-
-/**
- * A URL's userinfo (`https://user:password@host/...`, how node providers and Bitcoin-style RPC hand out credentials)
- * as an HTTP Basic `authorization` header: fetch refuses to send a request to a URL that holds credentials
- * ("Request cannot be constructed from a URL that includes credentials"), so it would never reach the node.
- */
-export const splitCredentials = (url: string): { readonly transportUrl: string; readonly authorization?: string } => {
-  let parsed: URL
-  try {
-    parsed = new URL(url)
-  } catch {
-    return { transportUrl: url }
-  }
-  if (parsed.username === "" && parsed.password === "") return { transportUrl: url }
-  const user = decodeURIComponent(parsed.username)
-  const password = decodeURIComponent(parsed.password)
-  parsed.username = ""
-  parsed.password = ""
-  return { transportUrl: parsed.toString(), authorization: `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}` }
-}
 
 /** An EVM client, and the chain id its node reports (decisions.md, "Sending on real networks": checked at start). */
 export interface EvmChainClient extends ChainClient {

@@ -1,0 +1,82 @@
+/**
+ * How each family's client is made for a network named in `CHAIN_RPC_URLS`, and checked against its node before it
+ * is used (decisions.md "Sending on real networks": a node on another chain than the catalog's refuses the start,
+ * naming both; so does one that does not say which chain it is on). One entry per family; a family without one has
+ * no real client yet, and naming its network in `CHAIN_RPC_URLS` fails the start.
+ */
+import { Effect, Schedule, type Redacted } from "effect"
+import type { CatalogAsset, CatalogNetwork } from "../catalog/Catalog.ts"
+import { ConfigInvalid } from "../Config.ts"
+import type { ChainClient, ChainUnavailable } from "./ChainClient.ts"
+import type { ChainFamily } from "./ChainFamily.ts"
+import { makeEvmChainClient } from "./evm/EvmChainClient.ts"
+
+/** A node that does not answer which chain it is on at start is asked this many times, this far apart. */
+export const identityAttemptsMax = 3
+export const identityRetryMillis = 1_000
+
+export interface NodeClientInput {
+  readonly network: CatalogNetwork
+  /** The catalog's assets on this network. */
+  readonly assets: ReadonlyArray<CatalogAsset>
+  /** Secret: it may hold credentials; never in a message. */
+  readonly rpcUrl: Redacted.Redacted<string>
+}
+
+/**
+ * A client, and what its node says about which chain it is on: `undefined` when it matches the catalog, else the
+ * mismatch in words (e.g. "chain id 1, the catalog's is 11155111").
+ */
+export interface NodeClientFactory {
+  readonly make: (input: NodeClientInput) => ChainClient
+  readonly identityMismatch: (client: ChainClient, network: CatalogNetwork) => Effect.Effect<string | undefined, ChainUnavailable>
+}
+
+const evm: NodeClientFactory = {
+  make: ({ assets, network, rpcUrl }) =>
+    makeEvmChainClient({
+      networkKey: network.networkKey,
+      rpcUrl,
+      nativeAssetId: network.nativeAssetId,
+      tokens: assets
+        .filter((asset) => asset.kind === "TOKEN" && asset.contract !== null)
+        .map((asset) => ({ assetId: asset.assetId, contract: asset.contract! })),
+      // Checked against the node before the client is used; signatures commit to the catalog's id.
+      sending: { chainId: network.evmChainId!, feeRateCap: network.feeRateCap }
+    }),
+  identityMismatch: (client, network) =>
+    Effect.map(
+      (client as ReturnType<typeof makeEvmChainClient>).chainId,
+      (reported) => reported === network.evmChainId ? undefined : `chain id ${reported}, the catalog's ${network.networkKey} is chain id ${network.evmChainId}`
+    )
+}
+
+export const nodeClientFactories: Partial<Record<ChainFamily, NodeClientFactory>> = { EVM: evm }
+
+/** The checked client of a network named in `CHAIN_RPC_URLS`. */
+export const makeNodeClient = (input: NodeClientInput): Effect.Effect<ChainClient, ConfigInvalid> =>
+  Effect.gen(function*() {
+    const { network } = input
+    const factory = nodeClientFactories[network.chainFamily]
+    if (factory === undefined) {
+      return yield* new ConfigInvalid({
+        message: `CHAIN_RPC_URLS names ${network.networkKey}, a ${network.chainFamily} network: that family has no RPC client`
+      })
+    }
+    const client = factory.make(input)
+    const mismatch = yield* factory.identityMismatch(client, network).pipe(
+      Effect.retry({ schedule: Schedule.spaced(identityRetryMillis), times: identityAttemptsMax - 1 }),
+      Effect.mapError((error) =>
+        new ConfigInvalid({
+          message: `CHAIN_RPC_URLS: the node for ${network.networkKey} did not say which chain it is on (${error.message}); ` +
+            `refusing to start rather than follow an unverified chain`
+        })
+      )
+    )
+    if (mismatch !== undefined) {
+      return yield* new ConfigInvalid({
+        message: `CHAIN_RPC_URLS: the node for ${network.networkKey} is on ${mismatch}: refusing to start`
+      })
+    }
+    return client
+  })
