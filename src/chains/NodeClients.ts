@@ -10,6 +10,7 @@ import { ConfigInvalid } from "../Config.ts"
 import type { ChainClient, ChainUnavailable } from "./ChainClient.ts"
 import type { ChainFamily } from "./ChainFamily.ts"
 import { makeEvmChainClient } from "./evm/EvmChainClient.ts"
+import { makeSolChainClient, type SolChainClient } from "./sol/SolChainClient.ts"
 
 /** A node that does not answer which chain it is on at start is asked this many times, this far apart. */
 export const identityAttemptsMax = 3
@@ -51,7 +52,29 @@ const evm: NodeClientFactory = {
     )
 }
 
-export const nodeClientFactories: Partial<Record<ChainFamily, NodeClientFactory>> = { EVM: evm }
+const sol: NodeClientFactory = {
+  make: ({ assets, network, rpcUrl }) =>
+    makeSolChainClient({
+      networkKey: network.networkKey,
+      rpcUrl,
+      nativeAssetId: network.nativeAssetId,
+      tokens: assets
+        .filter((asset) => asset.kind === "TOKEN" && asset.contract !== null)
+        .map((asset) => ({ assetId: asset.assetId, mint: asset.contract!, programId: asset.tokenProgram ?? undefined })),
+      feeRateCap: network.feeRateCap
+    }),
+  // The node must answer `getGenesisHash` (which cluster it is on); compared only where the catalog names one.
+  identityMismatch: (client, network) =>
+    Effect.map(
+      (client as SolChainClient).genesisHash,
+      (reported) =>
+        network.genesisHash == null || reported === network.genesisHash
+          ? undefined
+          : `genesis hash ${reported}, the catalog's ${network.networkKey} has genesis hash ${network.genesisHash}`
+    )
+}
+
+export const nodeClientFactories: Partial<Record<ChainFamily, NodeClientFactory>> = { EVM: evm, SOL: sol }
 
 /** The checked client of a network named in `CHAIN_RPC_URLS`. */
 export const makeNodeClient = (input: NodeClientInput): Effect.Effect<ChainClient, ConfigInvalid> =>
