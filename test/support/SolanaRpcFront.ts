@@ -146,6 +146,8 @@ export interface SolanaRpcFrontOptions {
   readonly basicAuth?: { readonly user: string; readonly password: string } | undefined
   /** Seeds the genesis hash and blockhashes, so two fronts are two different chains. */
   readonly seed?: string | undefined
+  /** The loopback port to listen on (a service layer built before the front starts needs its URL); default: any free one. */
+  readonly port?: number | undefined
 }
 
 export interface SolanaRpcFront {
@@ -686,7 +688,7 @@ export const startSolanaRpcFront = async (options: SolanaRpcFrontOptions = {}): 
   }
 
   const server: Server = createServer(handle)
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, "127.0.0.1", resolve))
   const port = (server.address() as AddressInfo).port
   // A few blocks to begin with, one slot skipped: heights and slots differ from the start.
   mine(2)
