@@ -165,6 +165,11 @@ export interface SolanaRpcFront {
   readonly paySol: (to: string, lamports: bigint) => { readonly signature: string; readonly height: number }
   /** Pays tokens from the faucet to `owner`'s associated token account (created when missing). */
   readonly payToken: (owner: string, mint: string, amount: bigint) => { readonly signature: string; readonly height: number }
+  /**
+   * Overwrites the amount in `owner`'s associated token account (which must exist), outside any transaction, like
+   * anvil's setBalance: a test empties the hot wallet between a signature and its inclusion.
+   */
+  readonly setTokenAmount: (owner: string, mint: string, amount: bigint) => void
   /** While true, transactions sent over RPC are answered with their signature and dropped (a congested leader). */
   readonly setDropping: (dropping: boolean) => void
   readonly headHeight: () => number
@@ -703,6 +708,12 @@ export const startSolanaRpcFront = async (options: SolanaRpcFrontOptions = {}): 
     createMint,
     paySol,
     payToken,
+    setTokenAmount: (owner, mint, amount) => {
+      const programId = programOf(mint)
+      const ata = associatedTokenAddress(new PublicKey(owner), new PublicKey(mint), programId)
+      if (tokenBalanceOf(ata.toBase58(), 0) === undefined) throw new Error(`${owner} has no token account for ${mint}`)
+      setTokenAccount(ata, new PublicKey(mint), new PublicKey(owner), amount, programId.toBase58())
+    },
     setDropping: (value) => {
       dropping = value
     },

@@ -1,0 +1,154 @@
+/**
+ * Withdrawals on a Solana node interface (docs/sol.md, docs/sending.md; decisions.md "Sending on real networks"): the
+ * whole service with SOL_DEVNET on the JSON-RPC front over litesvm (test/support/SolanaRpcFront.ts; each transaction
+ * lands in a block of its own, `finalized` is the head minus 31). The platform HOT address is funded on the node with
+ * SOL and the catalog's USDC mint.
+ *
+ * Held here: SOL and SPL withdrawals reach COMPLETED once finalized, with the recipient paid and networkFeeRaw =
+ * meta.fee; an SPL withdrawal to a wallet without a token account creates it (its rent leaves HOT beside the fee); a
+ * transfer that fails on chain (HOT's tokens gone between signature and inclusion) is FAILED / REVERTED_ON_CHAIN with
+ * the funds back and the burned fee booked.
+ */
+import { assert, layer } from "@effect/vitest"
+import { Keypair } from "@solana/web3.js"
+import { Effect, Redacted } from "effect"
+import { afterAll, beforeAll } from "vitest"
+import { Catalog } from "../../src/catalog/Catalog.ts"
+import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
+import { freePortSync } from "../support/AnvilBinary.ts"
+import { finalityDepth, type SolanaRpcFront, startSolanaRpcFront } from "../support/SolanaRpcFront.ts"
+import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
+import { balance, entryCount, fund, hotAddress, waitFor, walletOf, withdraw } from "./WithdrawalHelpers.ts"
+
+const port = freePortSync()
+let front: SolanaRpcFront
+const sol = "SOL_DEVNET_SOL"
+const usdc = "SOL_DEVNET_USDC"
+let mint: string
+
+beforeAll(async () => {
+  front = await startSolanaRpcFront({ port })
+})
+afterAll(() => front.close())
+
+/** Runs the confirmation check now rather than waiting for the background loop (both are safe together). */
+const confirm = Effect.gen(function*() {
+  const processor = yield* WithdrawalProcessor
+  return yield* processor.confirm("SOL_DEVNET")
+})
+
+/** Makes the withdrawal's block final (31 blocks on it) and checks it. */
+const finalize = (tenant: TestTenant, id: string, status = "COMPLETED", subStatus: string | null = null) =>
+  Effect.gen(function*() {
+    front.mine(finalityDepth + 1)
+    yield* confirm
+    return yield* waitFor(tenant, id, status, subStatus)
+  })
+
+const fundedWallet = (tenant: TestTenant, name: string, assetId: string, amount: bigint) =>
+  Effect.gen(function*() {
+    const wallet = yield* walletOf(tenant, name, "SOL_DEVNET")
+    yield* fund(tenant, wallet.walletId, assetId, amount)
+    return wallet
+  })
+
+const recipient = () => Keypair.generate().publicKey.toBase58()
+
+layer(
+  makeTestAppLayer({ chainRpcUrls: { SOL_DEVNET: Redacted.make(`http://127.0.0.1:${port}`) } }),
+  { excludeTestServices: true, timeout: 120_000 }
+)("withdrawals on a Solana node interface (litesvm behind a JSON-RPC front)", (it) => {
+  it.effect("setup: HOT funded with SOL and the catalog's USDC on the node", () =>
+    Effect.gen(function*() {
+      const hot = yield* hotAddress("SOL_DEVNET")
+      mint = (yield* Catalog).asset(usdc)!.contract!
+      front.createMint(mint, 6)
+      front.paySol(hot, 100_000_000_000n)
+      front.payToken(hot, mint, 10n ** 12n)
+      assert.strictEqual(front.tokenAmount(hot, mint), 10n ** 12n)
+    }))
+
+  it.effect("SOL: COMPLETED when finalized, the recipient paid, HOT debited by amount + meta.fee, networkFeeRaw = meta.fee", () =>
+    Effect.gen(function*() {
+      const tenant = yield* provisionTenant()
+      const hot = yield* hotAddress("SOL_DEVNET")
+      const wallet = yield* fundedWallet(tenant, "sol-payer", sol, 2_000_000_000n)
+      const to = recipient()
+      const amount = 250_000_000n
+      const hotBefore = front.lamports(hot)
+      const created = yield* withdraw(tenant, wallet.walletId, sol, to, amount, "sol-1")
+      assert.strictEqual(created.status, 202, created.text)
+      const confirming = yield* waitFor(tenant, created.json.withdrawalId, "CONFIRMING")
+      const landed = front.blockOf(confirming.txHash)
+      assert.isDefined(landed, "the front's chain holds the transaction")
+      assert.isNull(landed!.err)
+      const done = yield* finalize(tenant, created.json.withdrawalId)
+      assert.strictEqual(done.txHash, confirming.txHash)
+      assert.strictEqual(done.networkFeeRaw, "5000")
+      assert.strictEqual(done.networkFeeAssetId, sol)
+      assert.strictEqual(front.lamports(to), amount)
+      assert.strictEqual(hotBefore - front.lamports(hot), amount + 5_000n)
+      const payer = yield* balance(tenant, wallet.walletId, sol)
+      assert.strictEqual(payer.frozen, "0")
+      assert.strictEqual(BigInt(payer.available), 2_000_000_000n - amount - BigInt(done.feeRaw))
+      assert.strictEqual(yield* entryCount(created.json.withdrawalId, "NETWORK_FEE"), 1)
+    }))
+
+  it.effect("SPL to a wallet without a token account: the withdrawal creates it; COMPLETED with networkFeeRaw = meta.fee, the rent paid by HOT", () =>
+    Effect.gen(function*() {
+      const tenant = yield* provisionTenant()
+      const hot = yield* hotAddress("SOL_DEVNET")
+      const wallet = yield* fundedWallet(tenant, "usdc-payer", usdc, 500_000_000n)
+      const to = recipient()
+      const amount = 120_000_000n
+      const [hotLamports, hotTokens] = [front.lamports(hot), front.tokenAmount(hot, mint)]
+      const created = yield* withdraw(tenant, wallet.walletId, usdc, to, amount, "usdc-1")
+      assert.strictEqual(created.status, 202, created.text)
+      const confirming = yield* waitFor(tenant, created.json.withdrawalId, "CONFIRMING")
+      const done = yield* finalize(tenant, created.json.withdrawalId)
+      assert.strictEqual(done.txHash, confirming.txHash)
+      assert.strictEqual(done.networkFeeRaw, "5000")
+      assert.strictEqual(front.tokenAmount(to, mint), amount)
+      assert.strictEqual(hotTokens - front.tokenAmount(hot, mint), amount)
+      // The new token account's rent-exempt minimum (165 bytes: 2,039,280 lamports) left HOT beside the fee: a cost
+      // the chain does not report as a fee (docs/sol.md, "Traps").
+      assert.strictEqual(hotLamports - front.lamports(hot), 5_000n + 2_039_280n)
+
+      // A second withdrawal to the same wallet: its token account exists, HOT pays the fee only.
+      const again = yield* withdraw(tenant, wallet.walletId, usdc, to, amount, "usdc-2")
+      assert.strictEqual(again.status, 202, again.text)
+      const lamportsBefore = front.lamports(hot)
+      yield* waitFor(tenant, again.json.withdrawalId, "CONFIRMING")
+      yield* finalize(tenant, again.json.withdrawalId)
+      assert.strictEqual(front.tokenAmount(to, mint), 2n * amount)
+      assert.strictEqual(lamportsBefore - front.lamports(hot), 5_000n)
+    }))
+
+  it.effect("HOT's tokens gone between signature and inclusion: included with meta.err, FAILED / REVERTED_ON_CHAIN, funds back, the burned fee booked", () =>
+    Effect.gen(function*() {
+      const tenant = yield* provisionTenant()
+      const hot = yield* hotAddress("SOL_DEVNET")
+      const wallet = yield* fundedWallet(tenant, "failing", usdc, 300_000_000n)
+      // The leader drops what it gets: the signed transaction waits, unincluded, while HOT is emptied.
+      front.setDropping(true)
+      const created = yield* withdraw(tenant, wallet.walletId, usdc, recipient(), 100_000_000n, "failing-1")
+      assert.strictEqual(created.status, 202, created.text)
+      const confirming = yield* waitFor(tenant, created.json.withdrawalId, "CONFIRMING")
+      assert.isUndefined(front.blockOf(confirming.txHash))
+      const tokens = front.tokenAmount(hot, mint)
+      front.setTokenAmount(hot, mint, 0n)
+      front.setDropping(false)
+      // The check finds the transaction unknown and broadcasts the same bytes again: they land and fail.
+      yield* confirm
+      const landed = front.blockOf(confirming.txHash)
+      assert.isDefined(landed, "the same bytes were broadcast again and included")
+      assert.deepStrictEqual(landed!.err, { InstructionError: [1, { Custom: 1 }] }, "spl-token InsufficientFunds in TransferChecked")
+      const failed = yield* finalize(tenant, created.json.withdrawalId, "FAILED", "REVERTED_ON_CHAIN")
+      front.setTokenAmount(hot, mint, tokens)
+      assert.strictEqual(failed.txHash, confirming.txHash)
+      assert.strictEqual(failed.networkFeeRaw, "5000")
+      assert.deepStrictEqual(yield* balance(tenant, wallet.walletId, usdc), { available: "300000000", frozen: "0" })
+      assert.strictEqual(yield* entryCount(created.json.withdrawalId, "WITHDRAWAL_RELEASE"), 1)
+      assert.strictEqual(yield* entryCount(created.json.withdrawalId, "NETWORK_FEE"), 1)
+    }))
+})
