@@ -7,18 +7,21 @@
  * Held here: SOL and SPL withdrawals reach COMPLETED once finalized, with the recipient paid and networkFeeRaw =
  * meta.fee; an SPL withdrawal to a wallet without a token account creates it (its rent leaves HOT beside the fee); a
  * transfer that fails on chain (HOT's tokens gone between signature and inclusion) is FAILED / REVERTED_ON_CHAIN with
- * the funds back and the burned fee booked.
+ * the funds back and the burned fee booked; a transaction the leader never took is signed again (same payload, a
+ * fresh blockhash) only once its blockhash expired for good (lastValidBlockHeight below the finalized height), and the
+ * withdrawal keeps one record showing the included hash (decisions.md: TRON and SOL re-sign only after expiry).
  */
 import { assert, layer } from "@effect/vitest"
 import { Keypair } from "@solana/web3.js"
 import { Effect, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 import { afterAll, beforeAll } from "vitest"
 import { Catalog } from "../../src/catalog/Catalog.ts"
 import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
 import { freePortSync } from "../support/AnvilBinary.ts"
-import { finalityDepth, type SolanaRpcFront, startSolanaRpcFront } from "../support/SolanaRpcFront.ts"
+import { blockhashValidBlocks, finalityDepth, type SolanaRpcFront, startSolanaRpcFront } from "../support/SolanaRpcFront.ts"
 import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
-import { balance, entryCount, fund, hotAddress, waitFor, walletOf, withdraw } from "./WithdrawalHelpers.ts"
+import { balance, entryCount, fund, getTransaction, hotAddress, waitFor, walletOf, withdraw } from "./WithdrawalHelpers.ts"
 
 const port = freePortSync()
 let front: SolanaRpcFront
@@ -50,6 +53,14 @@ const fundedWallet = (tenant: TestTenant, name: string, assetId: string, amount:
     const wallet = yield* walletOf(tenant, name, "SOL_DEVNET")
     yield* fund(tenant, wallet.walletId, assetId, amount)
     return wallet
+  })
+
+const versions = (withdrawalId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    return yield* sql<{ tx_hash: string; raw: string }>`
+      SELECT v.tx_hash, v.raw FROM outgoing_versions v JOIN outgoing_sends s ON s.id = v.send_id
+      WHERE s.owner_id = ${withdrawalId} ORDER BY v.version`
   })
 
 const recipient = () => Keypair.generate().publicKey.toBase58()
@@ -150,5 +161,36 @@ layer(
       assert.deepStrictEqual(yield* balance(tenant, wallet.walletId, usdc), { available: "300000000", frozen: "0" })
       assert.strictEqual(yield* entryCount(created.json.withdrawalId, "WITHDRAWAL_RELEASE"), 1)
       assert.strictEqual(yield* entryCount(created.json.withdrawalId, "NETWORK_FEE"), 1)
+    }))
+
+  it.effect("never taken by a leader: not signed again while its blockhash may still land; once expired, the same payload on a fresh blockhash, one record", () =>
+    Effect.gen(function*() {
+      const tenant = yield* provisionTenant()
+      const wallet = yield* fundedWallet(tenant, "expiring", sol, 1_000_000_000n)
+      const to = recipient()
+      const amount = 100_000_000n
+      front.setDropping(true)
+      const created = yield* withdraw(tenant, wallet.walletId, sol, to, amount, "expiring-1")
+      assert.strictEqual(created.status, 202, created.text)
+      const first = yield* waitFor(tenant, created.json.withdrawalId, "CONFIRMING")
+      // 150 blocks on: the blockhash is still valid in the head's bank (lastValidBlockHeight not passed).
+      front.mine(blockhashValidBlocks)
+      yield* confirm
+      assert.strictEqual((yield* versions(created.json.withdrawalId)).length, 1, "not signed again before expiry")
+      // Past lastValidBlockHeight in the finalized bank too: no block can take the first bytes any more.
+      front.mine(finalityDepth + 1)
+      front.setDropping(false)
+      yield* confirm
+      const signed = yield* versions(created.json.withdrawalId)
+      assert.strictEqual(signed.length, 2, "signed again once expired")
+      assert.strictEqual(signed[0]!.tx_hash, first.txHash)
+      const second = signed[1]!.tx_hash
+      assert.isUndefined(front.blockOf(first.txHash))
+      assert.isDefined(front.blockOf(second), "the new version was broadcast and included")
+      const done = yield* finalize(tenant, created.json.withdrawalId)
+      assert.strictEqual(done.txHash, second)
+      assert.strictEqual(done.networkFeeRaw, "5000")
+      assert.strictEqual(front.lamports(to), amount, "paid once")
+      assert.strictEqual((yield* getTransaction(tenant, created.json.withdrawalId)).txHash, second)
     }))
 })

@@ -55,7 +55,8 @@ export interface SolWithdrawalChain extends WithdrawalChain {
    * Whether a signed transaction can provably never be included any more: its blockhash is valid neither in the
    * confirmed bank nor in the finalized one, and the chain does not hold its signature. A blockhash newer than the
    * finalized block is valid in the confirmed bank; one older than 150 blocks in the finalized bank is invalid in
-   * both and in every later bank, so no later block can take the transaction.
+   * both and in every later bank, so no later block can take the transaction. Read from the signed bytes (their
+   * blockhash), so it holds for versions signed before `lastValidBlockHeight` was stored too.
    */
   readonly expired: (signed: { readonly raw: string; readonly txHash: string }) => Effect.Effect<boolean, ChainUnavailable>
 }
@@ -142,7 +143,12 @@ export const makeSolWithdrawals = (rpc: SolRpc, options: SolSendingOptions): Sol
         if (existing === null) fee += yield* tokenAccountRent
       }
       yield* checkCap(lamportsPerSignature)
-      return { family: "SOL" as const, recentBlockhash: latest.blockhash, networkFee: fee }
+      return {
+        family: "SOL" as const,
+        recentBlockhash: latest.blockhash,
+        lastValidBlockHeight: BigInt(latest.lastValidBlockHeight),
+        networkFee: fee
+      }
     })
 
   const broadcast = (signed: SignedWithdrawal) =>
