@@ -1,0 +1,148 @@
+/**
+ * The SOL chain client on the litesvm JSON-RPC front (test/support/SolanaRpcFront.ts), beyond the contract
+ * (test/chains/contract/SolContract.test.ts): the node's identity at start (decisions.md "Sending on real networks":
+ * the genesis hash where the catalog names one), credentials from the URL's userinfo and never in messages, heights
+ * found across long runs of skipped slots, when a signed transaction counts as expired (re-sign only after expiry),
+ * and how the broadcast sorts the node's answers (docs/sol.md).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { base58 } from "@scure/base"
+import { Keypair, SystemProgram, Transaction } from "@solana/web3.js"
+import { Effect, Exit, Redacted } from "effect"
+import { afterAll, beforeAll } from "vitest"
+import type { CatalogAsset, CatalogNetwork } from "../../src/catalog/Catalog.ts"
+import { BroadcastRejected, ChainUnavailable, type SignedWithdrawal } from "../../src/chains/ChainClient.ts"
+import { makeNodeClient } from "../../src/chains/NodeClients.ts"
+import { makeSolChainClient } from "../../src/chains/sol/SolChainClient.ts"
+import type { SolWithdrawalChain } from "../../src/chains/sol/SolWithdrawals.ts"
+import developmentCatalog from "../../src/catalog/development.json" with { type: "json" }
+import { freePortSync } from "../support/AnvilBinary.ts"
+import { blockhashValidBlocks, finalityDepth, type SolanaRpcFront, startSolanaRpcFront } from "../support/SolanaRpcFront.ts"
+
+const network = developmentCatalog.networks.find((candidate) => candidate.networkKey === "SOL_DEVNET")! as unknown as CatalogNetwork
+const assets = developmentCatalog.assets.filter((asset) => asset.networkKey === "SOL_DEVNET") as unknown as ReadonlyArray<CatalogAsset>
+const password = "pa55-w0rd-secret"
+let front: SolanaRpcFront
+let url: string
+
+beforeAll(async () => {
+  front = await startSolanaRpcFront({ basicAuth: { user: "coffer", password }, seed: "client-tests" })
+  url = front.url.replace("http://", `http://coffer:${password}@`)
+})
+afterAll(() => front.close())
+
+const clientFor = (rpcUrl: string) =>
+  makeSolChainClient({ networkKey: "SOL_DEVNET", rpcUrl: Redacted.make(rpcUrl), nativeAssetId: "SOL_DEVNET_SOL", tokens: [], feeRateCap: 1_000_000n })
+
+const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect as Effect.Effect<A, never>)
+const failureOf = async <A, E>(effect: Effect.Effect<A, E>): Promise<E> => {
+  const exit = await Effect.runPromise(Effect.exit(effect))
+  assert.isTrue(Exit.isFailure(exit), "expected a failure")
+  return await Effect.runPromise(Effect.flip(effect as Effect.Effect<A, E>))
+}
+
+/** A SOL transfer signed by a fresh funded key on `blockhash`, as a SignedWithdrawal. */
+const signedTransfer = (blockhash: string): SignedWithdrawal => {
+  const payer = Keypair.generate()
+  front.paySol(payer.publicKey.toBase58(), 1_000_000_000n)
+  const to = Keypair.generate().publicKey
+  const transaction = new Transaction({ feePayer: payer.publicKey, recentBlockhash: blockhash })
+  transaction.add(SystemProgram.transfer({ fromPubkey: payer.publicKey, toPubkey: to, lamports: 10_000_000n }))
+  transaction.sign(payer)
+  return {
+    withdrawalId: "test",
+    from: payer.publicKey.toBase58(),
+    to: to.toBase58(),
+    assetId: "SOL_DEVNET_SOL",
+    amount: 10_000_000n,
+    raw: transaction.serialize().toString("base64"),
+    txHash: base58.encode(transaction.signature!),
+    networkFee: 5_000n
+  }
+}
+describe("SOL chain client", () => {
+  it("identity: a node on another cluster (genesis hash) refuses the start, naming both hashes and not the URL", async () => {
+    const error = await failureOf(makeNodeClient({ network: { ...network, genesisHash: "5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d" }, assets, rpcUrl: Redacted.make(url) }))
+    assert.include(error.message, "5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d")
+    assert.include(error.message, front.genesisHash)
+    assert.notInclude(error.message, password)
+    // Matching, or not named in the catalog: the client is made.
+    await run(makeNodeClient({ network: { ...network, genesisHash: front.genesisHash }, assets, rpcUrl: Redacted.make(url) }))
+    await run(makeNodeClient({ network: { ...network, genesisHash: null }, assets, rpcUrl: Redacted.make(url) }))
+  }, 30_000)
+
+  it("credentials go as HTTP Basic from the URL's userinfo; wrong ones fail as ChainUnavailable without the URL or password", async () => {
+    assert.isTrue((await run(clientFor(url).head)).height > 0n)
+    const wrong = front.url.replace("http://", "http://coffer:wrong-secret@")
+    const error = await failureOf(clientFor(wrong).head)
+    assert.instanceOf(error, ChainUnavailable)
+    assert.notInclude(error.message, "wrong-secret")
+    assert.notInclude(error.message, front.url)
+    const down = await failureOf(clientFor(`http://coffer:${password}@127.0.0.1:${freePortSync()}`).head)
+    assert.instanceOf(down, ChainUnavailable)
+    assert.notInclude(down.message, password)
+  }, 30_000)
+
+  it("heights are block heights: found at their slots across runs of skipped slots longer than one getBlocks window", async () => {
+    const client = clientFor(url)
+    const from = BigInt(front.headHeight())
+    front.mine(3, 5_000)
+    front.mine(2)
+    front.mine(2, 2_500)
+    const head = await run(client.head)
+    assert.strictEqual(head.height, from + 7n)
+    let previous = await run(client.block(from - 1n))
+    for (let height = from; height <= head.height; height++) {
+      const block = await run(client.block(height))
+      assert.isDefined(block)
+      assert.strictEqual(block!.height, height)
+      assert.strictEqual(block!.parentHash, previous!.hash, `block ${height} links to its parent across skipped slots`)
+      previous = block
+    }
+    assert.strictEqual(previous!.hash, head.hash)
+    assert.isUndefined(await run(client.block(head.height + 1n)))
+  }, 60_000)
+
+  it("expired: not while the blockhash may still land; yes once it is past lastValidBlockHeight in the finalized bank; never once included", async () => {
+    const client = clientFor(url)
+    const chain = client.withdrawals as SolWithdrawalChain
+    const latest = (await run(chain.withdrawalParameters({ withdrawalId: "x", from: "", to: Keypair.generate().publicKey.toBase58(), assetId: "SOL_DEVNET_SOL", amount: 1n })))
+    assert.strictEqual(latest.family, "SOL")
+    if (latest.family !== "SOL") return
+    assert.strictEqual(latest.lastValidBlockHeight, BigInt(front.headHeight() + blockhashValidBlocks))
+    const signed = signedTransfer(latest.recentBlockhash)
+    front.setDropping(true)
+    await run(chain.broadcast(signed))
+    front.setDropping(false)
+    assert.isFalse(await run(chain.expired(signed)))
+    // The head passes lastValidBlockHeight, the finalized bank does not yet: a fork from below could still take it.
+    front.mine(blockhashValidBlocks + 2)
+    assert.isFalse(await run(chain.expired(signed)))
+    front.mine(finalityDepth)
+    assert.isTrue(await run(chain.expired(signed)))
+    // Broadcasting expired bytes is accepted by the node and dropped: nothing lands.
+    await run(chain.broadcast(signed))
+    assert.isUndefined(front.blockOf(signed.txHash))
+
+    // An included transaction is never expired, however old its blockhash.
+    const fresh = (await run(chain.withdrawalParameters({ withdrawalId: "y", from: "", to: Keypair.generate().publicKey.toBase58(), assetId: "SOL_DEVNET_SOL", amount: 1n })))
+    const included = signedTransfer((fresh as { recentBlockhash: string }).recentBlockhash)
+    await run(chain.broadcast(included))
+    assert.isDefined(front.blockOf(included.txHash))
+    front.mine(blockhashValidBlocks + finalityDepth + 2)
+    assert.isFalse(await run(chain.expired(included)))
+    assert.strictEqual(await run(client.transactionState(included.txHash)), "INCLUDED")
+  }, 60_000)
+
+  it("broadcast: bytes whose signature does not verify are refused for good; a node that is down is unavailable", async () => {
+    const client = clientFor(url)
+    const head = await run(client.withdrawals!.withdrawalParameters({ withdrawalId: "z", from: "", to: Keypair.generate().publicKey.toBase58(), assetId: "SOL_DEVNET_SOL", amount: 1n }))
+    const signed = signedTransfer((head as { recentBlockhash: string }).recentBlockhash)
+    const raw = Buffer.from(signed.raw, "base64")
+    raw[raw.length - 1] = raw[raw.length - 1]! ^ 1
+    const refused = await failureOf(client.withdrawals!.broadcast({ ...signed, raw: raw.toString("base64") }))
+    assert.instanceOf(refused, BroadcastRejected)
+    const down = await failureOf(clientFor(`http://127.0.0.1:${freePortSync()}`).withdrawals!.broadcast(signed))
+    assert.instanceOf(down, ChainUnavailable)
+  }, 30_000)
+})
