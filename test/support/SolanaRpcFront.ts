@@ -175,6 +175,8 @@ export interface SolanaRpcFront {
   readonly headHeight: () => number
   /** Where the signature is in the current chain, if it is. */
   readonly blockOf: (signature: string) => { readonly height: number; readonly slot: number; readonly err: unknown } | undefined
+  /** The signatures of the current chain's transactions paid for by `feePayer`, in block order. */
+  readonly signaturesFrom: (feePayer: string) => ReadonlyArray<string>
   readonly lamports: (address: string) => bigint
   readonly tokenAmount: (owner: string, mint: string) => bigint
   readonly close: () => Promise<void>
@@ -722,6 +724,12 @@ export const startSolanaRpcFront = async (options: SolanaRpcFrontOptions = {}): 
       const found = located(signature)
       return found === undefined ? undefined : { height: found.block.height, slot: found.block.slot, err: found.tx.err }
     },
+    signaturesFrom: (feePayer) =>
+      blocks.flatMap((block) =>
+        block.transactions
+          .filter((tx) => tx.transaction.message.staticAccountKeys[0]!.toBase58() === feePayer)
+          .map((tx) => tx.signature)
+      ),
     lamports: (address) => BigInt(svm.getBalance(address as never) ?? 0n),
     tokenAmount: (owner, mint) => {
       const mintKey = new PublicKey(mint)
