@@ -547,7 +547,8 @@ export const startSolanaRpcFront = async (options: SolanaRpcFrontOptions = {}): 
     getBlockHeight: (params) => heightAt(commitmentOf(configOf(params, 0))),
     getLatestBlockhash: (params) => {
       const block = blockAtCommitment(commitmentOf(configOf(params, 0)))
-      return context({ blockhash: block.blockhash, lastValidBlockHeight: block.height + blockhashValidBlocks })
+      // The context is the bank the answer comes from: the block whose blockhash it is.
+      return { context: { apiVersion: "2.2.0", slot: block.slot }, value: { blockhash: block.blockhash, lastValidBlockHeight: block.height + blockhashValidBlocks } }
     },
     isBlockhashValid: (params) => {
       const bank = heightAt(commitmentOf(configOf(params, 1)))

@@ -193,4 +193,31 @@ layer(
       assert.strictEqual(front.lamports(to), amount, "paid once")
       assert.strictEqual((yield* getTransaction(tenant, created.json.withdrawalId)).txHash, second)
     }))
+
+  it.effect("identical withdrawals at once (same amount, same recipient, from HOT): distinct transactions, each paid", () =>
+    Effect.gen(function*() {
+      const tenant = yield* provisionTenant()
+      const wallet = yield* fundedWallet(tenant, "twins", sol, 2_000_000_000n)
+      const to = recipient()
+      const amount = 60_000_000n
+      // No block in between (the leader takes nothing meanwhile): all four are signed on the same latest blockhash.
+      front.setDropping(true)
+      const created = yield* Effect.forEach(
+        [1, 2, 3, 4],
+        (index) => withdraw(tenant, wallet.walletId, sol, to, amount, `twin-${index}`),
+        { concurrency: 4 }
+      )
+      const ids = created.map((response) => {
+        assert.strictEqual(response.status, 202, response.text)
+        return response.json.withdrawalId as string
+      })
+      const confirming = yield* Effect.forEach(ids, (id) => waitFor(tenant, id, "CONFIRMING"), { concurrency: 4 })
+      assert.strictEqual(new Set(confirming.map((entry) => entry.txHash)).size, 4, "four signatures")
+      front.setDropping(false)
+      yield* confirm
+      front.mine(finalityDepth + 1)
+      yield* confirm
+      yield* Effect.forEach(ids, (id) => waitFor(tenant, id, "COMPLETED"), { concurrency: 4 })
+      assert.strictEqual(front.lamports(to), 4n * amount)
+    }))
 })

@@ -24,6 +24,8 @@ import {
 } from "../ChainClient.ts"
 import type { SolCall, SolToken } from "./SolChainClient.ts"
 
+/** A blockhash is valid for transactions in blocks up to its own block height + 150 (MAX_PROCESSING_AGE). */
+export const blockhashValidBlocks = 150n
 /** The base fee of one signature, in lamports. */
 export const lamportsPerSignature = 5_000n
 /** A token account's size (spl-token `AccountLayout`): its rent-exempt minimum is what creating one costs. */
@@ -33,7 +35,14 @@ export interface SolRpc {
   readonly connection: Connection
   readonly call: SolCall
   readonly describe: (error: unknown) => string
-  readonly blockHeader: (slot: number) => Effect.Effect<{ readonly blockHeight: number | null } | null, ChainUnavailable>
+  readonly blockHeader: (slot: number) => Effect.Effect<
+    {
+      readonly blockHeight: number | null
+      readonly previousBlockhash: string
+      readonly parentSlot: number
+    } | null,
+    ChainUnavailable
+  >
   readonly signatureStatus: (txHash: string) => Effect.Effect<SignatureStatus | null, ChainUnavailable>
 }
 
@@ -132,9 +141,53 @@ export const makeSolWithdrawals = (rpc: SolRpc, options: SolSendingOptions): Sol
       return native >= transfer.amount + fee + (yield* systemAccountRent)
     })
 
+  /**
+   * Blockhashes handed out per payload (sender, recipient, asset, amount) while they are valid. Two withdrawals of
+   * the same amount to the same address from HOT, signed on the same blockhash, are the same bytes with the same
+   * signature: the chain would run one of them, and the second send's version could not be stored (outgoing_versions
+   * is unique by tx hash). So an identical payload gets the blockhash of an earlier block (still valid, 150 blocks
+   * from its own) instead. In memory, per process: the database's uniqueness stays the guarantee; after a restart
+   * the blockhash has moved on anyway.
+   */
+  const handedOut = new Map<string, Map<string, bigint>>()
+  const payloadKey = (transfer: WithdrawalTransfer) => `${transfer.from}|${transfer.to}|${transfer.assetId}|${transfer.amount}`
+  /** Blocks walked back at most for a blockhash this payload has not had (then the caller tries again later). */
+  const distinctBlockhashSteps = 32
+
+  const distinctBlockhash = (transfer: WithdrawalTransfer) =>
+    Effect.gen(function*() {
+      const latest = yield* call("getLatestBlockhash", () => connection.getLatestBlockhashAndContext("confirmed"))
+      const currentHeight = BigInt(latest.value.lastValidBlockHeight) - blockhashValidBlocks
+      for (const [key, given] of handedOut) {
+        for (const [blockhash, lastValid] of given) if (lastValid < currentHeight) given.delete(blockhash)
+        if (given.size === 0) handedOut.delete(key)
+      }
+      const key = payloadKey(transfer)
+      // Checked and recorded with no wait in between: concurrent callers never take the same one.
+      const take = (blockhash: string, lastValid: bigint) => {
+        const given = handedOut.get(key) ?? new Map<string, bigint>()
+        if (given.has(blockhash)) return false
+        given.set(blockhash, lastValid)
+        handedOut.set(key, given)
+        return true
+      }
+      let lastValid = BigInt(latest.value.lastValidBlockHeight)
+      if (take(latest.value.blockhash, lastValid)) return { blockhash: latest.value.blockhash, lastValid }
+      let slot = latest.context.slot
+      for (let step = 0; step < distinctBlockhashSteps; step++) {
+        const header = yield* rpc.blockHeader(slot)
+        if (header === null) return yield* unavailable(`slot ${slot} holds no block any more (the chain moved); retrying`)
+        // A block's previousBlockhash is its parent's blockhash, one block height lower.
+        lastValid -= 1n
+        if (take(header.previousBlockhash, lastValid)) return { blockhash: header.previousBlockhash, lastValid }
+        slot = header.parentSlot
+      }
+      return yield* unavailable(`${distinctBlockhashSteps} recent blockhashes already carry this payload; waiting for new blocks`)
+    })
+
   const withdrawalParameters = (transfer: WithdrawalTransfer): Effect.Effect<WithdrawalParameters, ChainUnavailable> =>
     Effect.gen(function*() {
-      const latest = yield* call("getLatestBlockhash", () => connection.getLatestBlockhash("confirmed"))
+      const latest = yield* distinctBlockhash(transfer)
       const token = tokenOf(transfer.assetId)
       let fee = lamportsPerSignature
       if (token !== undefined) {
@@ -146,7 +199,7 @@ export const makeSolWithdrawals = (rpc: SolRpc, options: SolSendingOptions): Sol
       return {
         family: "SOL" as const,
         recentBlockhash: latest.blockhash,
-        lastValidBlockHeight: BigInt(latest.lastValidBlockHeight),
+        lastValidBlockHeight: latest.lastValid,
         networkFee: fee
       }
     })
