@@ -9,7 +9,8 @@
  * transfer that fails on chain (HOT's tokens gone between signature and inclusion) is FAILED / REVERTED_ON_CHAIN with
  * the funds back and the burned fee booked; a transaction the leader never took is signed again (same payload, a
  * fresh blockhash) only once its blockhash expired for good (lastValidBlockHeight below the finalized height), and the
- * withdrawal keeps one record showing the included hash (decisions.md: TRON and SOL re-sign only after expiry).
+ * withdrawal keeps one record showing the included hash (decisions.md: TRON and SOL re-sign only after expiry);
+ * identical withdrawals signed on one latest blockhash are still distinct transactions, each paid (docs/sol.md).
  */
 import { assert, layer } from "@effect/vitest"
 import { Keypair } from "@solana/web3.js"
