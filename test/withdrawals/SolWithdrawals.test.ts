@@ -10,7 +10,8 @@
  * the funds back and the burned fee booked; a transaction the leader never took is signed again (same payload, a
  * fresh blockhash) only once its blockhash expired for good (lastValidBlockHeight below the finalized height), and the
  * withdrawal keeps one record showing the included hash (decisions.md: TRON and SOL re-sign only after expiry);
- * identical withdrawals signed on one latest blockhash are still distinct transactions, each paid (docs/sol.md).
+ * identical withdrawals signed on one latest blockhash are still distinct transactions, each paid (docs/sol.md); a
+ * reorganization that drops the withdrawal's block before finality gets the same bytes broadcast again.
  */
 import { assert, layer } from "@effect/vitest"
 import { Keypair } from "@solana/web3.js"
@@ -220,5 +221,29 @@ layer(
       yield* confirm
       yield* Effect.forEach(ids, (id) => waitFor(tenant, id, "COMPLETED"), { concurrency: 4 })
       assert.strictEqual(front.lamports(to), 4n * amount)
+    }))
+
+  it.effect("a reorganization drops the withdrawal's block before it is final: the same bytes are broadcast again and included; one version, paid once", () =>
+    Effect.gen(function*() {
+      const tenant = yield* provisionTenant()
+      const wallet = yield* fundedWallet(tenant, "reorg", sol, 1_000_000_000n)
+      const to = recipient()
+      const amount = 200_000_000n
+      const created = yield* withdraw(tenant, wallet.walletId, sol, to, amount, "reorg-1")
+      assert.strictEqual(created.status, 202, created.text)
+      const confirming = yield* waitFor(tenant, created.json.withdrawalId, "CONFIRMING")
+      const landed = front.blockOf(confirming.txHash)!
+      front.mine(3)
+      // Every block from the withdrawal's one is replaced by empty ones: its transaction is in no block now.
+      front.reorg(front.headHeight() - landed.height + 1)
+      assert.isUndefined(front.blockOf(confirming.txHash))
+      assert.strictEqual(front.lamports(to), 0n)
+      // The check finds it unknown (its blockhash still valid) and gives the node the same bytes again.
+      yield* confirm
+      assert.isDefined(front.blockOf(confirming.txHash), "the same signature is in a block of the new chain")
+      const done = yield* finalize(tenant, created.json.withdrawalId)
+      assert.strictEqual(done.txHash, confirming.txHash)
+      assert.strictEqual((yield* versions(created.json.withdrawalId)).length, 1)
+      assert.strictEqual(front.lamports(to), amount, "paid once")
     }))
 })
