@@ -696,6 +696,10 @@ export const startSolanaRpcFront = async (options: SolanaRpcFrontOptions = {}): 
   }
 
   const server: Server = createServer(handle)
+  // A test blocks the event loop while it mines many blocks (each snapshots the SVM): the server's keep-alive timer
+  // would then close an idle connection the same moment the client reuses it ("fetch failed"). The client's own idle
+  // timer closes connections instead.
+  server.keepAliveTimeout = 0
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, "127.0.0.1", resolve))
   const port = (server.address() as AddressInfo).port
   // A few blocks to begin with, one slot skipped: heights and slots differ from the start.
