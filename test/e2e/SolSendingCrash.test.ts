@@ -85,6 +85,16 @@ describe("SOL sending across crashes (decisions.md: exactly one transaction per 
         })).json() as Array<{ networkKey: string; role: string; address: string }>
         const hot = addresses.find((entry) => entry.networkKey === "SOL_DEVNET" && entry.role === "HOT")!.address
         front.paySol(hot, 100_000_000_000n)
+        // The watcher starts at the head it first sees: the deposit below is paid once it has scanned up to the head,
+        // or it would be history to it.
+        const headNow = front.headHeight()
+        await poll("the watcher at the head", async () => {
+          const health = await (await fetch(`${service.opsUrl}/ops/health`, { headers: { authorization: `Bearer ${opsToken()}` } })).json() as {
+            chains: Record<string, { height: number; lagBlocks: number }>
+          }
+          const sol = health.chains["SOL_DEVNET"]
+          return sol !== undefined && sol.height - sol.lagBlocks >= headNow ? true : undefined
+        })
         // A payer funded by a real deposit, credited once its block is finalized.
         const payer = await tenantCall(service, "POST", "/v1/users/send-crash/deposit_address", JSON.stringify({ networkKey: "SOL_DEVNET" }))
         assert.strictEqual(payer.json.status, "READY", payer.text)
