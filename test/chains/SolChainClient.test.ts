@@ -7,7 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { base58 } from "@scure/base"
-import { Keypair, SystemProgram, Transaction } from "@solana/web3.js"
+import { Connection, Keypair, PublicKey, SystemProgram, Transaction } from "@solana/web3.js"
 import { Effect, Exit, Redacted } from "effect"
 import { afterAll, beforeAll } from "vitest"
 import type { CatalogAsset, CatalogNetwork } from "../../src/catalog/Catalog.ts"
@@ -16,6 +16,7 @@ import { makeNodeClient } from "../../src/chains/NodeClients.ts"
 import { makeSolChainClient } from "../../src/chains/sol/SolChainClient.ts"
 import type { SolWithdrawalChain } from "../../src/chains/sol/SolWithdrawals.ts"
 import developmentCatalog from "../../src/catalog/development.json" with { type: "json" }
+import { associatedTokenAddress, tokenProgramId, transferChecked } from "../../src/signer/SolSigning.ts"
 import { freePortSync } from "../support/AnvilBinary.ts"
 import { blockhashValidBlocks, finalityDepth, type SolanaRpcFront, startSolanaRpcFront } from "../support/SolanaRpcFront.ts"
 
@@ -144,5 +145,36 @@ describe("SOL chain client", () => {
     assert.instanceOf(refused, BroadcastRejected)
     const down = await failureOf(clientFor(`http://127.0.0.1:${freePortSync()}`).withdrawals!.broadcast(signed))
     assert.instanceOf(down, ChainUnavailable)
+  }, 30_000)
+
+  it("SPL into a token account the wallet owns that is not its associated one: credited to the owner, output = that account's index", async () => {
+    const mint = "4zMMC9srt5Ri5X14GAgXhaHii3GnPAEERYPJgZJDncDU"
+    front.createMint(mint, 6)
+    const client = makeSolChainClient({
+      networkKey: "SOL_DEVNET",
+      rpcUrl: Redacted.make(url),
+      nativeAssetId: "SOL_DEVNET_SOL",
+      tokens: [{ assetId: "SOL_DEVNET_USDC", mint }],
+      feeRateCap: 1_000_000n
+    })
+    const owner = Keypair.generate().publicKey
+    const account = Keypair.generate().publicKey
+    front.createTokenAccount(account.toBase58(), owner.toBase58(), mint)
+    const mintKey = new PublicKey(mint)
+    const transaction = new Transaction({ feePayer: front.faucet.publicKey, recentBlockhash: (await run(client.withdrawals!.withdrawalParameters({ withdrawalId: "a", from: "", to: owner.toBase58(), assetId: "SOL_DEVNET_SOL", amount: 1n })) as { recentBlockhash: string }).recentBlockhash })
+    transaction.add(transferChecked(associatedTokenAddress(front.faucet.publicKey, mintKey, tokenProgramId), mintKey, account, front.faucet.publicKey, 7_000_000n, 6, tokenProgramId))
+    transaction.sign(front.faucet)
+    // Sent over RPC like any wallet would.
+    const connection = new Connection(front.url, { httpHeaders: { authorization: `Basic ${Buffer.from(`coffer:${password}`).toString("base64")}` } })
+    const signature = await connection.sendRawTransaction(transaction.serialize(), { skipPreflight: true })
+    const landed = front.blockOf(signature)!
+    assert.isNull(landed.err)
+    const block = await run(client.block(BigInt(landed.height)))
+    const paid = block!.transfers.filter((transfer) => transfer.txHash === signature)
+    assert.deepStrictEqual(paid.map((transfer) => [transfer.to, transfer.assetId, transfer.amount]), [[owner.toBase58(), "SOL_DEVNET_USDC", 7_000_000n]])
+    const accountIndex = transaction.compileMessage().accountKeys.findIndex((key) => key.equals(account))
+    assert.strictEqual(paid[0]!.outputIndex, accountIndex)
+    // The balance the sweeps and the cover read is the associated account's only (docs/sol.md, "Traps").
+    assert.strictEqual(await run(client.withdrawals!.balance!(owner.toBase58(), "SOL_DEVNET_USDC")), 0n)
   }, 30_000)
 })

@@ -170,6 +170,8 @@ export interface SolanaRpcFront {
    * anvil's setBalance: a test empties the hot wallet between a signature and its inclusion.
    */
   readonly setTokenAmount: (owner: string, mint: string, amount: bigint) => void
+  /** Creates an empty token account of `mint` at `address` (not the owner's associated one) owned by `owner`. */
+  readonly createTokenAccount: (address: string, owner: string, mint: string) => void
   /** While true, transactions sent over RPC are answered with their signature and dropped (a congested leader). */
   readonly setDropping: (dropping: boolean) => void
   readonly headHeight: () => number
@@ -720,6 +722,10 @@ export const startSolanaRpcFront = async (options: SolanaRpcFrontOptions = {}): 
       const ata = associatedTokenAddress(new PublicKey(owner), new PublicKey(mint), programId)
       if (tokenBalanceOf(ata.toBase58(), 0) === undefined) throw new Error(`${owner} has no token account for ${mint}`)
       setTokenAccount(ata, new PublicKey(mint), new PublicKey(owner), amount, programId.toBase58())
+    },
+    createTokenAccount: (address, owner, mint) => {
+      setTokenAccount(new PublicKey(address), new PublicKey(mint), new PublicKey(owner), 0n, programOf(mint).toBase58())
+      head().snapshot = svm.toBytes()
     },
     setDropping: (value) => {
       dropping = value
