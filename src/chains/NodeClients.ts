@@ -10,6 +10,7 @@ import { ConfigInvalid } from "../Config.ts"
 import type { ChainClient, ChainUnavailable } from "./ChainClient.ts"
 import type { ChainFamily } from "./ChainFamily.ts"
 import { makeEvmChainClient } from "./evm/EvmChainClient.ts"
+import { makeTronChainClient, type TronChainClient } from "./tron/TronChainClient.ts"
 
 /** A node that does not answer which chain it is on at start is asked this many times, this far apart. */
 export const identityAttemptsMax = 3
@@ -51,7 +52,29 @@ const evm: NodeClientFactory = {
     )
 }
 
-export const nodeClientFactories: Partial<Record<ChainFamily, NodeClientFactory>> = { EVM: evm }
+const tron: NodeClientFactory = {
+  make: ({ assets, network, rpcUrl }) =>
+    makeTronChainClient({
+      networkKey: network.networkKey,
+      rpcUrl,
+      nativeAssetId: network.nativeAssetId,
+      tokens: assets
+        .filter((asset) => asset.kind === "TOKEN" && asset.contract !== null)
+        .map((asset) => ({ assetId: asset.assetId, contract: asset.contract! })),
+      sending: { feeRateCap: network.feeRateCap }
+    }),
+  // Block 0 is read even when the catalog names no genesis hash: a node that cannot answer it is not used.
+  identityMismatch: (client, network) =>
+    Effect.map(
+      (client as TronChainClient).genesisBlockId,
+      (reported) =>
+        network.genesisHash == null || reported === network.genesisHash.toLowerCase()
+          ? undefined
+          : `genesis block ${reported}, the catalog's ${network.networkKey} has genesis block ${network.genesisHash}`
+    )
+}
+
+export const nodeClientFactories: Partial<Record<ChainFamily, NodeClientFactory>> = { EVM: evm, TRON: tron }
 
 /** The checked client of a network named in `CHAIN_RPC_URLS`. */
 export const makeNodeClient = (input: NodeClientInput): Effect.Effect<ChainClient, ConfigInvalid> =>
