@@ -536,6 +536,13 @@ export const startTronNode = async (options: TronNodeOptions = {}): Promise<Tron
     return found === undefined ? {} : infoJson(found.block, found.executed)
   }
 
+  const accountJson = (block: Block, body: Record<string, any>) => {
+    const address = requestAddress(body.address)
+    if (address === undefined) throw new HttpError(400, "invalid address")
+    const found = account(block.stateAfter, address)
+    return found === undefined ? {} : compact({ address, balance: found.balance, create_time: 1n, free_net_usage: found.freeNetUsed })
+  }
+
   const blockByNum = (value: unknown) => {
     const number = typeof value === "number" || typeof value === "string" ? BigInt(value) : -1n
     return number >= 0n && number < BigInt(chain.length) ? chain[Number(number)]! : undefined
@@ -560,7 +567,10 @@ export const startTronNode = async (options: TronNodeOptions = {}): Promise<Tron
     "/wallet/broadcasthex": (body) => {
       if (typeof body.transaction !== "string") return { result: false, code: "OTHER_ERROR", message: "transaction is required" }
       const answer = broadcastHex(body.transaction)
-      return { ...answer, ...(answer.result ? {} : { txid: safeTxId(body.transaction) }) }
+      if (!answer.result) return { ...answer, txid: safeTxId(body.transaction) }
+      // The transaction comes back as a JSON string (tronweb's sendHexTransaction parses it).
+      const tx = pool.find((candidate) => candidate.txId === answer.txid)!
+      return { ...answer, transaction: stringify(transactionJson(tx, undefined)) }
     },
     // The JSON form: java-tron rebuilds the protobuf from raw_data; here raw_data_hex is what counts.
     "/wallet/broadcasttransaction": (body) => {
@@ -582,16 +592,18 @@ export const startTronNode = async (options: TronNodeOptions = {}): Promise<Tron
       return tx === undefined ? {} : transactionJson(tx, undefined)
     },
     "/wallet/gettransactioninfobyid": (body) => (typeof body.value === "string" ? transactionInfo(body.value) : {}),
+    // tronweb reads transaction infos from the solidity API: only solidified blocks' transactions are there.
+    "/walletsolidity/gettransactioninfobyid": (body) => {
+      const found = typeof body.value === "string" ? findExecuted(body.value) : undefined
+      return found === undefined || found.block.number > solidified() ? {} : infoJson(found.block, found.executed)
+    },
     "/wallet/gettransactioninfobyblocknum": (body) => {
       const block = blockByNum(body.num)
       return block === undefined ? [] : block.transactions.map((executed) => infoJson(block, executed))
     },
-    "/wallet/getaccount": (body) => {
-      const address = requestAddress(body.address)
-      if (address === undefined) throw new HttpError(400, "invalid address")
-      const found = account(head().stateAfter, address)
-      return found === undefined ? {} : compact({ address, balance: found.balance, create_time: 1n, free_net_usage: found.freeNetUsed })
-    },
+    "/wallet/getaccount": (body) => accountJson(head(), body),
+    // The solidity API answers from the solidified block's state (tronweb's getBalance reads it).
+    "/walletsolidity/getaccount": (body) => accountJson(chain[Number(solidified())]!, body),
     "/wallet/getchainparameters": () => ({
       chainParameter: [
         { key: "getMaintenanceTimeInterval", value: 21_600_000n },
