@@ -100,7 +100,7 @@ describe("TRON client on the java-tron HTTP API stand-in", () => {
     const hex = await node.sign(sender.privateKey, recipient, 1_000n)
     const hexAnswer = await tronWeb.trx.sendHexTransaction(hex.hex)
     assert.isTrue(hexAnswer.result)
-    assert.strictEqual(hexAnswer.transaction.txID, hex.txId)
+    assert.strictEqual((hexAnswer.transaction as { txID: string }).txID, hex.txId)
   }, 30_000)
 
   it.live("credentials travel as HTTP Basic from the URL's userinfo; a refused or absent node is ChainUnavailable, never naming the URL", () =>
