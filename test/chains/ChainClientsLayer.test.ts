@@ -2,29 +2,32 @@
  * Which client follows each network (docs/deposits.md, "Chain clients"): CHAIN_RPC_URLS picks the EVM RPC client,
  * the simulated chain covers the rest only when SIMULATED_CHAINS is on, and a URL the service cannot use fails the
  * start with a message that never repeats the URL. A configured node is asked its chain id at start (decisions.md,
- * "Sending on real networks"): these tests run anvil nodes on the catalog's chain ids and one on another chain.
+ * "Sending on real networks"): these tests run anvil nodes on the catalog's chain ids and one on another chain, and a TRON stand-in (block 0 against the catalog's genesis hash).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { beforeAll } from "vitest"
+import { afterAll, beforeAll } from "vitest"
 import { Effect, Layer, Redacted } from "effect"
-import { Catalog, loadCatalogFile } from "../../src/catalog/Catalog.ts"
+import { Catalog, type CatalogFile, loadCatalogFile } from "../../src/catalog/Catalog.ts"
 import { ChainClients } from "../../src/chains/ChainClient.ts"
 import { chainClientsLayer } from "../../src/chains/ChainClientsLayer.ts"
 import { SimulatedChain } from "../../src/chains/simulated/SimulatedChain.ts"
 import { AppConfig, type AppConfigShape, parseChainRpcUrls } from "../../src/Config.ts"
 import { startAnvil } from "../support/Anvil.ts"
+import { startTronNode } from "../support/TronNode.ts"
 
 const sepolia = startAnvil({ chainId: 11155111 })
 const bscTestnet = startAnvil({ chainId: 97 })
 const otherChain = startAnvil()
 beforeAll(() => Effect.runPromise(Effect.all([sepolia.ready, bscTestnet.ready, otherChain.ready], { concurrency: "unbounded" })))
+const tron = await startTronNode()
+afterAll(() => tron.stop())
 
 const secretUrl = "https://node.example/v3/secret-api-key"
 
 /** Building the layer asks each configured node its chain id, nothing else. The simulated chain is never used here. */
-const build = (overrides: Partial<AppConfigShape>) =>
+const build = (overrides: Partial<AppConfigShape>, editCatalog: (file: CatalogFile) => CatalogFile = (file) => file) =>
   Effect.gen(function*() {
-    const catalog = Catalog.make(yield* loadCatalogFile("preproduction"))
+    const catalog = Catalog.make(editCatalog(yield* loadCatalogFile("preproduction")))
     const simulated = SimulatedChain.of({
       transfer: () => Effect.die("unused"),
       mine: () => Effect.die("unused"),
@@ -67,15 +70,28 @@ describe("chain clients per configuration", () => {
       assert.isUndefined(clients.get("ETH_SEPOLIA"))
     }))
 
-  it.effect("a URL for a non-EVM or unknown network fails the start, naming the network and not the URL", () =>
+  it.effect("a URL for an unknown network fails the start, naming the network and not the URL", () =>
     Effect.gen(function*() {
-      const tron = yield* Effect.flip(build({ chainRpcUrls: { TRON_NILE: Redacted.make(secretUrl) } }))
-      assert.strictEqual(tron._tag, "ConfigInvalid")
-      assert.include(tron.message, "TRON_NILE")
-      assert.include(tron.message, "that family has no RPC client")
-      assert.notInclude(tron.message, "secret-api-key")
       const unknown = yield* Effect.flip(build({ chainRpcUrls: { ETH_MAINNET: Redacted.make(secretUrl) } }))
+      assert.strictEqual(unknown._tag, "ConfigInvalid")
       assert.include(unknown.message, "ETH_MAINNET")
+      assert.notInclude(unknown.message, "secret-api-key")
+    }))
+
+  it.live("a TRON node whose block 0 is not the catalog's genesis hash fails the start, naming both; without one it is followed", () =>
+    Effect.gen(function*() {
+      const catalogGenesis = "ab".repeat(32)
+      const withGenesis = (file: CatalogFile): CatalogFile => ({
+        ...file,
+        networks: file.networks.map((network) => network.networkKey === "TRON_NILE" ? { ...network, genesisHash: catalogGenesis } : network)
+      })
+      const error = yield* Effect.flip(build({ chainRpcUrls: { TRON_NILE: Redacted.make(tron.url) } }, withGenesis))
+      assert.strictEqual(error._tag, "ConfigInvalid")
+      assert.include(error.message, "TRON_NILE")
+      assert.include(error.message, `genesis block ${tron.genesisBlockId}`)
+      assert.include(error.message, catalogGenesis)
+      const clients = yield* build({ chainRpcUrls: { TRON_NILE: Redacted.make(tron.url) } })
+      assert.isFalse(clients.isSimulated("TRON_NILE"))
     }))
 
   it.live("a node on another chain than the catalog's fails the start, naming both chain ids", () =>
