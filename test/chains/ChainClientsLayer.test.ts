@@ -2,7 +2,8 @@
  * Which client follows each network (docs/deposits.md, "Chain clients"): CHAIN_RPC_URLS picks the EVM RPC client,
  * the simulated chain covers the rest only when SIMULATED_CHAINS is on, and a URL the service cannot use fails the
  * start with a message that never repeats the URL. A configured node is asked its chain id at start (decisions.md,
- * "Sending on real networks"): these tests run anvil nodes on the catalog's chain ids and one on another chain, and a TRON stand-in (block 0 against the catalog's genesis hash).
+ * "Sending on real networks"): these tests run anvil nodes on the catalog's chain ids and one on another chain, and
+ * the TRON stand-in (its block 0 against the catalog's genesis hash).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { afterAll, beforeAll } from "vitest"
