@@ -152,6 +152,8 @@ export interface TronNode {
   ) => Promise<{ readonly txId: string; readonly hex: string }>
   readonly trxBalance: (address: string) => bigint
   readonly tokenBalance: (contract: string, holder: string) => bigint
+  /** Like USDT's addBlackList / removeBlackList: transfers from a blacklisted holder revert. */
+  readonly blacklist: (contract: string, holder: string, listed: boolean) => void
   /** gettransactioninfobyid of the current chain, as the node answers it. */
   readonly transactionInfo: (txId: string) => Record<string, Json>
   /** How many times each path was asked. */
@@ -210,6 +212,8 @@ export const startTronNode = async (options: TronNodeOptions = {}): Promise<Tron
   // The contracts exist as accounts, as deployed contracts do.
   for (const contract of hosted) genesisState.accounts.set(contract, { balance: 0n, freeNetUsed: 0n })
 
+  /** contract hex → holders whose transfers revert (USDT's addBlackList). */
+  const blacklisted = new Map<string, Set<string>>()
   let forkSalt = 0
   const blockId = (number: bigint, parentHash: string, timestamp: bigint, txTrieRoot: string) => {
     const digest = bytesToHex(sha256(new TextEncoder().encode(
@@ -320,7 +324,7 @@ export const startTronNode = async (options: TronNodeOptions = {}): Promise<Tron
       energy > energyLimit ? { ret: "OUT_OF_ENERGY", energy: energyLimit } : { ret, energy, ...(log === undefined ? {} : { log }) }
     if (decodedTransfer === undefined || callValue > 0n) {
       outcome = spend(trc20Energy.revert, "REVERT")
-    } else if ((holders.get(tx.owner) ?? 0n) < decodedTransfer.amount) {
+    } else if ((holders.get(tx.owner) ?? 0n) < decodedTransfer.amount || blacklisted.get(contract)?.has(tx.owner) === true) {
       outcome = spend(trc20Energy.revert, "REVERT")
     } else {
       const energy = (holders.get(decodedTransfer.to) ?? 0n) > 0n ? trc20Energy.toHolder : trc20Energy.toNewHolder
@@ -636,7 +640,7 @@ export const startTronNode = async (options: TronNodeOptions = {}): Promise<Tron
       if (data.startsWith(transferSelector) && data.length === 8 + 128) {
         const to = `41${data.slice(32, 72)}`
         const amount = BigInt(`0x${data.slice(72)}`)
-        if ((holders.get(owner) ?? 0n) < amount) {
+        if ((holders.get(owner) ?? 0n) < amount || blacklisted.get(contract)?.has(owner) === true) {
           return {
             result: { code: "CONTRACT_EXE_ERROR", message: bytesToHex(new TextEncoder().encode("REVERT opcode executed")) },
             energy_used: trc20Energy.revert,
@@ -736,6 +740,12 @@ export const startTronNode = async (options: TronNodeOptions = {}): Promise<Tron
     trxBalance: (address) => account(head().stateAfter, hexOf(address))?.balance ?? 0n,
     tokenBalance: (contract, holder) => head().stateAfter.tokens.get(hexOf(contract))?.get(hexOf(holder)) ?? 0n,
     transactionInfo,
+    blacklist: (contract, holder, listed) => {
+      const holders = blacklisted.get(hexOf(contract)) ?? new Set<string>()
+      if (listed) holders.add(hexOf(holder))
+      else holders.delete(hexOf(holder))
+      blacklisted.set(hexOf(contract), holders)
+    },
     calls
   }
 }
