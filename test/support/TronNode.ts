@@ -152,6 +152,8 @@ export interface TronNode {
   ) => Promise<{ readonly txId: string; readonly hex: string }>
   readonly trxBalance: (address: string) => bigint
   readonly tokenBalance: (contract: string, holder: string) => bigint
+  /** Forgets the transactions waiting for a block, as a restarted node does. */
+  readonly dropPending: () => number
   /** Like USDT's addBlackList / removeBlackList: transfers from a blacklisted holder revert. */
   readonly blacklist: (contract: string, holder: string, listed: boolean) => void
   /** gettransactioninfobyid of the current chain, as the node answers it. */
@@ -740,6 +742,11 @@ export const startTronNode = async (options: TronNodeOptions = {}): Promise<Tron
     trxBalance: (address) => account(head().stateAfter, hexOf(address))?.balance ?? 0n,
     tokenBalance: (contract, holder) => head().stateAfter.tokens.get(hexOf(contract))?.get(hexOf(holder)) ?? 0n,
     transactionInfo,
+    dropPending: () => {
+      const dropped = pool.length
+      pool = []
+      return dropped
+    },
     blacklist: (contract, holder, listed) => {
       const holders = blacklisted.get(hexOf(contract)) ?? new Set<string>()
       if (listed) holders.add(hexOf(holder))

@@ -6,12 +6,16 @@
  * Held here: TRX and USDT withdrawals reach COMPLETED once their block is solidified, with the recipient paid, HOT
  * debited by amount + the fee, and networkFeeRaw = the transaction info's `fee` (1.1 TRX for a TRX transfer that
  * creates the recipient's account; the burned energy for USDT); a USDT transfer that reverts on chain (its sender
- * blacklisted, as USDT's contract can) is FAILED / REVERTED_ON_CHAIN with the funds back and the burned fee booked.
+ * blacklisted, as USDT's contract can) is FAILED / REVERTED_ON_CHAIN with the funds back and the burned fee booked;
+ * bytes that can never be included any more (the node forgot them and their expiration passed) are signed again on a
+ * fresh reference block, only once the solidified block's time is past their expiration (decisions.md: TRON
+ * re-signs only after expiry), and the withdrawal keeps one record showing the included transaction.
  */
 import { assert, layer } from "@effect/vitest"
 import { secp256k1 } from "@noble/curves/secp256k1.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
 import { Effect, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 import { TronWeb } from "tronweb"
 import { afterAll } from "vitest"
 import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
@@ -30,6 +34,15 @@ const confirm = Effect.gen(function*() {
   const processor = yield* WithdrawalProcessor
   return yield* processor.confirm("TRON_NILE")
 })
+
+/** The signed versions of a withdrawal's send, oldest first. */
+const sends = (withdrawalId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    return yield* sql<{ version: number; tx_hash: string }>`
+      SELECT v.version, v.tx_hash FROM outgoing_versions v JOIN outgoing_sends s ON s.id = v.send_id
+      WHERE s.owner_id = ${withdrawalId} ORDER BY v.version`
+  })
 
 const recipient = () => TronWeb.address.fromPrivateKey(bytesToHex(secp256k1.utils.randomSecretKey())) as string
 
@@ -142,5 +155,35 @@ layer(
       assert.deepStrictEqual(yield* balance(tenant, wallet.walletId, usdt), { available: "300000000", frozen: "0" })
       assert.strictEqual(yield* entryCount(created.json.withdrawalId, "WITHDRAWAL_RELEASE"), 1)
       assert.strictEqual(yield* entryCount(created.json.withdrawalId, "NETWORK_FEE"), 1)
+    }))
+
+  it.effect("a transaction the node forgot and that expired unincluded: signed again on a fresh reference block only once provably expired; one payment, one record", () =>
+    Effect.gen(function*() {
+      const tenant = yield* provisionTenant()
+      const wallet = yield* fundedWallet(tenant, "expiry", trx, 500_000_000n)
+      const to = recipient()
+      const amount = 20_000_000n
+      const created = yield* withdraw(tenant, wallet.walletId, trx, to, amount, "expiry-1")
+      assert.strictEqual(created.status, 202, created.text)
+      const id = created.json.withdrawalId as string
+      const first = yield* waitFor(tenant, id, "CONFIRMING")
+      // The node restarts without its pool, and the chain moves past the expiration (60 s after the reference
+      // block) before anything gives it the bytes again: from now on they are refused as expired.
+      assert.strictEqual(node.dropPending(), 1)
+      node.mine(21)
+      yield* confirm
+      assert.strictEqual((yield* sends(id)).length, 1, "not signed again while the solidified block is before the expiration")
+      node.mine(19)
+      yield* confirm
+      const versions = yield* sends(id)
+      assert.strictEqual(versions.length, 2, "signed again once provably expired")
+      assert.strictEqual(versions[0]!.tx_hash, first.txHash)
+      const second = versions[1]!.tx_hash
+      const info = yield* mineIncluding(second)
+      const done = yield* mineToFinal(tenant, id)
+      assert.strictEqual(done.txHash, second, "the record shows the transaction that was included")
+      assert.strictEqual(done.networkFeeRaw, info.fee!.toString())
+      assert.strictEqual(node.trxBalance(to), amount, "paid once")
+      assert.deepStrictEqual(node.transactionInfo(first.txHash), {})
     }))
 })

@@ -282,9 +282,10 @@ export const makeTronWithdrawals = (http: TronHttp, options: TronSendingOptions)
       } catch {
         return yield* unavailable("expired: the signed bytes are not a TRON transaction")
       }
-      if ((yield* options.includedAt(signed.txHash)) !== undefined) return false
+      // The solidified block first: while it is before the expiration (the common case) one call answers.
       const solid = yield* options.solidifiedBlock
-      return solid.timestamp >= expiration
+      if (solid.timestamp < expiration) return false
+      return (yield* options.includedAt(signed.txHash)) === undefined
     })
 
   return { balance, hotWalletCovers, networkFee, withdrawalParameters, broadcast, inclusion, expired }
