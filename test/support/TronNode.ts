@@ -152,6 +152,8 @@ export interface TronNode {
   ) => Promise<{ readonly txId: string; readonly hex: string }>
   readonly trxBalance: (address: string) => bigint
   readonly tokenBalance: (contract: string, holder: string) => bigint
+  /** The ids of the transactions in the current chain whose contract's owner is `address`, oldest first. */
+  readonly sentBy: (address: string) => ReadonlyArray<string>
   /** Forgets the transactions waiting for a block, as a restarted node does. */
   readonly dropPending: () => number
   /** Like USDT's addBlackList / removeBlackList: transfers from a blacklisted holder revert. */
@@ -742,6 +744,8 @@ export const startTronNode = async (options: TronNodeOptions = {}): Promise<Tron
     trxBalance: (address) => account(head().stateAfter, hexOf(address))?.balance ?? 0n,
     tokenBalance: (contract, holder) => head().stateAfter.tokens.get(hexOf(contract))?.get(hexOf(holder)) ?? 0n,
     transactionInfo,
+    sentBy: (address) =>
+      chain.flatMap((block) => block.transactions.filter((executed) => executed.tx.owner === hexOf(address)).map((executed) => executed.tx.txId)),
     dropPending: () => {
       const dropped = pool.length
       pool = []
