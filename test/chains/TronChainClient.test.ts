@@ -231,4 +231,25 @@ describe("TRON client on the java-tron HTTP API stand-in", () => {
       assert.isFalse(block!.transfers.some((transfer) => transfer.txHash === tx.txId))
       assert.strictEqual(yield* client.withdrawals!.balance!(to, usdt), 0n)
     }))
+
+  it.live("a node without gettransactionfrompending (before java-tron 4.4) says UNKNOWN for a pending transaction; one without the solidity API cannot give the head", () =>
+    Effect.gen(function*() {
+      const older = yield* Effect.promise(() => startTronNode({ without: ["/wallet/gettransactionfrompending"] }))
+      const olderClient = makeClient(older.url)
+      const sender = freshKey()
+      yield* Effect.promise(() => older.fund(sender.address, 5_000_000n))
+      const to = freshKey().address
+      const tx = yield* Effect.promise(() => older.sign(sender.privateKey, to, 1_000n))
+      yield* olderClient.withdrawals!.broadcast(signed(tx, sender.address, to))
+      assert.strictEqual(yield* olderClient.transactionState(tx.txId), "UNKNOWN")
+      older.mine(1)
+      assert.strictEqual(yield* olderClient.transactionState(tx.txId), "INCLUDED")
+      yield* Effect.promise(() => older.stop())
+
+      const fullNodePort = yield* Effect.promise(() => startTronNode({ without: ["/walletsolidity/getnowblock"] }))
+      const error = yield* Effect.flip(makeClient(fullNodePort.url).head)
+      assert.strictEqual(error._tag, "ChainUnavailable")
+      assert.include(error.message, "/walletsolidity/getnowblock: HTTP 404")
+      yield* Effect.promise(() => fullNodePort.stop())
+    }))
 })

@@ -126,6 +126,8 @@ export interface TronNodeOptions {
   readonly chainName?: string | undefined
   /** Block 1's time, ms since the epoch; default the start time. */
   readonly startMillis?: number | undefined
+  /** Paths this node does not serve (404), like an older java-tron or a FullNode port without the solidity API. */
+  readonly without?: ReadonlyArray<string> | undefined
 }
 
 export interface TronNode {
@@ -678,7 +680,7 @@ export const startTronNode = async (options: TronNodeOptions = {}): Promise<Tron
       }
       const path = new URL(request.url ?? "/", "http://node").pathname
       calls.set(path, (calls.get(path) ?? 0) + 1)
-      const route = routes[path]
+      const route = options.without?.includes(path) === true ? undefined : routes[path]
       if (route === undefined) return send(404, "")
       const text = Buffer.concat(chunks).toString("utf8")
       const body = text.trim() === "" ? {} : JSON.parse(text)

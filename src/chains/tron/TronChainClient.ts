@@ -158,7 +158,8 @@ export const makeTronChainClient = (options: TronChainClientOptions): TronChainC
     Effect.gen(function*() {
       if (!txIdPattern.test(txHash)) return "UNKNOWN"
       if ((yield* includedAt(txHash)) !== undefined) return "INCLUDED"
-      const pending = yield* post("/wallet/gettransactionfrompending", { value: txHash })
+      // java-tron 4.4 and later; an older node (404) cannot say, and the pipeline then gives the bytes again (harmless).
+      const pending = yield* http.postOptional("/wallet/gettransactionfrompending", { value: txHash })
       if (isObject(pending) && pending.txID === txHash) return "PENDING"
       // Put in a block between the two calls.
       return (yield* includedAt(txHash)) !== undefined ? "INCLUDED" : "UNKNOWN"

@@ -19,6 +19,8 @@ export type TronJson = { readonly [key: string]: unknown }
 export interface TronHttp {
   /** POSTs `body` to `path` (`/wallet/getnowblock`, ...) and gives the JSON answer. */
   readonly post: (path: string, body?: TronJson) => Effect.Effect<unknown, ChainUnavailable>
+  /** `post` for a call a node may not offer: undefined when it answers 404 (no such servlet). */
+  readonly postOptional: (path: string, body?: TronJson) => Effect.Effect<unknown, ChainUnavailable>
   readonly unavailable: (message: string) => ChainUnavailable
 }
 
@@ -51,7 +53,9 @@ export const makeTronHttp = (options: {
     return scrub(`${error.name}: ${error.message}${cause}`)
   }
 
-  const post = (path: string, body: TronJson = {}): Effect.Effect<unknown, ChainUnavailable> =>
+  const notOffered = Symbol("not offered")
+
+  const request = (path: string, body: TronJson, optional: boolean): Effect.Effect<unknown, ChainUnavailable> =>
     Effect.tryPromise({
       try: async (signal) => {
         const response = await fetch(base + path.replace(/^\//, ""), {
@@ -70,6 +74,7 @@ export const makeTronHttp = (options: {
         orElse: () => Effect.fail(unavailable(`${path}: no answer within ${timeoutMillis} ms`))
       }),
       Effect.flatMap(({ status, text }) => {
+        if (status === 404 && optional) return Effect.succeed(notOffered)
         if (status !== 200) return Effect.fail(unavailable(`${path}: HTTP ${status}`))
         let json: unknown
         try {
@@ -84,5 +89,9 @@ export const makeTronHttp = (options: {
       })
     )
 
-  return { post, unavailable }
+  const post = (path: string, body: TronJson = {}) => request(path, body, false)
+  const postOptional = (path: string, body: TronJson = {}) =>
+    Effect.map(request(path, body, true), (answer) => (answer === notOffered ? undefined : answer))
+
+  return { post, postOptional, unavailable }
 }
