@@ -9,7 +9,8 @@
  * blacklisted, as USDT's contract can) is FAILED / REVERTED_ON_CHAIN with the funds back and the burned fee booked;
  * bytes that can never be included any more (the node forgot them and their expiration passed) are signed again on a
  * fresh reference block, only once the solidified block's time is past their expiration (decisions.md: TRON
- * re-signs only after expiry), and the withdrawal keeps one record showing the included transaction.
+ * re-signs only after expiry), and the withdrawal keeps one record showing the included transaction; a block
+ * dropped by a reorganization gets the same bytes again.
  */
 import { assert, layer } from "@effect/vitest"
 import { secp256k1 } from "@noble/curves/secp256k1.js"
@@ -185,5 +186,30 @@ layer(
       assert.strictEqual(done.networkFeeRaw, info.fee!.toString())
       assert.strictEqual(node.trxBalance(to), amount, "paid once")
       assert.deepStrictEqual(node.transactionInfo(first.txHash), {})
+    }))
+
+  it.effect("a reorganization drops the withdrawal's block before it is solidified: the same bytes again, included once, never a second transaction", () =>
+    Effect.gen(function*() {
+      const tenant = yield* provisionTenant()
+      const wallet = yield* fundedWallet(tenant, "reorg", trx, 500_000_000n)
+      const to = recipient()
+      const amount = 15_000_000n
+      const created = yield* withdraw(tenant, wallet.walletId, trx, to, amount, "reorg-1")
+      assert.strictEqual(created.status, 202, created.text)
+      const id = created.json.withdrawalId as string
+      const confirming = yield* waitFor(tenant, id, "CONFIRMING")
+      yield* mineIncluding(confirming.txHash)
+      // The block is replaced by a longer fork without the transaction (its reference block stays on the chain).
+      node.reorg(1)
+      assert.deepStrictEqual(node.transactionInfo(confirming.txHash), {})
+      assert.strictEqual(node.trxBalance(to), 0n)
+      // The check finds it in no block and unknown to the node: it gives the same bytes again.
+      yield* confirm
+      const info = yield* mineIncluding(confirming.txHash)
+      const done = yield* mineToFinal(tenant, id)
+      assert.strictEqual(done.txHash, confirming.txHash)
+      assert.strictEqual(done.networkFeeRaw, info.fee!.toString())
+      assert.strictEqual(node.trxBalance(to), amount, "paid once")
+      assert.strictEqual((yield* sends(id)).length, 1, "one signed version")
     }))
 })
