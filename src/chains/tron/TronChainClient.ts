@@ -16,7 +16,7 @@
  * lowercase hex. Every failure is a ChainUnavailable without the node's URL (TronHttp.ts).
  */
 import { Effect, type Redacted } from "effect"
-import { type ChainBlock, type ChainClient, type ChainHead, type ChainTransfer, type ChainUnavailable, type TransactionState } from "../ChainClient.ts"
+import type { ChainBlock, ChainClient, ChainHead, ChainTransfer, ChainUnavailable, TransactionState } from "../ChainClient.ts"
 import {
   asArray,
   asInt,
