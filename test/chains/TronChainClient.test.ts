@@ -252,4 +252,18 @@ describe("TRON client on the java-tron HTTP API stand-in", () => {
       assert.include(error.message, "/walletsolidity/getnowblock: HTTP 404")
       yield* Effect.promise(() => fullNodePort.stop())
     }))
+
+  it.live("a block is one call, and a second (its transaction infos) only when it holds a contract call", () =>
+    Effect.gen(function*() {
+      const infos = () => node.calls.get("/wallet/gettransactioninfobyblocknum") ?? 0
+      const plain = yield* Effect.promise(() => node.fund(freshKey().address, 1_000_000n))
+      const before = infos()
+      const read = yield* client.block(plain.height)
+      assert.strictEqual(read!.transfers.length, 1)
+      assert.strictEqual(infos(), before, "TRX transfers only: no transaction infos asked")
+      const token = yield* Effect.promise(() => node.fund(freshKey().address, 1_000_000n, usdtContract))
+      const withCall = yield* client.block(token.height)
+      assert.strictEqual(withCall!.transfers[0]!.assetId, usdt)
+      assert.strictEqual(infos(), before + 1)
+    }))
 })

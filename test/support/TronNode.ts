@@ -23,7 +23,7 @@ import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { TronWeb, utils as tronUtils } from "tronweb"
-import { tronAddressBytes, tronAddressFromHex } from "../../src/chains/TronAddress.ts"
+import { tronAddressBytes } from "../../src/chains/TronAddress.ts"
 import {
   decodeTronTransaction,
   protoBytes,
@@ -793,4 +793,3 @@ const encodeTransaction = (rawDataHex: string, signatures: ReadonlyArray<string>
   return field(1, rawDataHex) + signatures.map((signature) => field(2, signature)).join("")
 }
 
-export { tronAddressFromHex }
