@@ -3,12 +3,12 @@
  * the simulated chain covers the rest only when SIMULATED_CHAINS is on, and a URL the service cannot use fails the
  * start with a message that never repeats the URL. A configured node is asked its chain id at start (decisions.md,
  * "Sending on real networks"): these tests run anvil nodes on the catalog's chain ids and one on another chain, and
- * the TRON stand-in (its block 0 against the catalog's genesis hash).
+ * TRON stand-ins on Nile and on mainnet (block 0 against the catalog's genesis hash).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { afterAll, beforeAll } from "vitest"
 import { Effect, Layer, Redacted } from "effect"
-import { Catalog, type CatalogFile, loadCatalogFile } from "../../src/catalog/Catalog.ts"
+import { Catalog, loadCatalogFile } from "../../src/catalog/Catalog.ts"
 import { ChainClients } from "../../src/chains/ChainClient.ts"
 import { chainClientsLayer } from "../../src/chains/ChainClientsLayer.ts"
 import { SimulatedChain } from "../../src/chains/simulated/SimulatedChain.ts"
@@ -20,15 +20,17 @@ const sepolia = startAnvil({ chainId: 11155111 })
 const bscTestnet = startAnvil({ chainId: 97 })
 const otherChain = startAnvil()
 beforeAll(() => Effect.runPromise(Effect.all([sepolia.ready, bscTestnet.ready, otherChain.ready], { concurrency: "unbounded" })))
-const tron = await startTronNode()
-afterAll(() => tron.stop())
+const tronMainnetGenesis = "00000000000000001ebf88508a03865c71d452e25f4d51194196a1d22b6653dc"
+const tronNile = await startTronNode()
+const tronMainnet = await startTronNode({ genesisBlockId: tronMainnetGenesis })
+afterAll(() => Promise.all([tronNile.stop(), tronMainnet.stop()]))
 
 const secretUrl = "https://node.example/v3/secret-api-key"
 
 /** Building the layer asks each configured node its chain id, nothing else. The simulated chain is never used here. */
-const build = (overrides: Partial<AppConfigShape>, editCatalog: (file: CatalogFile) => CatalogFile = (file) => file) =>
+const build = (overrides: Partial<AppConfigShape>) =>
   Effect.gen(function*() {
-    const catalog = Catalog.make(editCatalog(yield* loadCatalogFile("preproduction")))
+    const catalog = Catalog.make(yield* loadCatalogFile("preproduction"))
     const simulated = SimulatedChain.of({
       transfer: () => Effect.die("unused"),
       mine: () => Effect.die("unused"),
@@ -79,19 +81,14 @@ describe("chain clients per configuration", () => {
       assert.notInclude(unknown.message, "secret-api-key")
     }))
 
-  it.live("a TRON node whose block 0 is not the catalog's genesis hash fails the start, naming both; without one it is followed", () =>
+  it.live("a TRON node whose block 0 is not the catalog's genesis hash fails the start, naming both; Nile's is followed", () =>
     Effect.gen(function*() {
-      const catalogGenesis = "ab".repeat(32)
-      const withGenesis = (file: CatalogFile): CatalogFile => ({
-        ...file,
-        networks: file.networks.map((network) => network.networkKey === "TRON_NILE" ? { ...network, genesisHash: catalogGenesis } : network)
-      })
-      const error = yield* Effect.flip(build({ chainRpcUrls: { TRON_NILE: Redacted.make(tron.url) } }, withGenesis))
+      const error = yield* Effect.flip(build({ chainRpcUrls: { TRON_NILE: Redacted.make(tronMainnet.url) } }))
       assert.strictEqual(error._tag, "ConfigInvalid")
       assert.include(error.message, "TRON_NILE")
-      assert.include(error.message, `genesis block ${tron.genesisBlockId}`)
-      assert.include(error.message, catalogGenesis)
-      const clients = yield* build({ chainRpcUrls: { TRON_NILE: Redacted.make(tron.url) } })
+      assert.include(error.message, `genesis block ${tronMainnetGenesis}`)
+      assert.include(error.message, tronNile.genesisBlockId)
+      const clients = yield* build({ chainRpcUrls: { TRON_NILE: Redacted.make(tronNile.url) } })
       assert.isFalse(clients.isSimulated("TRON_NILE"))
     }))
 

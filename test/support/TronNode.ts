@@ -60,6 +60,9 @@ const transferSelector = "a9059cbb"
 const balanceOfSelector = "70a08231"
 const transferTopic = bytesToHex(keccak_256(new TextEncoder().encode("Transfer(address,address,uint256)")))
 
+/** TRON Nile's block 0 (its last 4 bytes are Nile's JSON-RPC chain id 0xcd8690dc, per TRON's documentation). */
+export const nileGenesisBlockId = "0000000000000000d698d4192c56cb6be724a558448e2684802de4d6cd8690dc"
+
 /** The harness's rich account: a fixed test key, never used anywhere else. */
 export const funderPrivateKey = bytesToHex(sha256(new TextEncoder().encode("coffer TRON stand-in funder")))
 export const funderAddress = TronWeb.address.fromPrivateKey(funderPrivateKey) as string
@@ -122,8 +125,10 @@ export interface TronNodeOptions {
   readonly credentials?: { readonly user: string; readonly password: string } | undefined
   /** TRC-20 contracts the node hosts (base58), the funder holding `supply` of each. */
   readonly tokens?: ReadonlyArray<{ readonly contract: string; readonly supply: bigint }> | undefined
-  /** Salt of the genesis block, so two nodes can be on different chains. */
+  /** Salt of the blocks' hashes, so two nodes can be on different chains. */
   readonly chainName?: string | undefined
+  /** Block 0's id; default Nile's (the catalogs' TRON_NILE genesisHash), so the stand-in passes the identity check. */
+  readonly genesisBlockId?: string | undefined
   /** Block 1's time, ms since the epoch; default the start time. */
   readonly startMillis?: number | undefined
   /** Paths this node does not serve (404), like an older java-tron or a FullNode port without the solidity API. */
@@ -235,7 +240,7 @@ export const startTronNode = async (options: TronNodeOptions = {}): Promise<Tron
   const genesisParent = bytesToHex(sha256(new TextEncoder().encode(`${options.chainName ?? ""} genesis parent`)))
   const chain: Array<Block> = [{
     number: 0n,
-    blockID: blockId(0n, genesisParent, 0n, genesisRoot),
+    blockID: options.genesisBlockId ?? nileGenesisBlockId,
     parentHash: genesisParent,
     // As on TRON's mainnet, the genesis block has time 0.
     timestamp: 0n,
