@@ -85,6 +85,14 @@ describe("sending on TRON across crashes (decisions.md: exactly one transaction 
         })).json() as Array<{ networkKey: string; role: string; address: string }>
         const hot = addresses.find((entry) => entry.networkKey === "TRON_NILE" && entry.role === "HOT")!.address
         await node.fund(hot, 1_000_000_000n)
+        // The watcher starts at the head it first sees: the deposit must come after that, or it is history.
+        const head = node.head().number
+        await poll("the watcher at the head", async () => {
+          const health = await (await fetch(`${service.opsUrl}/ops/health`, {
+            headers: { authorization: `Bearer ${opsToken()}` }
+          })).json() as { chains: Record<string, { height: number }> }
+          return BigInt(health.chains["TRON_NILE"]?.height ?? -1) >= head ? true : undefined
+        })
         // A payer funded by a real deposit, credited once its block is solidified.
         const payer = await tenantCall(service, "POST", "/v1/users/send-crash/deposit_address", JSON.stringify({ networkKey: "TRON_NILE" }))
         assert.strictEqual(payer.json.status, "READY", payer.text)
