@@ -11,6 +11,7 @@ import type { ChainClient, ChainUnavailable } from "./ChainClient.ts"
 import type { ChainFamily } from "./ChainFamily.ts"
 import { makeEvmChainClient } from "./evm/EvmChainClient.ts"
 import { makeSolChainClient, type SolChainClient } from "./sol/SolChainClient.ts"
+import { makeTronChainClient, type TronChainClient } from "./tron/TronChainClient.ts"
 
 /** A node that does not answer which chain it is on at start is asked this many times, this far apart. */
 export const identityAttemptsMax = 3
@@ -74,7 +75,29 @@ const sol: NodeClientFactory = {
     )
 }
 
-export const nodeClientFactories: Partial<Record<ChainFamily, NodeClientFactory>> = { EVM: evm, SOL: sol }
+const tron: NodeClientFactory = {
+  make: ({ assets, network, rpcUrl }) =>
+    makeTronChainClient({
+      networkKey: network.networkKey,
+      rpcUrl,
+      nativeAssetId: network.nativeAssetId,
+      tokens: assets
+        .filter((asset) => asset.kind === "TOKEN" && asset.contract !== null)
+        .map((asset) => ({ assetId: asset.assetId, contract: asset.contract! })),
+      sending: { feeRateCap: network.feeRateCap }
+    }),
+  // Block 0 is read even when the catalog names no genesis hash: a node that cannot answer it is not used.
+  identityMismatch: (client, network) =>
+    Effect.map(
+      (client as TronChainClient).genesisBlockId,
+      (reported) =>
+        network.genesisHash == null || reported === network.genesisHash.toLowerCase()
+          ? undefined
+          : `genesis block ${reported}, the catalog's ${network.networkKey} has genesis block ${network.genesisHash}`
+    )
+}
+
+export const nodeClientFactories: Partial<Record<ChainFamily, NodeClientFactory>> = { EVM: evm, TRON: tron, SOL: sol }
 
 /** The checked client of a network named in `CHAIN_RPC_URLS`. */
 export const makeNodeClient = (input: NodeClientInput): Effect.Effect<ChainClient, ConfigInvalid> =>

@@ -1,6 +1,6 @@
 /**
- * The networks that sweep (docs/sweeps.md "Which networks sweep"): EVM networks whose client is a real node that
- * sends and reads balances; and what sweeps and gas wallets ask of such a network's fees.
+ * The networks that sweep (docs/sweeps.md "Which networks sweep"): EVM and TRON networks whose client is a real node
+ * that sends and reads balances; and what sweeps and gas wallets ask of such a network's fees.
  */
 import { Effect } from "effect"
 import type { Catalog, CatalogNetwork } from "../catalog/Catalog.ts"
@@ -25,7 +25,7 @@ export const sweepNetworks = (
     const network = catalog.network(networkKey)
     const chain = client?.withdrawals
     if (client === undefined || network === undefined || chain?.balance === undefined) continue
-    if (clients.isSimulated(networkKey) || network.chainFamily !== "EVM") continue
+    if (clients.isSimulated(networkKey) || (network.chainFamily !== "EVM" && network.chainFamily !== "TRON")) continue
     networks.set(networkKey, { network, client, chain, balance: chain.balance })
   }
   return networks

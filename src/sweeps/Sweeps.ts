@@ -1,6 +1,6 @@
 /**
- * Sweeps and gas wallets on EVM networks with a real sending client (docs/sweeps.md; decisions.md "Operating
- * wallets, sweeps, gas and fee floors"). One `pass` of a network:
+ * Sweeps and gas wallets on EVM and TRON networks with a real sending client (docs/sweeps.md, docs/tron.md;
+ * decisions.md "Operating wallets, sweeps, gas and fee floors"). One `pass` of a network:
  *
  * 1. collect: deposit addresses with a deposit credited since the last look become due (sweep_sources);
  * 2. plan: a due address's balance of the asset, if at least the threshold, becomes a SWEEP row to HOT (while HOT
@@ -89,7 +89,7 @@ export interface SweepListQuery {
 }
 
 export class Sweeps extends Context.Service<Sweeps, {
-  /** Networks that sweep: EVM, a real node's client that sends and reads balances. */
+  /** Networks that sweep: EVM and TRON, a real node's client that sends and reads balances. */
   readonly networkKeys: ReadonlyArray<string>
   /** One collect, plan and advance of the network (see the module's comment); passes of a network never overlap. */
   readonly pass: (networkKey: string) => Effect.Effect<void>
@@ -131,6 +131,12 @@ export class Sweeps extends Context.Service<Sweeps, {
         maxPriorityFeePerGas: tip,
         networkFee: gas * maxFee
       })
+
+      /** The fee fields a row keeps for its signature (EVM); null on TRON, which signs on fresh parameters. */
+      const evmFields = (parameters: WithdrawalParameters) =>
+        parameters.family === "EVM"
+          ? { gas: parameters.gas, maxFee: parameters.maxFeePerGas, tip: parameters.maxPriorityFeePerGas }
+          : { gas: null, maxFee: null, tip: null }
 
       // 1. collect ------------------------------------------------------------------------------------------------
       const margin = `${collectMarginMillis} milliseconds`
@@ -190,13 +196,19 @@ export class Sweeps extends Context.Service<Sweeps, {
         Effect.gen(function*() {
           const parameters = yield* context.chain.withdrawalParameters(sweep)
           const from = sweep.from
-          if (parameters.family !== "EVM") return yield* Effect.die(new Error("sweeps are EVM only"))
-          const need = parameters.gas * parameters.maxFeePerGas
+          if (parameters.family !== "EVM" && parameters.family !== "TRON") {
+            return yield* Effect.die(new Error("sweeps are EVM and TRON only"))
+          }
+          // TRON (docs/tron.md): the most the call can burn (fee_limit + bandwidth); what is left over stays at the
+          // address and lowers its next top-up. The top-up may create the address's account: priced as doing so.
+          const need = parameters.family === "EVM" ? parameters.gas * parameters.maxFeePerGas : parameters.networkFee
           const held = yield* context.balance(from, context.network.nativeAssetId)
           const topUp = need > held ? need - held : 0n
-          const topUpFee = nativeTransferGas * parameters.maxFeePerGas
+          const topUpFee = parameters.family === "EVM"
+            ? nativeTransferGas * parameters.maxFeePerGas
+            : yield* context.chain.networkFee(context.network.nativeAssetId)
           const covered = topUp === 0n || (yield* gasCovers(context, tenantId, topUp, topUpFee))
-          return { parameters, topUp, topUpFee, covered }
+          return { parameters, evm: evmFields(parameters), need, topUp, topUpFee, covered }
         })
 
       /** The TOP_UP row of a sweep: `amount` of native coin from the tenant's GAS wallet to the sweep's address. */
@@ -231,18 +243,38 @@ export class Sweeps extends Context.Service<Sweeps, {
           const insertSweep = (
             status: "PENDING" | "WAITING_GAS",
             amount: bigint,
-            gas: bigint,
-            maxFee: bigint,
-            tip: bigint
+            gas: bigint | null,
+            maxFee: bigint | null,
+            tip: bigint | null
           ) =>
             sql`
               INSERT INTO sweeps (id, tenant_id, network_key, asset_id, kind, from_address, to_address, amount, status,
                 wallet_id, gas, max_fee_per_gas, max_priority_fee_per_gas, created_at, updated_at)
               VALUES (${id}, ${source.tenant_id}, ${networkKey}, ${asset.assetId}, 'SWEEP', ${source.address}, ${to},
-                ${amount.toString()}, ${status}, ${source.wallet_id}, ${gas.toString()}, ${maxFee.toString()},
-                ${tip.toString()}, ${at}, ${at})
+                ${amount.toString()}, ${status}, ${source.wallet_id}, ${gas?.toString() ?? null},
+                ${maxFee?.toString() ?? null}, ${tip?.toString() ?? null}, ${at}, ${at})
               ON CONFLICT DO NOTHING RETURNING id`.pipe(Effect.flatMap(idRows), Effect.map((rows) => rows.length > 0))
 
+          if (asset.kind === "NATIVE" && context.network.chainFamily === "TRON") {
+            // TRON (docs/tron.md): the fee is known only once included (the address's free bandwidth may pay it), so
+            // the sweep keeps the most it can burn back; that much may stay at the address for its next sweep.
+            const parameters = yield* context.chain.withdrawalParameters({
+              withdrawalId: id,
+              from: source.address,
+              to,
+              assetId: asset.assetId,
+              amount: balance
+            })
+            const fee = parameters.networkFee
+            if (balance < sweepThreshold(asset, asset, fee) || balance <= fee) {
+              yield* markExamined(networkKey, source, at).pipe(Effect.orDie)
+              return
+            }
+            yield* sql.withTransaction(Effect.gen(function*() {
+              if (yield* insertSweep("PENDING", balance - fee, null, null, null)) yield* markExamined(networkKey, source, at)
+            })).pipe(Effect.orDie)
+            return
+          }
           if (asset.kind === "NATIVE") {
             const maxFee = yield* maxFeePerGas(context)
             const fee = nativeTransferGas * maxFee
@@ -266,12 +298,12 @@ export class Sweeps extends Context.Service<Sweeps, {
             assetId: asset.assetId,
             amount: balance
           })
-          const cost = planned.parameters.gas * planned.parameters.maxFeePerGas + planned.topUpFee
+          const cost = planned.need + planned.topUpFee
           if (balance === 0n || balance < sweepThreshold(asset, native(context.network), cost)) {
             yield* markExamined(networkKey, source, at).pipe(Effect.orDie)
             return
           }
-          const { gas, maxFeePerGas: maxFee, maxPriorityFeePerGas: tip } = planned.parameters
+          const { gas, maxFee, tip } = planned.evm
           yield* sql.withTransaction(Effect.gen(function*() {
             if (!(yield* insertSweep(planned.covered ? "PENDING" : "WAITING_GAS", balance, gas, maxFee, tip))) return
             if (planned.covered && planned.topUp > 0n) {
@@ -419,9 +451,9 @@ export class Sweeps extends Context.Service<Sweeps, {
           yield* sql.withTransaction(Effect.gen(function*() {
             const moved = yield* sql`
               UPDATE sweeps SET status = 'PENDING', amount = ${amount.toString()},
-                gas = ${planned.parameters.gas.toString()},
-                max_fee_per_gas = ${planned.parameters.maxFeePerGas.toString()},
-                max_priority_fee_per_gas = ${planned.parameters.maxPriorityFeePerGas.toString()}, updated_at = ${at}
+                gas = ${planned.evm.gas?.toString() ?? null},
+                max_fee_per_gas = ${planned.evm.maxFee?.toString() ?? null},
+                max_priority_fee_per_gas = ${planned.evm.tip?.toString() ?? null}, updated_at = ${at}
               WHERE id = ${row.id} AND status = 'WAITING_GAS' RETURNING id`
             if (moved.length > 0 && planned.topUp > 0n) {
               const sweep = { id: row.id, tenantId: row.tenant_id, from: row.from_address }

@@ -2,10 +2,11 @@
  * Which client follows each network (docs/deposits.md, "Chain clients"): CHAIN_RPC_URLS picks the EVM RPC client,
  * the simulated chain covers the rest only when SIMULATED_CHAINS is on, and a URL the service cannot use fails the
  * start with a message that never repeats the URL. A configured node is asked its chain id at start (decisions.md,
- * "Sending on real networks"): these tests run anvil nodes on the catalog's chain ids and one on another chain.
+ * "Sending on real networks"): these tests run anvil nodes on the catalog's chain ids and one on another chain, and
+ * TRON stand-ins on Nile and on mainnet (block 0 against the catalog's genesis hash).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { beforeAll } from "vitest"
+import { afterAll, beforeAll } from "vitest"
 import { Effect, Layer, Redacted } from "effect"
 import { Catalog, loadCatalogFile } from "../../src/catalog/Catalog.ts"
 import { ChainClients } from "../../src/chains/ChainClient.ts"
@@ -13,11 +14,16 @@ import { chainClientsLayer } from "../../src/chains/ChainClientsLayer.ts"
 import { SimulatedChain } from "../../src/chains/simulated/SimulatedChain.ts"
 import { AppConfig, type AppConfigShape, parseChainRpcUrls } from "../../src/Config.ts"
 import { startAnvil } from "../support/Anvil.ts"
+import { startTronNode } from "../support/TronNode.ts"
 
 const sepolia = startAnvil({ chainId: 11155111 })
 const bscTestnet = startAnvil({ chainId: 97 })
 const otherChain = startAnvil()
 beforeAll(() => Effect.runPromise(Effect.all([sepolia.ready, bscTestnet.ready, otherChain.ready], { concurrency: "unbounded" })))
+const tronMainnetGenesis = "00000000000000001ebf88508a03865c71d452e25f4d51194196a1d22b6653dc"
+const tronNile = await startTronNode()
+const tronMainnet = await startTronNode({ genesisBlockId: tronMainnetGenesis })
+afterAll(() => Promise.all([tronNile.stop(), tronMainnet.stop()]))
 
 const secretUrl = "https://node.example/v3/secret-api-key"
 
@@ -67,15 +73,23 @@ describe("chain clients per configuration", () => {
       assert.isUndefined(clients.get("ETH_SEPOLIA"))
     }))
 
-  it.effect("a URL for a non-EVM or unknown network fails the start, naming the network and not the URL", () =>
+  it.effect("a URL for an unknown network fails the start, naming the network and not the URL", () =>
     Effect.gen(function*() {
-      const tron = yield* Effect.flip(build({ chainRpcUrls: { TRON_NILE: Redacted.make(secretUrl) } }))
-      assert.strictEqual(tron._tag, "ConfigInvalid")
-      assert.include(tron.message, "TRON_NILE")
-      assert.include(tron.message, "that family has no RPC client")
-      assert.notInclude(tron.message, "secret-api-key")
       const unknown = yield* Effect.flip(build({ chainRpcUrls: { ETH_MAINNET: Redacted.make(secretUrl) } }))
+      assert.strictEqual(unknown._tag, "ConfigInvalid")
       assert.include(unknown.message, "ETH_MAINNET")
+      assert.notInclude(unknown.message, "secret-api-key")
+    }))
+
+  it.live("a TRON node whose block 0 is not the catalog's genesis hash fails the start, naming both; Nile's is followed", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(build({ chainRpcUrls: { TRON_NILE: Redacted.make(tronMainnet.url) } }))
+      assert.strictEqual(error._tag, "ConfigInvalid")
+      assert.include(error.message, "TRON_NILE")
+      assert.include(error.message, `genesis block ${tronMainnetGenesis}`)
+      assert.include(error.message, tronNile.genesisBlockId)
+      const clients = yield* build({ chainRpcUrls: { TRON_NILE: Redacted.make(tronNile.url) } })
+      assert.isFalse(clients.isSimulated("TRON_NILE"))
     }))
 
   it.live("a node on another chain than the catalog's fails the start, naming both chain ids", () =>
