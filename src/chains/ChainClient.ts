@@ -6,6 +6,7 @@
  * withdrawals also has `withdrawals` (chain parameters, hot-wallet cover, broadcast, inclusion).
  */
 import { Context, Data, type Effect } from "effect"
+import type { SigningKey } from "../signer/TransactionRequest.ts"
 
 /** A chain node could not be reached or answered nonsense; the watcher retries later. */
 export class ChainUnavailable extends Data.TaggedError("ChainUnavailable")<{
@@ -96,8 +97,11 @@ export type WithdrawalParameters =
   }
   | {
     readonly family: "BTC"
-    /** Outputs of the hot wallet to spend (value in satoshi); the change goes back to the hot wallet. */
-    readonly inputs: ReadonlyArray<{ readonly txid: string; readonly vout: number; readonly value: bigint }>
+    /**
+     * Outputs to spend (value in satoshi): the hot wallet's, and credited deposit outputs signed with their wallet's
+     * own `key` (absent: the sender's key); the change goes back to the hot wallet.
+     */
+    readonly inputs: ReadonlyArray<{ readonly txid: string; readonly vout: number; readonly value: bigint; readonly key?: SigningKey | undefined }>
     readonly networkFee: bigint
   }
   | { readonly family: "SOL"; readonly recentBlockhash: string; readonly networkFee: bigint }

@@ -53,7 +53,8 @@ export const withdrawalRequest = (
       return {
         family: "BTC",
         btcNetwork: network.btcNetwork as BtcNetwork,
-        inputs: parameters.inputs.map((input) => ({ ...input, key })),
+        // A credited deposit output is signed with its own wallet's key (decisions.md: BTC has no sweeps).
+        inputs: parameters.inputs.map((input) => ({ txid: input.txid, vout: input.vout, value: input.value, key: input.key ?? key })),
         outputs: [
           { address: transfer.to, value: transfer.amount },
           ...(change > 0n ? [{ address: transfer.from, value: change }] : [])

@@ -1,0 +1,126 @@
+/**
+ * Which BTC outputs a withdrawal may spend, kept in PostgreSQL (sql/0018_btc_outputs.sql; docs/btc.md "Coin
+ * selection"): the credited deposit outputs (decisions.md: BTC has no sweeps, withdrawals spend deposit outputs
+ * directly, each signed with its wallet's own key) and the reservations that keep two withdrawals, in one process or
+ * in several, from choosing the same output.
+ */
+import { Clock, Data, Effect, Schema } from "effect"
+import type { SqlClient, Statement } from "effect/sql"
+import { decodeRows, Int4, Text } from "../../db/RowSchemas.ts"
+import { type SigningKey, walletKey } from "../../signer/TransactionRequest.ts"
+
+/**
+ * How long a reservation holds before its owner has a send: the time between choosing the inputs and the commit
+ * of the signature (OutgoingSends.sign), which is seconds; a withdrawal that never got signed (cancelled, failed,
+ * a crash) lets its outputs go after this.
+ */
+export const btcReservationGraceMinutes = 10
+
+export interface BtcOutputRef {
+  readonly txid: string
+  readonly vout: number
+}
+
+export interface DepositOutput extends BtcOutputRef {
+  /** The deposit address (the service's normalized form), whose script the output must have. */
+  readonly address: string
+  /** The deposit wallet's key, which signs this input. */
+  readonly key: SigningKey
+}
+
+export interface BtcOutputBook {
+  /** Credited deposit outputs of the network that no live reservation holds, oldest first, at most `limit`. */
+  readonly depositOutputs: (networkKey: string, limit: number) => Effect.Effect<ReadonlyArray<DepositOutput>>
+  /** Outputs held by live reservations of owners other than `ownerId`, as `txid:vout`. */
+  readonly heldByOthers: (networkKey: string, ownerId: string) => Effect.Effect<ReadonlySet<string>>
+  /**
+   * Reserves all of `outputs` for the owner, replacing the owner's earlier reservations, in one database
+   * transaction; false (and nothing changed) when another live reservation holds any of them.
+   */
+  readonly reserve: (
+    networkKey: string,
+    ownerId: string,
+    outputs: ReadonlyArray<BtcOutputRef & { readonly value: bigint }>
+  ) => Effect.Effect<boolean>
+}
+
+export const outputKey = (output: BtcOutputRef) => `${output.txid}:${output.vout}`
+
+const depositRows = decodeRows(
+  Schema.Struct({ tx_hash: Text, output_index: Int4, address: Text, tenant_seq: Int4, user_seq: Int4, wallet_seq: Int4 }),
+  "BtcOutputBook.depositOutputs"
+)
+const refRows = decodeRows(Schema.Struct({ txid: Text, vout: Int4 }), "BtcOutputBook.heldByOthers")
+
+class Taken extends Data.TaggedError("Taken")<{}> {}
+
+export const makeBtcOutputBook = (sql: SqlClient.SqlClient): BtcOutputBook => {
+  const cutoff = Effect.map(Clock.currentTimeMillis, (now) => new Date(now - btcReservationGraceMinutes * 60_000))
+
+  /** The reservation `r` still holds (see sql/0018_btc_outputs.sql). */
+  const live = (since: Date): Statement.Fragment =>
+    sql`(EXISTS (SELECT 1 FROM outgoing_sends s
+          WHERE s.network_key = r.network_key AND s.owner_id::text = r.owner_id AND s.state <> 'REJECTED')
+        OR (r.reserved_at > ${since} AND NOT EXISTS (SELECT 1 FROM outgoing_sends s
+          WHERE s.network_key = r.network_key AND s.owner_id::text = r.owner_id)))`
+
+  const depositOutputs = (networkKey: string, limit: number) =>
+    Effect.gen(function*() {
+      const since = yield* cutoff
+      const rows = yield* sql`
+        SELECT t.tx_hash, t.output_index, t.destination_address AS address, tn.seq AS tenant_seq, u.seq AS user_seq,
+          w.seq AS wallet_seq
+        FROM transactions t
+          JOIN wallets w ON w.id = t.destination_wallet_id
+          JOIN tenants tn ON tn.id = w.tenant_id
+          JOIN users u ON u.id = w.user_id
+        WHERE t.kind = 'DEPOSIT' AND t.network_key = ${networkKey} AND t.status = 'COMPLETED' AND t.sub_status IS NULL
+          AND NOT EXISTS (SELECT 1 FROM btc_output_reservations r
+            WHERE r.network_key = t.network_key AND r.txid = t.tx_hash AND r.vout = t.output_index AND ${live(since)})
+        ORDER BY t.created_at, t.id
+        LIMIT ${limit}`.pipe(Effect.orDie, Effect.flatMap(depositRows))
+      return rows.map((row): DepositOutput => ({
+        txid: row.tx_hash,
+        vout: row.output_index,
+        address: row.address,
+        // wallets.seq counts from 1; the derivation index W is seq - 1 (sql/0002_wallets.sql).
+        key: walletKey({ tenantIndex: row.tenant_seq, userIndex: row.user_seq, walletIndex: row.wallet_seq - 1 })
+      }))
+    })
+
+  const heldByOthers = (networkKey: string, ownerId: string) =>
+    Effect.gen(function*() {
+      const since = yield* cutoff
+      const rows = yield* sql`
+        SELECT r.txid, r.vout FROM btc_output_reservations r
+        WHERE r.network_key = ${networkKey} AND r.owner_id <> ${ownerId} AND ${live(since)}`
+        .pipe(Effect.orDie, Effect.flatMap(refRows))
+      return new Set(rows.map(outputKey)) as ReadonlySet<string>
+    })
+
+  const reserve: BtcOutputBook["reserve"] = (networkKey, ownerId, outputs) =>
+    Effect.gen(function*() {
+      const since = yield* cutoff
+      const now = new Date(yield* Clock.currentTimeMillis)
+      return yield* sql.withTransaction(Effect.gen(function*() {
+        // The owner's earlier choice (a signature that did not commit) and reservations that no longer hold go.
+        yield* sql`
+          DELETE FROM btc_output_reservations r
+          WHERE r.network_key = ${networkKey} AND (r.owner_id = ${ownerId} OR NOT ${live(since)})`
+        for (const output of outputs) {
+          const inserted = yield* sql`
+            INSERT INTO btc_output_reservations (network_key, txid, vout, owner_id, value, reserved_at)
+            VALUES (${networkKey}, ${output.txid}, ${output.vout}, ${ownerId}, ${output.value.toString()}, ${now})
+            ON CONFLICT (network_key, txid, vout) DO NOTHING
+            RETURNING txid`
+          if (inserted.length === 0) return yield* new Taken()
+        }
+        return true
+      })).pipe(
+        Effect.catchTag("Taken", () => Effect.succeed(false)),
+        Effect.orDie
+      )
+    })
+
+  return { depositOutputs, heldByOthers, reserve }
+}
