@@ -73,6 +73,9 @@ export const startLitecoind = (): Litecoind => {
     "-txindex=1",
     "-fallbackfee=0.0002",
     "-walletrbf=1",
+    // Litecoin Core turns BIP 125 replacement off by default (Bitcoin Core 0.21 has it on): the RBF of the
+    // service's stuck withdrawals and `reorg(..., drop)` need it.
+    "-mempoolreplacement=1",
     "-printtoconsole=0",
     `-port=${port}`,
     `-rpcport=${rpcPort}`,
