@@ -15,7 +15,7 @@
  * - The fee a transaction paid is its inputs minus its outputs, read from the chain (`inclusion`).
  */
 import * as bitcoin from "bitcoinjs-lib"
-import { Effect } from "effect"
+import { Effect, Schedule, Semaphore } from "effect"
 import {
   BroadcastRejected,
   type ChainUnavailable,
@@ -106,17 +106,32 @@ export const makeBtcWithdrawals = (node: BtcNode, options: BtcSendingOptions): W
   const scriptOf = (address: string) => bitcoin.address.toOutputScript(address, network)
   const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString("hex")
 
+  /**
+   * A node runs one `scantxoutset` at a time and refuses a second ("Scan already in progress"): this client's scans
+   * take turns, and one refused because of another process's scan is asked again shortly.
+   */
+  const scanLock = Semaphore.makeUnsafe(1)
+  const scan = (script: Uint8Array) =>
+    scanLock.withPermit(
+      node.rpc.call("scantxoutset", ["start", [`raw(${hex(script)})`]], { timeoutMillis: scanTimeoutMillis }).pipe(
+        Effect.retry({
+          while: (error) => error._tag === "RpcError" && /in progress/i.test(error.message),
+          schedule: Schedule.spaced("500 millis"),
+          times: 20
+        })
+      )
+    ).pipe(Effect.catchTag("RpcError", (error: RpcError) => Effect.fail(unavailable(`scantxoutset: node error ${error.code} (${error.message})`))))
+
   /** HOT's confirmed outputs (see the module's comment). */
   const hotOutputs = (hot: string) =>
     Effect.gen(function*() {
-      const scan = (yield* node.rpc.call("scantxoutset", ["start", [`raw(${hex(scriptOf(hot))})`]], { timeoutMillis: scanTimeoutMillis })
-        .pipe(Effect.catchTag("RpcError", (error: RpcError) => Effect.fail(unavailable(`scantxoutset: node error ${error.code} (${error.message})`))))) as {
+      const scanned = (yield* scan(scriptOf(hot))) as {
           readonly success?: unknown
           readonly unspents?: ReadonlyArray<{ readonly txid?: unknown; readonly vout?: unknown; readonly amount?: unknown }>
         } | null
-      if (scan?.success !== true || !Array.isArray(scan.unspents)) return yield* unavailable("scantxoutset: malformed answer")
+      if (scanned?.success !== true || !Array.isArray(scanned.unspents)) return yield* unavailable("scantxoutset: malformed answer")
       const outputs: Array<Spendable> = []
-      for (const unspent of scan.unspents) {
+      for (const unspent of scanned.unspents) {
         const value = satoshis(unspent.amount)
         if (typeof unspent.txid !== "string" || typeof unspent.vout !== "number" || value === undefined) {
           return yield* unavailable("scantxoutset: malformed output")
