@@ -94,17 +94,31 @@ export type WithdrawalParameters =
     readonly referenceBlock: { readonly number: bigint; readonly id: string; readonly timestamp: number }
     readonly feeLimit: bigint
     readonly networkFee: bigint
+    /** When the network drops it unconfirmed, ms since the epoch (default: the reference block's time + 60 s). */
+    readonly expiration?: number | undefined
   }
   | {
     readonly family: "BTC"
     /**
      * Outputs to spend (value in satoshi): the hot wallet's, and credited deposit outputs signed with their wallet's
-     * own `key` (absent: the sender's key); the change goes back to the hot wallet.
+     * `key` (decisions.md: BTC has no sweeps); the change goes back to the hot wallet.
      */
-    readonly inputs: ReadonlyArray<{ readonly txid: string; readonly vout: number; readonly value: bigint; readonly key?: SigningKey | undefined }>
+    readonly inputs: ReadonlyArray<{
+      readonly txid: string
+      readonly vout: number
+      readonly value: bigint
+      /** Whose key holds the output; absent: the sending key (HOT for withdrawals). */
+      readonly key?: SigningKey | undefined
+    }>
     readonly networkFee: bigint
   }
-  | { readonly family: "SOL"; readonly recentBlockhash: string; readonly networkFee: bigint }
+  | {
+    readonly family: "SOL"
+    readonly recentBlockhash: string
+    /** The last block height at which a transaction on `recentBlockhash` can be included. */
+    readonly lastValidBlockHeight?: bigint | undefined
+    readonly networkFee: bigint
+  }
 
 /** A signed withdrawal as broadcast: the bytes, their hash, and what they transfer (for the simulated chain). */
 export interface SignedWithdrawal extends WithdrawalTransfer {
@@ -145,6 +159,19 @@ export interface WithdrawalChain {
   readonly broadcast: (signed: SignedWithdrawal) => Effect.Effect<void, ChainUnavailable | BroadcastRejected>
   /** The transaction's block on the current chain and its outcome, or undefined while it is in no block. */
   readonly inclusion: (txHash: string) => Effect.Effect<Inclusion | undefined, ChainUnavailable>
+  /**
+   * TRON and SOL: whether signed bytes that are in no block can provably never be included any more (TRON its
+   * `expiration` passed by the head block's time; SOL its blockhash past `lastValidBlockHeight`). Only then does
+   * OutgoingSends sign the same payload again on fresh parameters (decisions.md: re-sign only after expiry).
+   */
+  readonly expired?: ((signed: SignedWithdrawal) => Effect.Effect<boolean, ChainUnavailable>) | undefined
+  /**
+   * BTC replace-by-fee (BIP 125): the parameters of a replacement for a version signed with `previous` that has
+   * waited `blocksWaited` blocks unincluded (same inputs, a higher fee), or undefined while it should wait.
+   */
+  readonly replacementParameters?:
+    | ((previous: WithdrawalParameters, blocksWaited: bigint) => Effect.Effect<WithdrawalParameters | undefined, ChainUnavailable>)
+    | undefined
 }
 
 export interface ChainClient {

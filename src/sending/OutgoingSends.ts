@@ -12,12 +12,14 @@
  * - `broadcast`: the latest version's bytes; accepted, not now (retried later), or refused for good.
  * - `check`: where the send stands on the current chain: final (succeeded or reverted, with the actual fee),
  *   waiting; on the way it gives a node that forgot the transaction the same bytes again (a reorganization, a
- *   restarted node) and replaces an EVM version that has waited 20 blocks.
+ *   restarted node), replaces an EVM version that has waited 20 blocks, signs a BTC replacement by fee when the
+ *   client asks for one (`replacementParameters`), and signs a TRON/SOL payload again once the client says the
+ *   earlier bytes expired unincluded (`expired`). Each version keeps the parameters it was signed with (sql/0017).
  *
  * Somewhat over 300 lines on purpose: signing, broadcast, replacement and fill share the stored-version rules and
  * read best side by side.
  */
-import { Clock, Context, Data, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Data, Effect, Layer, Schema, Semaphore } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
 import {
@@ -37,6 +39,7 @@ import { CrashPoints, type sendCrashSteps } from "../idempotency/CrashPoints.ts"
 import { Signer } from "../signer/Signer.ts"
 import type { SigningKey } from "../signer/TransactionRequest.ts"
 import { withdrawalRequest } from "../withdrawals/WithdrawalRequests.ts"
+import { signedParameters, storedParameters } from "./SignedParameters.ts"
 
 export type SendPurpose = "WITHDRAWAL" | "SWEEP" | "TOP_UP"
 
@@ -69,7 +72,9 @@ const VersionRow = Schema.Struct({
   max_priority_fee_per_gas: Nullable(Numeric),
   network_fee_max: Numeric,
   sent_height: Nullable(Numeric),
-  broadcasts: Int4
+  broadcasts: Int4,
+  /** The parameters it was signed with (sql/0017; SignedParameters.ts), null on versions older than the column. */
+  parameters: Schema.Unknown
 })
 export type SendVersion = typeof VersionRow.Type
 
@@ -117,12 +122,15 @@ const sendColumns = (sql: SqlClient.SqlClient): Statement.Fragment =>
     (SELECT coalesce(jsonb_agg(jsonb_build_object('version', v.version, 'kind', v.kind, 'tx_hash', v.tx_hash,
         'raw', v.raw, 'gas', v.gas::text, 'max_fee_per_gas', v.max_fee_per_gas::text,
         'max_priority_fee_per_gas', v.max_priority_fee_per_gas::text, 'network_fee_max', v.network_fee_max::text,
-        'sent_height', v.sent_height::text, 'broadcasts', v.broadcasts) ORDER BY v.version), '[]'::jsonb)
+        'sent_height', v.sent_height::text, 'broadcasts', v.broadcasts, 'parameters', v.parameters) ORDER BY v.version), '[]'::jsonb)
       FROM outgoing_versions v WHERE v.send_id = s.id) AS versions`
 const sendRow = decodeFirstRow(SendRow, "OutgoingSends.load")
 const sendRows = decodeRows(SendRow, "OutgoingSends.open")
 const nonceRow = decodeSingleRow(Schema.Struct({ nonce: Numeric }), "OutgoingSends.nextNonce")
 const reservedRows = decodeRows(Schema.Struct({ asset_id: Text, amount: Numeric }), "OutgoingSends.reserved")
+
+/** In-process signing locks (see `signingLock`). */
+const signingLockStripes = 32
 
 const latest = (send: Send): SendVersion => send.versions[send.versions.length - 1]!
 
@@ -178,6 +186,19 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
 
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
+      // One signing transaction at a time per sending address in this process. The nonce row lock is what keeps
+      // signatures in order (also across processes); without this, a burst of withdrawals has every fiber hold a
+      // pooled connection while it waits on that lock, and the pool (db/Database.ts) is gone for everything else:
+      // measured, submissions took 1-2 s each behind 200 withdrawals signing. Waiting here costs no connection.
+      // Striped rather than one per address: sweeps sign from every deposit address, and a map of those would only
+      // grow. Two addresses sharing a stripe merely take turns.
+      const signingLocks = Array.from({ length: signingLockStripes }, () => Semaphore.makeUnsafe(1))
+      const signingLock = (networkKey: string, address: string) => {
+        let hash = 0
+        for (const char of `${networkKey}:${address}`) hash = (hash * 31 + char.charCodeAt(0)) | 0
+        return signingLocks[Math.abs(hash) % signingLockStripes]!
+      }
+
       const load = (where: Statement.Fragment) =>
         sql`SELECT ${sendColumns(sql)} FROM outgoing_sends s WHERE ${where}`.pipe(Effect.orDie, Effect.flatMap(sendRow))
 
@@ -226,10 +247,11 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           const evm = parameters.family === "EVM" ? parameters : undefined
           yield* sql`
             INSERT INTO outgoing_versions (send_id, version, kind, network_key, tx_hash, raw, gas, max_fee_per_gas,
-              max_priority_fee_per_gas, network_fee_max, signed_at)
+              max_priority_fee_per_gas, network_fee_max, signed_at, parameters)
             VALUES (${sendId}, ${version}, ${kind}, ${networkKey}, ${signed.txHash}, ${signed.raw},
               ${evm?.gas.toString() ?? null}, ${evm?.maxFeePerGas.toString() ?? null},
-              ${evm?.maxPriorityFeePerGas.toString() ?? null}, ${parameters.networkFee.toString()}, ${yield* now})`
+              ${evm?.maxPriorityFeePerGas.toString() ?? null}, ${parameters.networkFee.toString()}, ${yield* now},
+              ${storedParameters(parameters)}::jsonb)`
         })
 
       const sign = Effect.fn("OutgoingSends.sign")(function*(
@@ -246,7 +268,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           .pipe(Effect.orDie)).length > 0
         const seed = chain.accountNonce === undefined ? undefined : sequenced ? 0n : yield* chain.accountNonce(spec.transfer.from)
         const id = yield* ids.uuidV7
-        return yield* sql.withTransaction(Effect.gen(function*() {
+        return yield* Semaphore.withPermit(signingLock(spec.networkKey, spec.transfer.from))(sql.withTransaction(Effect.gen(function*() {
           if (!(yield* hooks.guard)) return yield* new SigningStopped({ outcome: "Superseded", message: "" })
           // Signed by a run that committed while this one waited for the owner's lock: that one stands.
           const stored = yield* forOwner(spec.purpose, spec.ownerId)
@@ -273,7 +295,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
               (nonce === null ? "" : ` with nonce ${nonce}`)
           )
           return send
-        })).pipe(
+        }))).pipe(
           Effect.tap(() => reach(spec.purpose, "send-after-commit")),
           Effect.map((send): SignOutcome => ({ _tag: "Signed", send })),
           Effect.catchTag("SigningStopped", (stopped): Effect.Effect<SignOutcome> =>
@@ -452,6 +474,32 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           if (latest(fresh).version > version.version) yield* broadcastVersion(fresh, latest(fresh)).pipe(Effect.ignore)
         })
 
+      /**
+       * Signs the next version of the send's payload on `parameters` and broadcasts it: a TRON/SOL transaction whose
+       * reference expired, or a BTC replacement by fee. Only while the send is open and `version` is still its latest
+       * (a concurrent check may have signed one already).
+       */
+      const resign = (send: Send, version: SendVersion, parameters: WithdrawalParameters, why: string) =>
+        Effect.gen(function*() {
+          const transfer = signedOf(send, version)
+          yield* sql.withTransaction(Effect.gen(function*() {
+            const locked = yield* sql`SELECT id FROM outgoing_sends WHERE id = ${send.id} AND state = 'PENDING' FOR UPDATE`
+            if (locked.length === 0) return
+            const top = yield* sql`SELECT max(version) AS version FROM outgoing_versions WHERE send_id = ${send.id}`
+            if (Number(top[0]!["version"]) !== version.version) return
+            const signed = yield* signRequest({ networkKey: send.network_key, key: send.signing_key as SigningKey, transfer }, parameters)
+            yield* insertVersion(send.id, send.network_key, version.version + 1, version.kind, signed, parameters)
+            yield* Effect.logWarning(
+              `${send.purpose.toLowerCase()} ${send.owner_id}: ${version.tx_hash} ${why}; signed again as ${signed.txHash}`
+            )
+          })).pipe(
+            Effect.catchTag("SqlError", Effect.die),
+            Effect.catchTag("SigningStopped", (stopped) => Effect.logWarning(`new version of ${send.id} not signed now: ${stopped.message}`))
+          )
+          const fresh = yield* reload(send)
+          if (latest(fresh).version > version.version) yield* broadcastVersion(fresh, latest(fresh)).pipe(Effect.ignore)
+        })
+
       const check = Effect.fn("OutgoingSends.check")(function*(send: Send, head: ChainHead) {
         const { chain, client, network } = sendingChain(send.network_key)
         const found = yield* included(chain, send)
@@ -471,8 +519,24 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           yield* sql`UPDATE outgoing_versions SET sent_height = ${head.height.toString()}
             WHERE send_id = ${send.id} AND version = ${version.version} AND sent_height IS NULL`.pipe(Effect.orDie)
         }
+        const waited = version.sent_height === null ? 0n : head.height - version.sent_height
+        if (send.state === "PENDING" && chain.expired !== undefined && (yield* chain.expired(signedOf(send, version)))) {
+          // In no block (checked above, on the current chain) and past its expiry: it can never be included, so the
+          // same payload is signed again on a fresh reference (decisions.md: TRON and SOL re-sign only after expiry).
+          const fresh = yield* chain.withdrawalParameters(signedOf(send, version))
+          yield* resign(send, version, fresh, "expired unincluded")
+          return { _tag: "Waiting" } as CheckOutcome
+        }
+        const previous = signedParameters(version.parameters)
+        if (send.state === "PENDING" && chain.replacementParameters !== undefined && previous !== undefined && waited > 0n) {
+          const replacement = yield* chain.replacementParameters(previous, waited)
+          if (replacement !== undefined) {
+            yield* resign(send, version, replacement, `not included after ${waited} blocks; replaced by fee`)
+            return { _tag: "Waiting" } as CheckOutcome
+          }
+        }
         const stuck = send.nonce !== null && chain.accountNonce !== undefined && version.sent_height !== null &&
-          head.height - version.sent_height >= stuckAfterBlocks
+          waited >= stuckAfterBlocks
         if (stuck) {
           // Waiting in the pool, or dropped from it for paying too little (anvil drops what a block's base fee
           // leaves behind; geth keeps it queued): either way the same nonce and payload with higher fees.

@@ -43,7 +43,8 @@ export const withdrawalRequest = (
         amount: transfer.amount,
         token,
         feeLimit: token === undefined ? undefined : parameters.feeLimit,
-        referenceBlock: parameters.referenceBlock
+        referenceBlock: parameters.referenceBlock,
+        ...(parameters.expiration === undefined ? {} : { expiration: parameters.expiration })
       }
     case "BTC": {
       // BTC has no tokens in the catalog; the change is whatever the inputs leave over beyond amount and fee.
@@ -53,7 +54,6 @@ export const withdrawalRequest = (
       return {
         family: "BTC",
         btcNetwork: network.btcNetwork as BtcNetwork,
-        // A credited deposit output is signed with its own wallet's key (decisions.md: BTC has no sweeps).
         inputs: parameters.inputs.map((input) => ({ txid: input.txid, vout: input.vout, value: input.value, key: input.key ?? key })),
         outputs: [
           { address: transfer.to, value: transfer.amount },

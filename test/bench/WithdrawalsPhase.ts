@@ -10,6 +10,8 @@
  * its bytes). Its own anvil and service process (own DATA_DIR), so the other phases' figures are untouched.
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import { readdirSync } from "node:fs"
+import { join } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
@@ -25,6 +27,7 @@ import {
   waitForHealth
 } from "../e2e/ServiceProcess.ts"
 import { anvilBinary, freePortSync } from "../support/AnvilBinary.ts"
+import { summarizeProfile } from "./ProfileSummary.ts"
 import { log, makeDatabase, makeSignedFetch, mapLimit, provisionTenant, rate, seconds, waitUntil } from "./BenchSupport.ts"
 
 /** anvil's second dev account (mnemonic `test test ... junk`): the raw baseline's sender. */
@@ -35,6 +38,8 @@ export interface WithdrawalsPhaseOptions {
   readonly count: number
   readonly inFlight: number
   readonly opsToken: string
+  /** Where the service writes a CPU profile of its whole run (`--profile withdrawals`); none when absent. */
+  readonly profileDirectory?: string | undefined
 }
 
 export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
@@ -54,7 +59,8 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
       dataDir,
       port,
       opsPort,
-      env: { OPS_TOKEN: options.opsToken, CHAIN_RPC_URLS: JSON.stringify({ ETH_SEPOLIA: url }) }
+      env: { OPS_TOKEN: options.opsToken, CHAIN_RPC_URLS: JSON.stringify({ ETH_SEPOLIA: url }) },
+      nodeArgs: options.profileDirectory === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.profileDirectory}`]
     })
     await waitForHealth(service, options.opsToken, 60_000)
     const ops = async (path: string, init: RequestInit = {}) => {
@@ -186,6 +192,12 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
     return { ratio: servicePerSecond / rawPerSecond, servicePerSecond, rawPerSecond }
   } finally {
     if (service !== undefined) await stopService(service, 20_000).catch(() => undefined)
+    if (options.profileDirectory !== undefined) {
+      const file = readdirSync(options.profileDirectory).find((name) => name.endsWith(".cpuprofile"))
+      log(file === undefined
+        ? "  no CPU profile was written"
+        : `\nwhere the withdrawals service's time went (its whole run):\n${summarizeProfile(join(options.profileDirectory, file))}`)
+    }
     cleanUpNow(service, dataDir)
     if (anvil.exitCode === null) anvil.kill("SIGKILL")
   }

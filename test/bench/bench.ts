@@ -19,7 +19,7 @@
  * Each load is a warm-up then a fixed window; the run stops by itself and removes what it started.
  *
  * Flags: `--only signed,deposits,transfers,deliveries` (any of them; transfers brings deposits along);
- * `--profile <phase>` runs that phase alone (signed, unsigned, deposits, transfers, deliveries) with the server under
+ * `--profile <phase>` runs that phase alone (signed, unsigned, deposits, transfers, deliveries, withdrawals) with the server under
  * `--cpu-prof` and prints where its CPU time went during the measured part (test/bench/ProfileSummary.ts);
  * `--duration <s>`, `--warmup <s>`, `--connections <n>`; `--wallets <n>` (1000), `--deposits <n>` (10000),
  * `--events <n>` (1000; 10000 is the full figure, minutes longer), `--endpoints <n>` (10).
@@ -80,7 +80,7 @@ const { values: flags } = parseArgs({
 const phaseNames = ["signed", "deposits", "transfers", "deliveries", "withdrawals"] as const
 type PhaseName = (typeof phaseNames)[number]
 const profilePhase = flags.profile
-const profileChoices = ["signed", "unsigned", "deposits", "transfers", "deliveries"]
+const profileChoices = ["signed", "unsigned", "deposits", "transfers", "deliveries", "withdrawals"]
 if (profilePhase !== undefined && !profileChoices.includes(profilePhase)) {
   throw new Error(`--profile takes one of ${profileChoices.join(", ")}`)
 }
@@ -403,9 +403,15 @@ const main = async () => {
       figure(`deliveries/raw-post ratio: ${(result.deliveries / result.raw).toFixed(2)}`)
     }
 
-    if (runs("withdrawals") && profileDirectory === undefined) {
+    if (runs("withdrawals") && (profileDirectory === undefined || profilePhase === "withdrawals")) {
       log("\nwithdrawals (issue 10): submission to broadcast on anvil, its own service process")
-      const result = await runWithdrawalsPhase({ count: withdrawalCount, inFlight: 16, opsToken })
+      const result = await runWithdrawalsPhase({
+        count: withdrawalCount,
+        inFlight: 16,
+        opsToken,
+        // Its own service: profiled in a directory of its own, summarized by the phase.
+        profileDirectory: profileDirectory === undefined ? undefined : join(profileDirectory, "withdrawals")
+      })
       figure(`withdrawals/raw-send ratio: ${result.ratio.toFixed(2)} (goal 0.30)`)
     }
 
@@ -424,7 +430,7 @@ const main = async () => {
     const ended = await stopService(service, stopTimeoutMs)
     if (ended.signal === "SIGKILL") log("  the service did not stop within 20 s of SIGTERM and was killed")
 
-    if (profileDirectory !== undefined) {
+    if (profileDirectory !== undefined && profilePhase !== "withdrawals") {
       const file = readdirSync(profileDirectory).find((name) => name.endsWith(".cpuprofile"))
       if (file === undefined) throw new Error(`no CPU profile in ${profileDirectory}`)
       log(`\nwhere the service's time went during the measured ${profilePhase} window:`)

@@ -95,6 +95,25 @@ export const hotAddress = (network: CatalogNetwork): Promise<string> =>
     return derived.address
   }))
 
+let freshIndex = 0
+/**
+ * A fresh address of the network's family, in normalized form: a wallet key of the development mnemonic on an index
+ * no test uses (tenant 7777), so each call gives another address and nobody sends from it.
+ */
+export const freshWalletAddress = (network: CatalogNetwork): Promise<string> =>
+  withSigner(Effect.gen(function*() {
+    const signer = yield* Signer
+    freshIndex++
+    const derived = yield* signer.deriveAddress({
+      family: network.chainFamily,
+      btcNetwork: network.btcNetwork ?? undefined,
+      tenantIndex: 7777,
+      userIndex: process.pid % 100_000,
+      walletIndex: freshIndex
+    })
+    return derived.address
+  }))
+
 const blocksFrom = (client: ChainClient, from: bigint, to: bigint) =>
   run(Effect.gen(function*() {
     const blocks: Array<ChainBlock> = []
@@ -124,6 +143,16 @@ const unknownHash = (family: CatalogNetwork["chainFamily"]) => {
     default:
       return "ab".repeat(32)
   }
+}
+
+/**
+ * The chain's parameters for one signature, as OutgoingSends completes them: where nonces are the service's own
+ * sequence (`accountNonce`), the sequence is seeded from the node's pending count; the contract sends one at a time.
+ */
+const parametersFor = async (chain: WithdrawalChain, transfer: WithdrawalTransfer): Promise<WithdrawalParameters> => {
+  const parameters = await run(chain.withdrawalParameters(transfer))
+  if (parameters.family !== "EVM" || chain.accountNonce === undefined) return parameters
+  return { ...parameters, nonce: Number(await run(chain.accountNonce(transfer.from))) }
 }
 
 const waitIncluded = async (client: ChainClient, node: ContractNode, txHash: string) => {
@@ -231,8 +260,8 @@ export const chainClientContract = (node: ContractNode) =>
           const fee = await run(chain().networkFee(assetId))
           assert.isTrue(fee > 0n, "a withdrawal costs a network fee")
           assert.isTrue(await run(chain().hotWalletCovers(transfer, fee)), "HOT was funded")
-          assert.isFalse(await run(chain().hotWalletCovers({ ...transfer, amount: amount * 10n ** 12n }, fee)), "HOT cannot pay 10^12 times it")
-          const parameters = await run(chain().withdrawalParameters(transfer))
+          assert.isFalse(await run(chain().hotWalletCovers({ ...transfer, amount: 10n ** 40n }, fee)), "HOT cannot pay 10^40")
+          const parameters = await parametersFor(chain(), transfer)
           assert.strictEqual(parameters.family, node.network.chainFamily)
           assert.isTrue(parameters.networkFee > 0n)
           const signed = await signWithdrawal(node, transfer, parameters)
@@ -258,11 +287,12 @@ export const chainClientContract = (node: ContractNode) =>
         }, 120_000)
       }
 
-      it.runIf(node.failingTransfer !== undefined)("a transaction included but failed: succeeded false, the burned fee read from the chain", async () => {
+      // Registered only where the family has such transactions (no skipped tests: CI counts them as failures).
+      if (node.failingTransfer !== undefined) it("a transaction included but failed: succeeded false, the burned fee read from the chain", async () => {
         await node.fundHot(native, node.smallAmount(native) * 10n)
         const failing = await node.failingTransfer!(hot)
         const transfer: WithdrawalTransfer = { withdrawalId: "contract-failing", ...failing }
-        const parameters = await run(chain().withdrawalParameters(transfer))
+        const parameters = await parametersFor(chain(), transfer)
         const signed = await signWithdrawal(node, transfer, parameters)
         await run(chain().broadcast(signed))
         const inclusion = await waitIncluded(client, node, signed.txHash)

@@ -1,0 +1,56 @@
+/**
+ * The chain parameters a version was signed with, as stored in `outgoing_versions.parameters` (sql/0017): the
+ * WithdrawalParameters union with every bigint as a digit string, decoded back at the edge. A later version of the
+ * same send (BTC replace-by-fee, a TRON/SOL re-signature after expiry) starts from them.
+ */
+import { Schema } from "effect"
+import type { WithdrawalParameters } from "../chains/ChainClient.ts"
+
+const Amount = Schema.BigIntFromString
+
+const SigningKeyJson = Schema.Unknown
+
+export const StoredParameters = Schema.Union([
+  Schema.Struct({
+    family: Schema.Literal("EVM"),
+    chainId: Schema.Number,
+    nonce: Schema.Number,
+    gas: Amount,
+    maxFeePerGas: Amount,
+    maxPriorityFeePerGas: Amount,
+    networkFee: Amount
+  }),
+  Schema.Struct({
+    family: Schema.Literal("TRON"),
+    referenceBlock: Schema.Struct({ number: Amount, id: Schema.String, timestamp: Schema.Number }),
+    feeLimit: Amount,
+    networkFee: Amount,
+    expiration: Schema.optionalKey(Schema.Number)
+  }),
+  Schema.Struct({
+    family: Schema.Literal("BTC"),
+    inputs: Schema.Array(Schema.Struct({
+      txid: Schema.String,
+      vout: Schema.Number,
+      value: Amount,
+      key: Schema.optionalKey(SigningKeyJson)
+    })),
+    networkFee: Amount
+  }),
+  Schema.Struct({
+    family: Schema.Literal("SOL"),
+    recentBlockhash: Schema.String,
+    lastValidBlockHeight: Schema.optionalKey(Amount),
+    networkFee: Amount
+  })
+])
+
+const encode = Schema.encodeSync(StoredParameters)
+const decode = Schema.decodeUnknownSync(StoredParameters)
+
+/** The JSON text stored for `parameters`. */
+export const storedParameters = (parameters: WithdrawalParameters): string => JSON.stringify(encode(parameters as never))
+
+/** The parameters a version was signed with, or undefined for a version stored before they were kept. */
+export const signedParameters = (stored: unknown): WithdrawalParameters | undefined =>
+  stored === null || stored === undefined ? undefined : decode(stored) as WithdrawalParameters

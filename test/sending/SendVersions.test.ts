@@ -1,0 +1,160 @@
+/**
+ * The later versions of a send that are not EVM replacements (sending/OutgoingSends.ts; decisions.md "Sending on
+ * real networks"): a TRON or SOL transaction is signed again, same payload on fresh parameters, only once its client
+ * says the earlier bytes expired unincluded; a BTC transaction is replaced by fee when its client gives replacement
+ * parameters. The chain here is the simulated one with those two answers controlled by the test, so each rule is
+ * seen alone; the families' own tests show them on their nodes.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { Catalog } from "../../src/catalog/Catalog.ts"
+import { type ChainClient, ChainClients, type ChainHead, type WithdrawalParameters } from "../../src/chains/ChainClient.ts"
+import { SimulatedChain } from "../../src/chains/simulated/SimulatedChain.ts"
+import { AppConfig } from "../../src/Config.ts"
+import * as Database from "../../src/db/Database.ts"
+import { Entropy } from "../../src/domain/Entropy.ts"
+import { Ids } from "../../src/domain/Ids.ts"
+import { OutgoingSends, type Send } from "../../src/sending/OutgoingSends.ts"
+import { signedParameters } from "../../src/sending/SignedParameters.ts"
+import { Signer } from "../../src/signer/Signer.ts"
+import { platformKey } from "../../src/signer/TransactionRequest.ts"
+import { testMnemonic } from "../support/TestApp.ts"
+
+/** What the test's clients answer beyond the simulated chain. */
+const control = { expired: false, expiration: 1_900_000_000_000, replaceAfterBlocks: 3n, feeRaise: 500n }
+
+/** The simulated client of the network, with `expired` (TRON/SOL) or `replacementParameters` (BTC) added. */
+const controlled = (client: ChainClient): ChainClient => {
+  const withdrawals = client.withdrawals!
+  if (client.networkKey === "BTC_TESTNET") {
+    return {
+      ...client,
+      withdrawals: {
+        ...withdrawals,
+        replacementParameters: (previous, blocksWaited) =>
+          Effect.succeed(
+            previous.family === "BTC" && blocksWaited >= control.replaceAfterBlocks
+              ? { ...previous, networkFee: previous.networkFee + control.feeRaise }
+              : undefined
+          )
+      }
+    }
+  }
+  return {
+    ...client,
+    withdrawals: {
+      ...withdrawals,
+      // Each reading gives a later expiration, as a fresh reference block would: new bytes, a new hash.
+      withdrawalParameters: (transfer) =>
+        Effect.map(withdrawals.withdrawalParameters(transfer), (parameters): WithdrawalParameters =>
+          parameters.family === "TRON" ? { ...parameters, expiration: ++control.expiration } : parameters),
+      expired: () => Effect.succeed(control.expired)
+    }
+  }
+}
+
+const clientsLayer = Layer.effect(
+  ChainClients,
+  Effect.map(Effect.service(SimulatedChain), (chain) =>
+    ChainClients.of({
+      get: (networkKey) => controlled(chain.client(networkKey)),
+      networkKeys: ["TRON_NILE", "BTC_TESTNET"],
+      isSimulated: () => true
+    }))
+)
+
+const layer = OutgoingSends.layer.pipe(
+  Layer.provideMerge(clientsLayer),
+  Layer.provideMerge(SimulatedChain.layer),
+  Layer.provideMerge(Catalog.layer),
+  Layer.provideMerge(Signer.layerLocalHd(Redacted.make(testMnemonic))),
+  Layer.provideMerge(Ids.layer),
+  Layer.provideMerge(Entropy.layer),
+  Layer.provideMerge(Database.layerFromUrl(Redacted.make(process.env.DATABASE_URL!))),
+  Layer.provideMerge(AppConfig.layerTest()),
+  Layer.orDie
+)
+
+const head = (height: bigint): ChainHead => ({ height, hash: "head", finalizedHeight: 0n })
+
+const signSend = (ownerId: string, networkKey: string, assetId: string, to: string) =>
+  Effect.gen(function*() {
+    const sends = yield* OutgoingSends
+    const signer = yield* Signer
+    const network = (yield* Catalog).network(networkKey)!
+    const hot = yield* signer.platformAddress({ role: "HOT", family: network.chainFamily, btcNetwork: network.btcNetwork ?? undefined })
+    const outcome = yield* sends.sign(
+      {
+        purpose: "WITHDRAWAL",
+        ownerId,
+        networkKey,
+        key: platformKey("HOT"),
+        transfer: { withdrawalId: ownerId, from: hot.address, to, assetId, amount: 1_000_000n }
+      },
+      { guard: Effect.succeed(true) }
+    )
+    assert.strictEqual(outcome._tag, "Signed")
+    const send = (outcome as { readonly send: Send }).send
+    assert.strictEqual(yield* sends.broadcast(send), "SENT")
+    return send
+  })
+
+const reloaded = (send: Send) => Effect.flatMap(Effect.service(OutgoingSends), (sends) => sends.forOwner(send.purpose, send.owner_id)).pipe(Effect.map((fresh) => fresh!))
+
+describe("later versions of TRON, SOL and BTC sends", () => {
+  it.effect("TRON: not re-signed while the client says the bytes may still be included; once expired unincluded, the same payload is signed again on fresh parameters and broadcast", () =>
+    Effect.gen(function*() {
+      const sends = yield* OutgoingSends
+      control.expired = false
+      const send = yield* signSend("01a20190-0000-7000-8000-0000000e0001", "TRON_NILE", "TRON_NILE_TRX", "TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7")
+      assert.strictEqual((yield* sends.check(send, head(10n)))._tag, "Waiting")
+      assert.strictEqual((yield* reloaded(send)).versions.length, 1, "no second signature before expiry")
+
+      control.expired = true
+      const first = (yield* reloaded(send)).versions[0]!
+      assert.strictEqual((yield* sends.check(yield* reloaded(send), head(11n)))._tag, "Waiting")
+      const after = yield* reloaded(send)
+      assert.strictEqual(after.versions.length, 2)
+      const second = after.versions[1]!
+      assert.notStrictEqual(second.tx_hash, first.tx_hash)
+      assert.strictEqual(second.kind, "PAYLOAD")
+      assert.strictEqual(second.broadcasts, 1, "the new version is broadcast at once")
+      const stored = signedParameters(second.parameters)
+      assert.strictEqual(stored?.family, "TRON")
+      assert.isTrue(stored?.family === "TRON" && stored.expiration! > (signedParameters(first.parameters) as { expiration: number }).expiration)
+      // Same payload: recipient, asset and amount are the send's, whatever version.
+      assert.deepStrictEqual([after.to_address, after.asset_id, after.amount], [send.to_address, send.asset_id, send.amount])
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("TRON: a send that is no longer PENDING is never signed again, expired or not", () =>
+    Effect.gen(function*() {
+      const sends = yield* OutgoingSends
+      const sql = yield* SqlClient.SqlClient
+      control.expired = true
+      const send = yield* signSend("01a20190-0000-7000-8000-0000000e0002", "TRON_NILE", "TRON_NILE_TRX", "TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7")
+      yield* sql`UPDATE outgoing_sends SET state = 'REJECTED' WHERE id = ${send.id}`
+      yield* sends.check(yield* reloaded(send), head(12n))
+      assert.strictEqual((yield* reloaded(send)).versions.length, 1)
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("BTC: replaced by fee only when the client gives replacement parameters (after the blocks it waits), with the same inputs and the higher fee stored", () =>
+    Effect.gen(function*() {
+      const sends = yield* OutgoingSends
+      const send = yield* signSend("01a20190-0000-7000-8000-0000000e0003", "BTC_TESTNET", "BTC_TESTNET_BTC", "tb1qw508d6qejxtdg4y5r3zarvary0c5xw7kxpjzsx")
+      // The first check records the height it was first seen unincluded; 2 blocks later it still waits.
+      yield* sends.check(send, head(100n))
+      yield* sends.check(yield* reloaded(send), head(102n))
+      assert.strictEqual((yield* reloaded(send)).versions.length, 1)
+      yield* sends.check(yield* reloaded(send), head(103n))
+      const after = yield* reloaded(send)
+      assert.strictEqual(after.versions.length, 2)
+      const [first, second] = [signedParameters(after.versions[0]!.parameters), signedParameters(after.versions[1]!.parameters)]
+      assert.isTrue(first?.family === "BTC" && second?.family === "BTC")
+      if (first?.family !== "BTC" || second?.family !== "BTC") return
+      assert.deepStrictEqual(second.inputs, first.inputs, "replace-by-fee spends the same inputs")
+      assert.strictEqual(second.networkFee, first.networkFee + control.feeRaise)
+      assert.strictEqual(after.versions[1]!.network_fee_max, second.networkFee)
+      assert.strictEqual(after.versions[1]!.broadcasts, 1)
+    }).pipe(Effect.provide(layer)))
+})
