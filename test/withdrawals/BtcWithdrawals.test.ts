@@ -7,11 +7,12 @@
  * change back to HOT, and networkFeeRaw = inputs - outputs of the transaction as the node has it; one spends a
  * credited deposit output (signed with its wallet's own key) together with HOT's; withdrawals at once never share
  * an input (reserved in PostgreSQL, sql/0018_btc_outputs.sql); with no confirmed output left, a withdrawal waits
- * for HOT's change to confirm instead of spending an output twice.
+ * for HOT's change to confirm instead of spending an output twice; one stuck 6 blocks is replaced by fee (BIP 125).
  */
 import { assert, layer } from "@effect/vitest"
 import * as bitcoin from "bitcoinjs-lib"
 import { Effect, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 import { randomBytes } from "node:crypto"
 import { beforeAll } from "vitest"
 import { bitcoinNetworks } from "../../src/chains/BitcoinNetwork.ts"
@@ -157,6 +158,43 @@ layer(
       yield* mine(2)
       yield* confirm
       for (const response of created) yield* waitFor(tenant, response.json.withdrawalId, "COMPLETED", null)
+    }))
+
+  it.effect("stuck 6 blocks: replaced by fee (BIP 125) on the same inputs; one record, COMPLETED with the replacement's hash and fee", () =>
+    Effect.gen(function*() {
+      const tenant = yield* provisionTenant()
+      const wallet = yield* fundedWallet(tenant, "stuck", 10_000_000n)
+      const to = recipient()
+      const created = yield* withdraw(tenant, wallet.walletId, btc, to, 2_500_000n, "btc-stuck")
+      assert.strictEqual(created.status, 202, created.text)
+      const id = created.json.withdrawalId as string
+      const first = yield* waitFor(tenant, id, "CONFIRMING")
+      // Miners leave it out, as they would a transaction paying too little for the blocks of the day.
+      yield* promise(() => node.rpc("prioritisetransaction", [first.txHash, 0, -100_000_000]))
+      yield* confirm
+      yield* mine(5)
+      yield* confirm
+      const sql = yield* SqlClient.SqlClient
+      const versions = () => sql<{ tx_hash: string; raw: string }>`
+        SELECT v.tx_hash, v.raw FROM outgoing_versions v JOIN outgoing_sends s ON s.id = v.send_id
+        WHERE s.owner_id = ${id} ORDER BY v.version`
+      assert.strictEqual((yield* versions()).length, 1, "5 blocks: still waiting")
+      yield* mine(1)
+      yield* confirm
+      const [v1, v2] = yield* versions()
+      assert.isDefined(v2, "replaced after 6 blocks")
+      const [old, replacement] = [bitcoin.Transaction.fromHex(v1!.raw), bitcoin.Transaction.fromHex(v2!.raw)]
+      assert.deepStrictEqual(inputsOf(replacement), inputsOf(old), "the same inputs")
+      assert.deepStrictEqual(paidTo(replacement, to), [2_500_000n], "the same payment")
+      const [oldFee, newFee] = [yield* feeOf(old), yield* feeOf(replacement)]
+      assert.isTrue(newFee * 1000n >= oldFee * 1250n, `fee ${newFee} is at least 125 % of ${oldFee}`)
+      yield* mine(2)
+      yield* confirm
+      const done = yield* waitFor(tenant, id, "COMPLETED", null)
+      assert.strictEqual(done.txHash, v2!.tx_hash)
+      assert.strictEqual(done.networkFeeRaw, newFee.toString())
+      const listed = yield* call(tenant, "GET", "/v1/transactions?kind=WITHDRAWAL")
+      assert.strictEqual((listed.json.items as Array<any>).filter((item) => item.externalTxId === "btc-stuck").length, 1)
     }))
 })
 

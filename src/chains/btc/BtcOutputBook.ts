@@ -6,7 +6,7 @@
  */
 import { Clock, Data, Effect, Schema } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
-import { decodeRows, Int4, Text } from "../../db/RowSchemas.ts"
+import { decodeFirstRow, decodeRows, Int4, Numeric, Text } from "../../db/RowSchemas.ts"
 import { type SigningKey, walletKey } from "../../signer/TransactionRequest.ts"
 
 /**
@@ -37,6 +37,14 @@ export interface BtcOutputBook {
    * Reserves all of `outputs` for the owner, replacing the owner's earlier reservations, in one database
    * transaction; false (and nothing changed) when another live reservation holds any of them.
    */
+  /**
+   * The open send that reserved `output` (its payment and sender): a replacement by fee starts from a version's
+   * parameters, which name its inputs but not what they pay.
+   */
+  readonly sendOf: (
+    networkKey: string,
+    output: BtcOutputRef
+  ) => Effect.Effect<{ readonly amount: bigint; readonly to: string; readonly from: string } | undefined>
   readonly reserve: (
     networkKey: string,
     ownerId: string,
@@ -51,6 +59,7 @@ const depositRows = decodeRows(
   "BtcOutputBook.depositOutputs"
 )
 const refRows = decodeRows(Schema.Struct({ txid: Text, vout: Int4 }), "BtcOutputBook.heldByOthers")
+const sendRow = decodeFirstRow(Schema.Struct({ amount: Numeric, to_address: Text, from_address: Text }), "BtcOutputBook.sendOf")
 
 class Taken extends Data.TaggedError("Taken")<{}> {}
 
@@ -98,6 +107,18 @@ export const makeBtcOutputBook = (sql: SqlClient.SqlClient): BtcOutputBook => {
       return new Set(rows.map(outputKey)) as ReadonlySet<string>
     })
 
+  const sendOf: BtcOutputBook["sendOf"] = (networkKey, output) =>
+    sql`
+      SELECT s.amount::text AS amount, s.to_address, s.from_address
+      FROM btc_output_reservations r
+        JOIN outgoing_sends s ON s.network_key = r.network_key AND s.owner_id::text = r.owner_id
+      WHERE r.network_key = ${networkKey} AND r.txid = ${output.txid} AND r.vout = ${output.vout} AND s.state = 'PENDING'`
+      .pipe(
+        Effect.orDie,
+        Effect.flatMap(sendRow),
+        Effect.map((row) => row === undefined ? undefined : { amount: row.amount, to: row.to_address, from: row.from_address })
+      )
+
   const reserve: BtcOutputBook["reserve"] = (networkKey, ownerId, outputs) =>
     Effect.gen(function*() {
       const since = yield* cutoff
@@ -122,5 +143,5 @@ export const makeBtcOutputBook = (sql: SqlClient.SqlClient): BtcOutputBook => {
       )
     })
 
-  return { depositOutputs, heldByOthers, reserve }
+  return { depositOutputs, heldByOthers, sendOf, reserve }
 }

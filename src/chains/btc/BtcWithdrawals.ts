@@ -13,6 +13,10 @@
  *   (BtcOutputBook.ts) before the parameters are returned; losing a race to another withdrawal means choosing again.
  * - Change under `changeDustSatoshis` is not made: it goes to the fee (a dust output would be refused).
  * - The fee a transaction paid is its inputs minus its outputs, read from the chain (`inclusion`).
+ * - Replace-by-fee (`replacementParameters`): after `replaceAfterBlocks` blocks unincluded, the same inputs with a
+ *   fee of at least 125 % of the previous one, the previous plus 1 sat/vB (BIP 125 rule 4), and the current
+ *   estimate, taken from the change; never above the cap, never leaving dust change (then no change at all), and
+ *   never when the inputs cannot pay it (the version keeps waiting).
  */
 import * as bitcoin from "bitcoinjs-lib"
 import { Effect, Schedule, Semaphore } from "effect"
@@ -40,6 +44,15 @@ export const depositOutputsConsidered = 20
 export const inputsMax = 50
 /** `scantxoutset` walks the whole UTXO set (about a minute on mainnet). */
 export const scanTimeoutMillis = 180_000
+
+/**
+ * Blocks a version may wait unincluded before it is replaced by fee (BIP 125): about an hour on mainnet, where a
+ * fee estimated for 6 blocks has then proven too low.
+ */
+export const replaceAfterBlocks = 6n
+/** A replacement pays at least this much more than the version it replaces (and Bitcoin Core's 1 sat/vB more). */
+export const replacementBumpPerMille = 1250n
+const incrementalRelaySatPerVb = 1n
 
 /** vsize of a transaction's fixed part with the segwit marker, and of one P2WPKH input with its witness (rounded up). */
 const overheadVbytes = 11n
@@ -270,5 +283,26 @@ export const makeBtcWithdrawals = (node: BtcNode, options: BtcSendingOptions): W
       return { height: BigInt(header.height), succeeded: true, networkFee: inputs - outputs }
     })
 
-  return { feeRate, hotWalletCovers, networkFee, withdrawalParameters, broadcast, inclusion }
+  const replacementParameters = (previous: WithdrawalParameters, blocksWaited: bigint) =>
+    Effect.gen(function*() {
+      if (previous.family !== "BTC" || previous.inputs.length === 0 || blocksWaited < replaceAfterBlocks) return undefined
+      const send = yield* book.sendOf(networkKey, previous.inputs[0]!)
+      if (send === undefined) return undefined
+      const rate = yield* feeRate
+      const size = vbytes(previous.inputs.length, [scriptOf(send.to), scriptOf(send.from)])
+      const candidates = [
+        (previous.networkFee * replacementBumpPerMille + 999n) / 1000n,
+        previous.networkFee + incrementalRelaySatPerVb * size,
+        rate * size
+      ]
+      let fee = candidates.reduce((max, value) => (value > max ? value : max))
+      const total = previous.inputs.reduce((sum, input) => sum + input.value, 0n)
+      const left = total - send.amount - fee
+      if (left < 0n) return undefined
+      if (left < changeDustSatoshis) fee = total - send.amount
+      if (fee > feeRateCap * size) return undefined
+      return { family: "BTC" as const, inputs: previous.inputs, networkFee: fee } satisfies WithdrawalParameters
+    })
+
+  return { feeRate, hotWalletCovers, networkFee, withdrawalParameters, broadcast, inclusion, replacementParameters }
 }
