@@ -35,6 +35,9 @@ import { makeBtcWithdrawals } from "./BtcWithdrawals.ts"
 /** Blocks behind the head treated as final (see the module's comment). */
 export const finalityDepthBlocksDefault = 100n
 
+/** Bound on one `getblock <hash> 2` (see `block`). */
+export const blockTimeoutMillis = 30_000
+
 /** Bitcoin Core's "Block height out of range" (RPC_INVALID_PARAMETER) and "No such ... transaction". */
 export const rpcInvalidParameter = -8
 export const rpcInvalidAddressOrKey = -5
@@ -91,8 +94,8 @@ export const makeBtcChainClient = (options: BtcChainClientOptions): BtcChainClie
   const nodeError = rpcErrorsUnavailable(networkKey)
 
   /** A call whose node errors are all "unavailable". */
-  const call = (method: string, params: ReadonlyArray<unknown>) =>
-    rpc.call(method, params).pipe(Effect.catchTag("RpcError", nodeError))
+  const call = (method: string, params: ReadonlyArray<unknown>, timeoutMillis?: number) =>
+    rpc.call(method, params, { timeoutMillis }).pipe(Effect.catchTag("RpcError", nodeError))
 
   /** A call where the node's error `code` means "no such thing": undefined. */
   const callOrMissing = (method: string, params: ReadonlyArray<unknown>, code: number) =>
@@ -137,7 +140,8 @@ export const makeBtcChainClient = (options: BtcChainClientOptions): BtcChainClie
       const hash = yield* callOrMissing("getblockhash", [Number(height)], rpcInvalidParameter)
       if (hash === undefined) return undefined
       if (typeof hash !== "string" || !hashPattern.test(hash)) return yield* unavailable(`getblockhash(${height}): malformed hash`)
-      const read = (yield* call("getblock", [hash, 2])) as {
+      // A full mainnet block with every transaction is several megabytes of JSON: more time than other calls.
+      const read = (yield* call("getblock", [hash, 2], blockTimeoutMillis)) as {
         hash?: unknown
         height?: unknown
         confirmations?: unknown
@@ -183,7 +187,7 @@ export const makeBtcChainClient = (options: BtcChainClientOptions): BtcChainClie
     })
 
   const withdrawals = options.sending === undefined ? undefined : makeBtcWithdrawals(
-    { call, rpc, unavailable, rawTransaction },
+    { call: (method, params) => call(method, params), rpc, unavailable, rawTransaction },
     {
       networkKey,
       network,

@@ -146,7 +146,7 @@ export const makeBtcWithdrawals = (node: BtcNode, options: BtcSendingOptions): W
       const outputs: Array<Spendable> = []
       for (const unspent of scanned.unspents) {
         const value = satoshis(unspent.amount)
-        if (typeof unspent.txid !== "string" || typeof unspent.vout !== "number" || value === undefined) {
+        if (typeof unspent.txid !== "string" || !/^[0-9a-f]{64}$/.test(unspent.txid) || typeof unspent.vout !== "number" || value === undefined) {
           return yield* unavailable("scantxoutset: malformed output")
         }
         outputs.push({ txid: unspent.txid, vout: unspent.vout, value })
@@ -258,13 +258,17 @@ export const makeBtcWithdrawals = (node: BtcNode, options: BtcSendingOptions): W
       })
     )
 
-  const inclusion = (txHash: string): Effect.Effect<Inclusion | undefined, ChainUnavailable> =>
+  /**
+   * Fees of included transactions, by txid: a fee is a property of the bytes, and reading it costs one call per
+   * input, on every check until the send is final. Bounded; the oldest entry goes first.
+   */
+  const fees = new Map<string, bigint>()
+  const feesKept = 1_000
+
+  const feeOf = (txHash: string, tx: { readonly vin?: ReadonlyArray<{ readonly txid?: unknown; readonly vout?: unknown }>; readonly vout?: ReadonlyArray<{ readonly value?: unknown }> }) =>
     Effect.gen(function*() {
-      const tx = yield* node.rawTransaction(txHash)
-      if (tx === undefined || typeof tx.confirmations !== "number" || tx.confirmations < 1) return undefined
-      const header = (yield* call("getblockheader", [tx.blockhash])) as { readonly height?: unknown; readonly confirmations?: unknown } | null
-      if (typeof header?.height !== "number") return yield* unavailable(`getblockheader of ${txHash}'s block: malformed answer`)
-      if (typeof header.confirmations !== "number" || header.confirmations < 1) return undefined
+      const known = fees.get(txHash)
+      if (known !== undefined) return known
       // Inputs minus outputs, each input's value read from the transaction that made it.
       let inputs = 0n
       for (const input of tx.vin ?? []) {
@@ -280,7 +284,19 @@ export const makeBtcWithdrawals = (node: BtcNode, options: BtcSendingOptions): W
         if (value === undefined) return yield* unavailable(`${txHash}: malformed output`)
         outputs += value
       }
-      return { height: BigInt(header.height), succeeded: true, networkFee: inputs - outputs }
+      if (fees.size >= feesKept) fees.delete(fees.keys().next().value!)
+      fees.set(txHash, inputs - outputs)
+      return inputs - outputs
+    })
+
+  const inclusion = (txHash: string): Effect.Effect<Inclusion | undefined, ChainUnavailable> =>
+    Effect.gen(function*() {
+      const tx = yield* node.rawTransaction(txHash)
+      if (tx === undefined || typeof tx.confirmations !== "number" || tx.confirmations < 1) return undefined
+      const header = (yield* call("getblockheader", [tx.blockhash])) as { readonly height?: unknown; readonly confirmations?: unknown } | null
+      if (typeof header?.height !== "number") return yield* unavailable(`getblockheader of ${txHash}'s block: malformed answer`)
+      if (typeof header.confirmations !== "number" || header.confirmations < 1) return undefined
+      return { height: BigInt(header.height), succeeded: true, networkFee: yield* feeOf(txHash, tx) }
     })
 
   const replacementParameters = (previous: WithdrawalParameters, blocksWaited: bigint) =>
