@@ -142,6 +142,33 @@ describe("BTC coin selection and broadcast (litecoind regtest)", () => {
     assert.isFalse(garbage._tag === "BroadcastRejected" && garbage.nonceUsed === true)
   }, 60_000)
 
+  it("replace-by-fee: nothing before 6 blocks, then the same inputs with at least 125 % of the fee; nothing once another transaction spent an input", async () => {
+    await node.send(hot, "test", 4_000_000n)
+    await node.mine(1)
+    const owner = randomUUID()
+    const payment = transfer(1_000_000n, owner)
+    const parameters = await run(chain.withdrawalParameters(payment))
+    await run(sql`
+      INSERT INTO outgoing_sends (id, network_key, purpose, owner_id, from_address, to_address, asset_id, amount,
+        signing_key, created_at, state)
+      VALUES (${randomUUID()}, ${networkKey}, 'WITHDRAWAL', ${owner}, ${hot}, ${payment.to}, ${native}, 1000000,
+        '{"_tag":"Platform","role":"HOT"}'::jsonb, now(), 'PENDING')`)
+    assert.isUndefined(await run(chain.replacementParameters!(parameters, 5n)))
+    const replacement = await run(chain.replacementParameters!(parameters, 6n))
+    assert.isDefined(replacement)
+    assert.deepStrictEqual(inputKeys(replacement!), inputKeys(parameters))
+    assert.isTrue(replacement!.networkFee * 1000n >= parameters.networkFee * 1250n)
+    // The replacement signs and pays the same recipient, with the change reduced by the fee's rise.
+    const signed = await signWithdrawal({ network, assets } as any, payment, replacement!)
+    const decoded = bitcoin.Transaction.fromHex(signed.raw)
+    assert.strictEqual(decoded.outs[0]!.value, 1_000_000n)
+    // Somebody else's spend of the same outputs, mined.
+    const other = await signWithdrawal({ network, assets } as any, { ...payment, to: recipient() }, parameters)
+    await run(chain.broadcast(other))
+    await node.mine(1)
+    assert.isUndefined(await run(chain.replacementParameters!(parameters, 10n)))
+  }, 60_000)
+
   it("a node that is down, or refuses the credentials, is ChainUnavailable without the URL or the password", async () => {
     const down = clientOn(`http://coffer:secret-password@127.0.0.1:${freePortSync()}`)
     const error = await Effect.runPromise(Effect.flip(down.head))

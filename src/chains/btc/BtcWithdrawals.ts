@@ -304,6 +304,14 @@ export const makeBtcWithdrawals = (node: BtcNode, options: BtcSendingOptions): W
       if (previous.family !== "BTC" || previous.inputs.length === 0 || blocksWaited < replaceAfterBlocks) return undefined
       const send = yield* book.sendOf(networkKey, previous.inputs[0]!)
       if (send === undefined) return undefined
+      // An input spent in a block while no version of ours is included (the pipeline looked first) was spent by
+      // somebody else: a replacement could never be valid either.
+      for (const input of previous.inputs) {
+        if ((yield* call("gettxout", [input.txid, input.vout, false])) === null) {
+          yield* Effect.logWarning(`${networkKey}: ${input.txid}:${input.vout} is spent by a transaction that is not this send's; not replacing`)
+          return undefined
+        }
+      }
       const rate = yield* feeRate
       const size = vbytes(previous.inputs.length, [scriptOf(send.to), scriptOf(send.from)])
       const candidates = [
