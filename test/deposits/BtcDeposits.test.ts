@@ -55,6 +55,11 @@ layer(makeTestAppLayer({ chainRpcUrls: { BTC_TESTNET: Redacted.make(node.url) } 
         assert.isFalse(clients.isSimulated(networkKey))
         assert.isFalse(clients.get(networkKey)!.startFromGenesis)
         assert.isDefined(clients.get(networkKey)!.withdrawals, "the service's client sends (it has the database)")
+        // Honest networks (issue 11): deposits and withdrawals follow the client, both on.
+        const tenant = yield* provisionTenant()
+        const assets = yield* get(tenant, "/v1/supported_assets")
+        const btc = (assets.json as Array<any>).find((asset) => asset.assetId === "BTC_TESTNET_BTC")
+        assert.deepStrictEqual([btc.networkDepositEnabled, btc.networkWithdrawEnabled], [true, true], assets.text)
       }))
 
     it.effect("a payment is CONFIRMING when mined, credited at the 2nd confirmation, REVERSED when a reorg double-spends it", () =>
