@@ -7,7 +7,8 @@
  * change back to HOT, and networkFeeRaw = inputs - outputs of the transaction as the node has it; one spends a
  * credited deposit output (signed with its wallet's own key) together with HOT's; withdrawals at once never share
  * an input (reserved in PostgreSQL, sql/0018_btc_outputs.sql); with no confirmed output left, a withdrawal waits
- * for HOT's change to confirm instead of spending an output twice; one stuck 6 blocks is replaced by fee (BIP 125).
+ * for HOT's change to confirm instead of spending an output twice; one whose input somebody else spent is FAILED /
+ * BROADCAST_FAILED with the funds back; one stuck 6 blocks is replaced by fee (BIP 125).
  */
 import { assert, layer } from "@effect/vitest"
 import * as bitcoin from "bitcoinjs-lib"
@@ -17,6 +18,8 @@ import { randomBytes } from "node:crypto"
 import { beforeAll } from "vitest"
 import { bitcoinNetworks } from "../../src/chains/BitcoinNetwork.ts"
 import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
+import { Signer } from "../../src/signer/Signer.ts"
+import { platformKey } from "../../src/signer/TransactionRequest.ts"
 import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
 import { startLitecoind } from "../support/Litecoind.ts"
 import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
@@ -158,6 +161,54 @@ layer(
       yield* mine(2)
       yield* confirm
       for (const response of created) yield* waitFor(tenant, response.json.withdrawalId, "COMPLETED", null)
+    }))
+
+  it.effect("HOT's output spent elsewhere before the broadcast: FAILED / BROADCAST_FAILED with the funds back, never a second payment", () =>
+    Effect.gen(function*() {
+      const hot = yield* hotAddress(networkKey)
+      // The largest of HOT's outputs, which coin selection takes first.
+      const funding = yield* promise(() => node.send(hot, "test", 100_000_000n))
+      yield* mine(1)
+      const vout = (yield* transactionOf(funding)).outs.findIndex((output) =>
+        Buffer.from(output.script).equals(Buffer.from(bitcoin.address.toOutputScript(hot, network))))
+      // Somebody holding HOT's key (an operator's wallet) spends it, paying a high fee: in the mempool, unconfirmed,
+      // so the node's UTXO set (scantxoutset) still lists the output.
+      const signer = yield* Signer
+      const elsewhere = yield* signer.signTransaction({
+        family: "BTC",
+        btcNetwork: "test",
+        inputs: [{ txid: funding, vout, value: 100_000_000n, key: platformKey("HOT") }],
+        outputs: [{ address: recipient(), value: 99_800_000n }]
+      }).pipe(Effect.orDie)
+      yield* promise(() => node.rpc("sendrawtransaction", [elsewhere.raw]))
+
+      const tenant = yield* provisionTenant()
+      const wallet = yield* fundedWallet(tenant, "refused", 10_000_000n)
+      const to = recipient()
+      const created = yield* withdraw(tenant, wallet.walletId, btc, to, 5_000_000n, "btc-refused")
+      assert.strictEqual(created.status, 202, created.text)
+      const id = created.json.withdrawalId as string
+      const sql = yield* SqlClient.SqlClient
+      // Signed on that output; the node keeps the other spend (higher fee): "not now", the withdrawal waits.
+      for (let attempt = 0; attempt < 150; attempt++) {
+        const rows = yield* sql`SELECT 1 FROM outgoing_sends s JOIN outgoing_versions v ON v.send_id = s.id WHERE s.owner_id = ${id}`
+        if (rows.length > 0) break
+        yield* Effect.sleep("100 millis")
+      }
+      const [signed] = yield* sql<{ raw: string }>`
+        SELECT v.raw FROM outgoing_sends s JOIN outgoing_versions v ON v.send_id = s.id WHERE s.owner_id = ${id}`
+      assert.include(inputsOf(bitcoin.Transaction.fromHex(signed!.raw)), `${funding}:${vout}`)
+      // The other spend is mined: the withdrawal's input is gone, and none of its versions is in a block.
+      yield* mine(1)
+      const processor = yield* WithdrawalProcessor
+      yield* processor.process(id)
+      const failed = yield* waitFor(tenant, id, "FAILED", "BROADCAST_FAILED")
+      assert.isNull(failed.txHash ?? null)
+      const payer = yield* balance(tenant, wallet.walletId, btc)
+      assert.deepStrictEqual(payer, { available: "10000000", frozen: "0" }, "the amount and the fee are back")
+      yield* mine(2)
+      assert.isUndefined(yield* promise(() => node.rpc("scantxoutset", ["start", [`addr(${node.nodeAddress(to, "test")})`]]))
+        .pipe(Effect.map((scan: any) => scan.unspents[0])), "the recipient was never paid")
     }))
 
   it.effect("stuck 6 blocks: replaced by fee (BIP 125) on the same inputs; one record, COMPLETED with the replacement's hash and fee", () =>
