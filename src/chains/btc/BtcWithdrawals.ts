@@ -136,10 +136,22 @@ export const makeBtcWithdrawals = (node: BtcNode, options: BtcSendingOptions): W
     ).pipe(Effect.catchTag("RpcError", (error: RpcError) => Effect.fail(unavailable(`scantxoutset: node error ${error.code} (${error.message})`))))
 
   /** HOT's confirmed outputs (see the module's comment). */
+  /**
+   * The last scan per script, with the block it was taken at: the UTXO set changes only with the chain's tip, so
+   * while `getbestblockhash` still names that block the scan is still exact (a withdrawal's cover check and its
+   * parameters ask one after the other; on mainnet a scan takes a minute). Bounded: HOT is the only script scanned.
+   */
+  const scans = new Map<string, { readonly bestblock: string; readonly outputs: ReadonlyArray<Spendable> }>()
+  const scansKept = 16
+
   const hotOutputs = (hot: string) =>
     Effect.gen(function*() {
-      const scanned = (yield* scan(scriptOf(hot))) as {
+      const script = scriptOf(hot)
+      const cached = scans.get(hex(script))
+      if (cached !== undefined && (yield* call("getbestblockhash", [])) === cached.bestblock) return cached.outputs
+      const scanned = (yield* scan(script)) as {
           readonly success?: unknown
+          readonly bestblock?: unknown
           readonly unspents?: ReadonlyArray<{ readonly txid?: unknown; readonly vout?: unknown; readonly amount?: unknown }>
         } | null
       if (scanned?.success !== true || !Array.isArray(scanned.unspents)) return yield* unavailable("scantxoutset: malformed answer")
@@ -150,6 +162,10 @@ export const makeBtcWithdrawals = (node: BtcNode, options: BtcSendingOptions): W
           return yield* unavailable("scantxoutset: malformed output")
         }
         outputs.push({ txid: unspent.txid, vout: unspent.vout, value })
+      }
+      if (typeof scanned.bestblock === "string") {
+        if (scans.size >= scansKept) scans.delete(scans.keys().next().value!)
+        scans.set(hex(script), { bestblock: scanned.bestblock, outputs })
       }
       return outputs
     })
