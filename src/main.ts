@@ -35,7 +35,12 @@ const main = Effect.gen(function*() {
   yield* Effect.raceFirst(Deferred.await(underway), Fiber.await(storage))
   const { ServiceOnStorage } = yield* Effect.promise(() => import("./App.ts"))
   const context = yield* Fiber.join(storage)
-  return yield* Layer.launch(ServiceOnStorage.pipe(Layer.provide(Layer.succeedContext(context))))
+  const slowSpansMillis = Number(process.env.COFFER_SLOW_SPANS_MS ?? "")
+  const { slowSpansLayer } = yield* Effect.promise(() => import("./observability/SlowSpans.ts"))
+  const service = ServiceOnStorage.pipe(Layer.provide(Layer.succeedContext(context)))
+  return yield* Layer.launch(
+    Number.isFinite(slowSpansMillis) && slowSpansMillis > 0 ? service.pipe(Layer.provide(slowSpansLayer(slowSpansMillis))) : service
+  )
 }).pipe(Effect.scoped)
 
 main.pipe(NodeRuntime.runMain)

@@ -117,6 +117,8 @@ export type WithdrawalParameters =
     readonly recentBlockhash: string
     /** The last block height at which a transaction on `recentBlockhash` can be included. */
     readonly lastValidBlockHeight?: bigint | undefined
+    /** Who pays the fee when not the sender (a GAS wallet paying for an SPL sweep). */
+    readonly feePayer?: SigningKey | undefined
     readonly networkFee: bigint
   }
 

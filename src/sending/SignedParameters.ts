@@ -41,6 +41,7 @@ export const StoredParameters = Schema.Union([
     family: Schema.Literal("SOL"),
     recentBlockhash: Schema.String,
     lastValidBlockHeight: Schema.optionalKey(Amount),
+    feePayer: Schema.optionalKey(SigningKeyJson),
     networkFee: Amount
   })
 ])

@@ -7,6 +7,7 @@
  */
 import { base58 } from "@scure/base"
 import { Keypair, PublicKey, SystemProgram, Transaction, TransactionInstruction } from "@solana/web3.js"
+import type { DerivedKey } from "../chains/Derivation.ts"
 import { type KeySource, withKey } from "./KeySource.ts"
 import type { SignedTransaction, SolToken, SolTransfer } from "./TransactionRequest.ts"
 
@@ -70,12 +71,12 @@ export const transferChecked = (
   })
 }
 
-const tokenInstructions = (sender: PublicKey, recipient: PublicKey, amount: bigint, token: SolToken) => {
+const tokenInstructions = (sender: PublicKey, payer: PublicKey, recipient: PublicKey, amount: bigint, token: SolToken) => {
   const mint = new PublicKey(token.mint)
   const programId = token.programId === undefined ? tokenProgramId : new PublicKey(token.programId)
   const destination = associatedTokenAddress(recipient, mint, programId)
   return [
-    createAssociatedTokenAccountIdempotent(sender, destination, recipient, mint, programId),
+    createAssociatedTokenAccountIdempotent(payer, destination, recipient, mint, programId),
     transferChecked(
       associatedTokenAddress(sender, mint, programId),
       mint,
@@ -89,28 +90,41 @@ const tokenInstructions = (sender: PublicKey, recipient: PublicKey, amount: bigi
 }
 
 export const signSolTransfer = (keys: KeySource, request: SolTransfer): Promise<SignedTransaction> =>
-  withKey(keys, request.key, { family: "SOL" }, (derived) => {
-    const keypair = Keypair.fromSeed(derived.privateKey)
-    const sender = keypair.publicKey
-    if (sender.toBase58() !== derived.address) throw new Error("SOL key and derived address disagree")
-    const recipient = new PublicKey(request.to)
-    // Tokens sent to a program-derived (off-curve) owner land in an account nobody can sign for.
-    if (!PublicKey.isOnCurve(recipient.toBytes())) throw new Error("SOL recipient is not an on-curve wallet address")
-    if (request.amount <= 0n || request.amount > u64Max) throw new RangeError(`SOL amount out of range: ${request.amount}`)
-    const transaction = new Transaction({ feePayer: sender, recentBlockhash: request.recentBlockhash })
-    if (request.token === undefined) {
-      transaction.add(SystemProgram.transfer({ fromPubkey: sender, toPubkey: recipient, lamports: request.amount }))
-    } else {
-      transaction.add(...tokenInstructions(sender, recipient, request.amount, request.token))
-    }
-    transaction.sign(keypair)
-    if (!transaction.verifySignatures()) throw new Error("SOL transaction signature does not verify")
-    const signature = transaction.signature
-    if (signature === null) throw new Error("SOL transaction has no signature after signing")
-    return {
-      family: "SOL",
-      from: derived.address,
-      txHash: base58.encode(signature),
-      raw: transaction.serialize().toString("base64")
-    }
-  })
+  withKey(keys, request.key, { family: "SOL" }, (derived) =>
+    request.feePayer === undefined
+      ? build(request, derived, undefined)
+      : withKey(keys, request.feePayer, { family: "SOL" }, (payer) => build(request, derived, payer)))
+
+const keypairOf = (derived: DerivedKey) => {
+  const keypair = Keypair.fromSeed(derived.privateKey)
+  if (keypair.publicKey.toBase58() !== derived.address) throw new Error("SOL key and derived address disagree")
+  return keypair
+}
+
+const build = (request: SolTransfer, derived: DerivedKey, payerKey: DerivedKey | undefined): SignedTransaction => {
+  const keypair = keypairOf(derived)
+  const sender = keypair.publicKey
+  const payer = payerKey === undefined ? keypair : keypairOf(payerKey)
+  const recipient = new PublicKey(request.to)
+  // Tokens sent to a program-derived (off-curve) owner land in an account nobody can sign for.
+  if (!PublicKey.isOnCurve(recipient.toBytes())) throw new Error("SOL recipient is not an on-curve wallet address")
+  if (request.amount <= 0n || request.amount > u64Max) throw new RangeError(`SOL amount out of range: ${request.amount}`)
+  const transaction = new Transaction({ feePayer: payer.publicKey, recentBlockhash: request.recentBlockhash })
+  if (request.token === undefined) {
+    transaction.add(SystemProgram.transfer({ fromPubkey: sender, toPubkey: recipient, lamports: request.amount }))
+  } else {
+    transaction.add(...tokenInstructions(sender, payer.publicKey, recipient, request.amount, request.token))
+  }
+  // The fee payer's signature comes first and is the transaction's id.
+  if (payer === keypair) transaction.sign(keypair)
+  else transaction.sign(payer, keypair)
+  if (!transaction.verifySignatures()) throw new Error("SOL transaction signature does not verify")
+  const signature = transaction.signature
+  if (signature === null) throw new Error("SOL transaction has no signature after signing")
+  return {
+    family: "SOL",
+    from: derived.address,
+    txHash: base58.encode(signature),
+    raw: transaction.serialize().toString("base64")
+  }
+}

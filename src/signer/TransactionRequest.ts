@@ -97,7 +97,7 @@ export interface SolToken {
 
 /**
  * A SOL transfer, or an SPL `TransferChecked` between the associated token accounts of the key and of `to` (the
- * recipient's account is created when missing, paid by the key). The key pays the fee.
+ * recipient's account is created when missing). The key pays the fee and that rent, unless `feePayer` is set.
  */
 export interface SolTransfer {
   readonly family: "SOL"
@@ -108,6 +108,11 @@ export interface SolTransfer {
   /** Lamports, or the token's base units. */
   readonly amount: bigint
   readonly token?: SolToken | undefined
+  /**
+   * Another key that pays the fee (and a missing recipient token account's rent) and signs first: a tenant's GAS
+   * wallet sweeping an SPL deposit from an address holding no SOL (decisions.md "Operating wallets").
+   */
+  readonly feePayer?: SigningKey | undefined
 }
 
 export type TransactionRequest = EvmTransfer | TronTransfer | BtcTransfer | SolTransfer

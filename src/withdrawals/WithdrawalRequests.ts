@@ -70,7 +70,8 @@ export const withdrawalRequest = (
         amount: transfer.amount,
         // The catalog's tokenProgram goes with the mint: a Token-2022 mint signed through the classic Token program
         // (the signer's default) would name the wrong program and associated accounts, and fail on chain.
-        token: token === undefined ? undefined : { mint: token, decimals: asset.decimals, programId: asset.tokenProgram ?? undefined }
+        token: token === undefined ? undefined : { mint: token, decimals: asset.decimals, programId: asset.tokenProgram ?? undefined },
+        ...(parameters.feePayer === undefined ? {} : { feePayer: parameters.feePayer })
       }
   }
 }

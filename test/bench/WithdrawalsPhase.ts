@@ -191,6 +191,21 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
       `raw eth_sendRawTransaction: ${rate(rawPerSecond)}/s (${options.inFlight} in flight)`)
     return { ratio: servicePerSecond / rawPerSecond, servicePerSecond, rawPerSecond }
   } finally {
+    if (service !== undefined && process.env.COFFER_SLOW_SPANS_MS !== undefined) {
+      // src/observability/SlowSpans.ts: what the service reported, grouped by span.
+      const counts = new Map<string, { count: number; totalMillis: number }>()
+      for (const line of service.output().split("\n")) {
+        const match = /^slow span (.+): ([0-9.]+) ms$/.exec(line)
+        if (match === null) continue
+        const entry = counts.get(match[1]!) ?? { count: 0, totalMillis: 0 }
+        entry.count++
+        entry.totalMillis += Number(match[2])
+        counts.set(match[1]!, entry)
+      }
+      const top = [...counts].sort((a, b) => b[1].totalMillis - a[1].totalMillis).slice(0, 30)
+      log(`  slow spans (the service's last lines only):\n${top.map(([name, entry]) =>
+        `    ${entry.count}× ${(entry.totalMillis / entry.count).toFixed(0)} ms avg  ${name}`).join("\n")}`)
+    }
     if (service !== undefined) await stopService(service, 20_000).catch(() => undefined)
     if (options.profileDirectory !== undefined) {
       const file = readdirSync(options.profileDirectory).find((name) => name.endsWith(".cpuprofile"))

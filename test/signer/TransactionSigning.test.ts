@@ -316,6 +316,29 @@ describe("SOL", () => {
       }
     }))
 
+  it.effect("an SPL sweep paid by a GAS wallet (decisions.md: on SOL the GAS wallet is the fee payer): it signs first and pays the fee and any account rent; the deposit key only authorizes the transfer", () =>
+    Effect.gen(function*() {
+      const gas = yield* signerEffect((signer) => signer.platformAddress({ family: "SOL", role: "GAS", tenantIndex: 1 }))
+      const signed = yield* sign({
+        family: "SOL",
+        key: walletKey(wallet),
+        feePayer: gasKey(1),
+        recentBlockhash,
+        to: recipient,
+        amount: 5_000_000n,
+        token: { mint: usdcMint, decimals: 6 }
+      })
+      assert.strictEqual(signed.from, schemeVector("SOL", [1, 0, 0]), "the sender is the deposit wallet")
+      const transaction = Transaction.from(Buffer.from(signed.raw, "base64"))
+      assert.isTrue(transaction.verifySignatures(), "both signatures verify")
+      assert.strictEqual(transaction.feePayer?.toBase58(), gas.address)
+      assert.deepStrictEqual(transaction.signatures.map((entry) => entry.publicKey.toBase58()), [gas.address, signed.from])
+      assert.strictEqual(signed.txHash, base58.encode(transaction.signatures[0]!.signature!), "the id is the fee payer's signature")
+      const [create, transfer] = transaction.instructions
+      assert.strictEqual(create!.keys[0]!.pubkey.toBase58(), gas.address, "the GAS wallet pays a missing account's rent")
+      assert.strictEqual(transfer!.keys[3]!.pubkey.toBase58(), signed.from, "the deposit wallet owns the tokens moved")
+    }))
+
   it("the builders' accounts, flags and data equal @solana/spl-token's", () => {
     const owner = new PublicKey(schemeVector("SOL", [0, 0, 0]))
     const mint = new PublicKey(usdcMint)
