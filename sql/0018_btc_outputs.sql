@@ -1,10 +1,12 @@
 -- BTC outputs a withdrawal is about to spend or has spent (docs/btc.md "Coin selection"): HOT's outputs and credited
 -- deposit outputs (decisions.md: BTC has no sweeps; withdrawals spend deposit outputs directly). The primary key is
 -- what keeps two concurrent withdrawals from choosing the same output: the second one's INSERT conflicts and it
--- chooses again. A reservation is live while its owner's send (outgoing_sends, same network and owner id) is not
--- REJECTED; before the owner has a send at all, for `btcReservationGraceMinutes` (the time between choosing the
--- inputs and the signature's commit; a withdrawal that never got signed lets its outputs go after that).
--- Reservations whose outputs were spent stay: they are the record of which withdrawal spent which output.
+-- chooses again. A reservation holds while a version of its owner's send (outgoing_sends, same network and owner id)
+-- was signed on the output (outgoing_versions.parameters names it) and the send is not final; before the owner has
+-- a send at all, for `btcReservationGraceMinutes` (the time between choosing the inputs and the signature's commit;
+-- a withdrawal that never got signed lets its outputs go after that). A refused send's reservations go. Those of a
+-- final send stay: they are the record of which withdrawal spent which output (and keep spent deposit outputs out
+-- of coin selection without asking the node).
 CREATE TABLE btc_output_reservations (
   network_key text NOT NULL REFERENCES networks (network_key),
   txid text NOT NULL CHECK (txid ~ '^[0-9a-f]{64}$'),

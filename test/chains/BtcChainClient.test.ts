@@ -16,6 +16,7 @@ import { makeBtcOutputBook } from "../../src/chains/btc/BtcOutputBook.ts"
 import { satoshis } from "../../src/chains/btc/BtcRpc.ts"
 import type { WithdrawalChain, WithdrawalParameters, WithdrawalTransfer } from "../../src/chains/ChainClient.ts"
 import * as Database from "../../src/db/Database.ts"
+import { storedParameters } from "../../src/sending/SignedParameters.ts"
 import { freePortSync } from "../support/AnvilBinary.ts"
 import { startLitecoind } from "../support/Litecoind.ts"
 import { hotAddress, signWithdrawal } from "./contract/ChainClientContract.ts"
@@ -68,6 +69,21 @@ beforeAll(async () => {
 }, 60_000)
 afterAll(() => runtime?.dispose())
 
+/** A send of `owner` as OutgoingSends stores it: the send and its first version, with the parameters it was signed on. */
+const storeSend = (owner: string, to: string, amount: bigint, parameters: WithdrawalParameters) =>
+  run(sql.withTransaction(Effect.gen(function*() {
+    const id = randomUUID()
+    yield* sql`
+      INSERT INTO outgoing_sends (id, network_key, purpose, owner_id, from_address, to_address, asset_id, amount,
+        signing_key, created_at, state)
+      VALUES (${id}, ${networkKey}, 'WITHDRAWAL', ${owner}, ${hot}, ${to}, ${native}, ${amount.toString()},
+        '{"_tag":"Platform","role":"HOT"}'::jsonb, now(), 'PENDING')`
+    yield* sql`
+      INSERT INTO outgoing_versions (send_id, version, kind, network_key, tx_hash, raw, network_fee_max, signed_at, parameters)
+      VALUES (${id}, 1, 'PAYLOAD', ${networkKey}, ${randomBytes(32).toString("hex")}, '00',
+        ${parameters.networkFee.toString()}, now(), ${storedParameters(parameters)}::jsonb)`
+  })))
+
 const recipient = () => bitcoin.payments.p2wpkh({ hash: randomBytes(20), network: bitcoinNetworks.test }).address!
 const transfer = (amount: bigint, withdrawalId: string = randomUUID()): WithdrawalTransfer =>
   ({ withdrawalId, from: hot, to: recipient(), assetId: native, amount })
@@ -106,16 +122,30 @@ describe("BTC coin selection and broadcast (litecoind regtest)", () => {
     await node.mine(1)
     const owner = randomUUID()
     const first = await run(chain.withdrawalParameters(transfer(6_000_000n, owner)))
-    await run(sql`
-      INSERT INTO outgoing_sends (id, network_key, purpose, owner_id, from_address, to_address, asset_id, amount,
-        signing_key, created_at, state)
-      VALUES (${randomUUID()}, ${networkKey}, 'WITHDRAWAL', ${owner}, ${hot}, ${recipient()}, ${native}, 6000000,
-        '{"_tag":"Platform","role":"HOT"}'::jsonb, now(), 'PENDING')`)
+    await storeSend(owner, recipient(), 6_000_000n, first)
     const held = await Effect.runPromiseExit(chain.withdrawalParameters(transfer(6_000_000n)))
     assert.isTrue(Exit.isFailure(held), "held while the send is pending")
     await run(sql`UPDATE outgoing_sends SET state = 'REJECTED' WHERE owner_id = ${owner}`)
     const again = await run(chain.withdrawalParameters(transfer(6_000_000n)))
     assert.deepStrictEqual(inputKeys(again), inputKeys(first))
+  }, 60_000)
+
+  it("an output a withdrawal chose but did not sign on (its signature committed on another choice) goes back", async () => {
+    const smaller = await node.send(hot, "test", 8_000_000n)
+    await node.send(hot, "test", 8_100_000n)
+    await node.mine(1)
+    const vout = (await node.rpc("getrawtransaction", [smaller, true])).vout
+      .find((output: any) => output.value === 0.08).n as number
+    const owner = randomUUID()
+    const signedOn = await run(chain.withdrawalParameters(transfer(7_000_000n, owner)))
+    // An earlier choice of the same withdrawal (a signature that did not commit) on the smaller output.
+    await run(sql`INSERT INTO btc_output_reservations (network_key, txid, vout, owner_id, value, reserved_at)
+      VALUES (${networkKey}, ${smaller}, ${vout}, ${owner}, 8000000, now())`)
+    assert.isTrue(Exit.isFailure(await Effect.runPromiseExit(chain.withdrawalParameters(transfer(7_000_000n)))), "held while choosing")
+    // The signature that committed is on the larger one only: the smaller is free for the next withdrawal.
+    await storeSend(owner, recipient(), 7_000_000n, signedOn)
+    const next = await run(chain.withdrawalParameters(transfer(7_000_000n)))
+    assert.deepStrictEqual(inputKeys(next), [`${smaller}:${vout}`])
   }, 60_000)
 
   it("broadcast: the same bytes twice are fine, spent inputs are a refusal the pipeline checks against its own versions, garbage a plain refusal; PENDING until mined", async () => {
@@ -148,11 +178,7 @@ describe("BTC coin selection and broadcast (litecoind regtest)", () => {
     const owner = randomUUID()
     const payment = transfer(1_000_000n, owner)
     const parameters = await run(chain.withdrawalParameters(payment))
-    await run(sql`
-      INSERT INTO outgoing_sends (id, network_key, purpose, owner_id, from_address, to_address, asset_id, amount,
-        signing_key, created_at, state)
-      VALUES (${randomUUID()}, ${networkKey}, 'WITHDRAWAL', ${owner}, ${hot}, ${payment.to}, ${native}, 1000000,
-        '{"_tag":"Platform","role":"HOT"}'::jsonb, now(), 'PENDING')`)
+    await storeSend(owner, payment.to, 1_000_000n, parameters)
     assert.isUndefined(await run(chain.replacementParameters!(parameters, 5n)))
     const replacement = await run(chain.replacementParameters!(parameters, 6n))
     assert.isDefined(replacement)

@@ -34,10 +34,6 @@ export interface BtcOutputBook {
   /** Outputs held by live reservations of owners other than `ownerId`, as `txid:vout`. */
   readonly heldByOthers: (networkKey: string, ownerId: string) => Effect.Effect<ReadonlySet<string>>
   /**
-   * Reserves all of `outputs` for the owner, replacing the owner's earlier reservations, in one database
-   * transaction; false (and nothing changed) when another live reservation holds any of them.
-   */
-  /**
    * The open send that reserved `output` (its payment and sender): a replacement by fee starts from a version's
    * parameters, which name its inputs but not what they pay.
    */
@@ -45,6 +41,10 @@ export interface BtcOutputBook {
     networkKey: string,
     output: BtcOutputRef
   ) => Effect.Effect<{ readonly amount: bigint; readonly to: string; readonly from: string } | undefined>
+  /**
+   * Reserves all of `outputs` for the owner in one database transaction (the owner's own earlier reservations are
+   * renewed, not taken); false (and nothing changed) when another owner's live reservation holds any of them.
+   */
   readonly reserve: (
     networkKey: string,
     ownerId: string,
@@ -66,12 +66,29 @@ class Taken extends Data.TaggedError("Taken")<{}> {}
 export const makeBtcOutputBook = (sql: SqlClient.SqlClient): BtcOutputBook => {
   const cutoff = Effect.map(Clock.currentTimeMillis, (now) => new Date(now - btcReservationGraceMinutes * 60_000))
 
-  /** The reservation `r` still holds (see sql/0018_btc_outputs.sql). */
+  /**
+   * The reservation `r` belongs to its owner's send in one of `states`: a version of it was signed on that output
+   * (its stored parameters name it; a version stored without parameters counts as naming all). An output the owner
+   * reserved but did not sign on (a choice made again after a signature that did not commit) is not held by it.
+   */
+  const signedBySend = (states: Statement.Fragment): Statement.Fragment =>
+    sql`EXISTS (SELECT 1 FROM outgoing_sends s JOIN outgoing_versions v ON v.send_id = s.id
+          WHERE s.network_key = r.network_key AND s.owner_id::text = r.owner_id AND s.state IN ${states}
+            AND (v.parameters IS NULL
+              OR v.parameters -> 'inputs' @> jsonb_build_array(jsonb_build_object('txid', r.txid, 'vout', r.vout))))`
+
+  /** Before its owner has a send: for the grace period. */
+  const choosing = (since: Date): Statement.Fragment =>
+    sql`(r.reserved_at > ${since} AND NOT EXISTS (SELECT 1 FROM outgoing_sends s
+          WHERE s.network_key = r.network_key AND s.owner_id::text = r.owner_id))`
+
+  /** Held: a send not final yet spends it, or a withdrawal is choosing it (see sql/0018_btc_outputs.sql). */
   const live = (since: Date): Statement.Fragment =>
-    sql`(EXISTS (SELECT 1 FROM outgoing_sends s
-          WHERE s.network_key = r.network_key AND s.owner_id::text = r.owner_id AND s.state <> 'REJECTED')
-        OR (r.reserved_at > ${since} AND NOT EXISTS (SELECT 1 FROM outgoing_sends s
-          WHERE s.network_key = r.network_key AND s.owner_id::text = r.owner_id)))`
+    sql`(${signedBySend(sql`('PENDING', 'FILLING')`)} OR ${choosing(since)})`
+
+  /** Held, or spent by a send that is final: never a candidate again, and kept as the record of who spent it. */
+  const kept = (since: Date): Statement.Fragment =>
+    sql`(${signedBySend(sql`('PENDING', 'FILLING', 'CONFIRMED', 'REVERTED')`)} OR ${choosing(since)})`
 
   const depositOutputs = (networkKey: string, limit: number) =>
     Effect.gen(function*() {
@@ -85,7 +102,7 @@ export const makeBtcOutputBook = (sql: SqlClient.SqlClient): BtcOutputBook => {
           JOIN users u ON u.id = w.user_id
         WHERE t.kind = 'DEPOSIT' AND t.network_key = ${networkKey} AND t.status = 'COMPLETED' AND t.sub_status IS NULL
           AND NOT EXISTS (SELECT 1 FROM btc_output_reservations r
-            WHERE r.network_key = t.network_key AND r.txid = t.tx_hash AND r.vout = t.output_index AND ${live(since)})
+            WHERE r.network_key = t.network_key AND r.txid = t.tx_hash AND r.vout = t.output_index AND ${kept(since)})
         ORDER BY t.created_at, t.id
         LIMIT ${limit}`.pipe(Effect.orDie, Effect.flatMap(depositRows))
       return rows.map((row): DepositOutput => ({
@@ -124,15 +141,17 @@ export const makeBtcOutputBook = (sql: SqlClient.SqlClient): BtcOutputBook => {
       const since = yield* cutoff
       const now = new Date(yield* Clock.currentTimeMillis)
       return yield* sql.withTransaction(Effect.gen(function*() {
-        // The owner's earlier choice (a signature that did not commit) and reservations that no longer hold go.
+        // Reservations that no longer hold anything go (a refused send's, an abandoned choice's). The owner's own
+        // earlier choice stays until its send commits: a concurrent run may still be signing on it.
         yield* sql`
           DELETE FROM btc_output_reservations r
-          WHERE r.network_key = ${networkKey} AND (r.owner_id = ${ownerId} OR NOT ${live(since)})`
+          WHERE r.network_key = ${networkKey} AND r.owner_id <> ${ownerId} AND NOT ${kept(since)}`
         for (const output of outputs) {
           const inserted = yield* sql`
             INSERT INTO btc_output_reservations (network_key, txid, vout, owner_id, value, reserved_at)
             VALUES (${networkKey}, ${output.txid}, ${output.vout}, ${ownerId}, ${output.value.toString()}, ${now})
-            ON CONFLICT (network_key, txid, vout) DO NOTHING
+            ON CONFLICT (network_key, txid, vout) DO UPDATE SET reserved_at = EXCLUDED.reserved_at
+              WHERE btc_output_reservations.owner_id = EXCLUDED.owner_id
             RETURNING txid`
           if (inserted.length === 0) return yield* new Taken()
         }
