@@ -15,7 +15,7 @@ import { randomBytes } from "node:crypto"
 import { type CatalogFile, type CatalogNetwork, loadCatalogFile } from "../../../src/catalog/Catalog.ts"
 import { bitcoinNetworks } from "../../../src/chains/BitcoinNetwork.ts"
 import type { ChainClient } from "../../../src/chains/ChainClient.ts"
-import { makeNodeClient, nodeClientFactories } from "../../../src/chains/NodeClients.ts"
+import { makeNodeClient } from "../../../src/chains/NodeClients.ts"
 import * as Database from "../../../src/db/Database.ts"
 import { startLitecoind } from "../../support/Litecoind.ts"
 import { chainClientContract, hotAddress } from "./ChainClientContract.ts"
@@ -75,12 +75,13 @@ chainClientContract({
       VALUES (${networkKey}, 'BTC', 'Bitcoin Testnet', true, true, true, true, true, '{"mode":"confirmations","n":2}'::jsonb,
         'test', ${network.nativeAssetId})
       ON CONFLICT (network_key) DO NOTHING`)
-    client = nodeClientFactories.BTC!.make({
+    // Through NodeClients.ts, as the service makes it (the node's identity checked first).
+    client = await run(makeNodeClient({
       network,
       assets: catalog.assets.filter((asset) => asset.networkKey === networkKey),
       rpcUrl: Redacted.make(node.url),
       sql
-    })
+    }))
   },
   // The node goes after the file (Litecoind.ts).
   stop: async () => {
