@@ -89,6 +89,8 @@ export const startLitecoind = (): Litecoind => {
     rmSync(datadir, { recursive: true, force: true })
   }
   afterAll(stop)
+  // A file that fails while it is collected never runs its afterAll: the worker's exit still takes the node along.
+  process.once("exit", stop)
 
   const base = `http://127.0.0.1:${rpcPort}`
   const authorization = `Basic ${Buffer.from(`${rpcUser}:${rpcPassword}`).toString("base64")}`
