@@ -10,8 +10,7 @@ import type { CatalogAsset, CatalogNetwork } from "../catalog/Catalog.ts"
 import { ConfigInvalid } from "../Config.ts"
 import type { ChainClient, ChainUnavailable } from "./ChainClient.ts"
 import type { ChainFamily } from "./ChainFamily.ts"
-import { type BtcChainClient, makeBtcChainClient } from "./btc/BtcChainClient.ts"
-import { makeBtcOutputBook } from "./btc/BtcOutputBook.ts"
+import { btcNodeClientFactory } from "./btc/BtcNodeClient.ts"
 import { makeEvmChainClient } from "./evm/EvmChainClient.ts"
 
 /** A node that does not answer which chain it is on at start is asked this many times, this far apart. */
@@ -56,29 +55,7 @@ const evm: NodeClientFactory = {
     )
 }
 
-/** `getblockchaininfo.chain` a catalog BTC network accepts; a testnet one also takes a regtest node (decisions.md). */
-const btcChains = { main: ["main"], test: ["test", "testnet4", "regtest"], regtest: ["regtest"] } as const
-
-const btc: NodeClientFactory = {
-  make: ({ network, rpcUrl, sql }) =>
-    makeBtcChainClient({
-      networkKey: network.networkKey,
-      rpcUrl,
-      btcNetwork: network.btcNetwork!,
-      nativeAssetId: network.nativeAssetId,
-      // Coin selection reserves outputs in PostgreSQL; without a database the client only watches.
-      sending: sql === undefined ? undefined : { feeRateCap: network.feeRateCap, book: makeBtcOutputBook(sql) }
-    }),
-  identityMismatch: (client, network) =>
-    Effect.map((client as BtcChainClient).chain, (reported) => {
-      const accepted: ReadonlyArray<string> = btcChains[network.btcNetwork!]
-      return accepted.includes(reported)
-        ? undefined
-        : `chain "${reported}", the catalog's ${network.networkKey} is a ${network.btcNetwork} network (accepts ${accepted.join(", ")})`
-    })
-}
-
-export const nodeClientFactories: Partial<Record<ChainFamily, NodeClientFactory>> = { EVM: evm, BTC: btc }
+export const nodeClientFactories: Partial<Record<ChainFamily, NodeClientFactory>> = { EVM: evm, BTC: btcNodeClientFactory }
 
 /** The checked client of a network named in `CHAIN_RPC_URLS`. */
 export const makeNodeClient = (input: NodeClientInput): Effect.Effect<ChainClient, ConfigInvalid> =>
