@@ -10,7 +10,8 @@
  * - so does a node on another chain than the catalog's, or one that does not answer whose chain it is: the service
  *   would credit deposits it never received there, and sign for the wrong chain.
  */
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Option } from "effect"
+import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { AppConfig, ConfigInvalid } from "../Config.ts"
 import { type ChainClient, ChainClients } from "./ChainClient.ts"
@@ -23,6 +24,8 @@ export const chainClientsLayer = Layer.effect(
     const config = yield* AppConfig
     const catalog = yield* Catalog
     const chain = yield* SimulatedChain
+    // Optional so the layer's requirements stay as they were; the service always has it (BTC reserves outputs there).
+    const sql = Option.getOrUndefined(yield* Effect.serviceOption(SqlClient.SqlClient))
     const clients = new Map<string, ChainClient>()
     const simulated = new Set<string>()
     for (const [networkKey, rpcUrl] of Object.entries(config.chainRpcUrls)) {
@@ -37,7 +40,8 @@ export const chainClientsLayer = Layer.effect(
       const client = yield* makeNodeClient({
         network,
         assets: catalog.assets.filter((asset) => asset.networkKey === networkKey),
-        rpcUrl
+        rpcUrl,
+        sql
       })
       clients.set(networkKey, client)
     }

@@ -5,10 +5,12 @@
  * no real client yet, and naming its network in `CHAIN_RPC_URLS` fails the start.
  */
 import { Effect, Schedule, type Redacted } from "effect"
+import type { SqlClient } from "effect/sql"
 import type { CatalogAsset, CatalogNetwork } from "../catalog/Catalog.ts"
 import { ConfigInvalid } from "../Config.ts"
 import type { ChainClient, ChainUnavailable } from "./ChainClient.ts"
 import type { ChainFamily } from "./ChainFamily.ts"
+import { btcNodeClientFactory } from "./btc/BtcNodeClient.ts"
 import { makeEvmChainClient } from "./evm/EvmChainClient.ts"
 import { makeSolChainClient, type SolChainClient } from "./sol/SolChainClient.ts"
 import { makeTronChainClient, type TronChainClient } from "./tron/TronChainClient.ts"
@@ -23,6 +25,8 @@ export interface NodeClientInput {
   readonly assets: ReadonlyArray<CatalogAsset>
   /** Secret: it may hold credentials; never in a message. */
   readonly rpcUrl: Redacted.Redacted<string>
+  /** The service's database, for clients that keep sending state there (BTC output reservations). */
+  readonly sql?: SqlClient.SqlClient | undefined
 }
 
 /**
@@ -97,7 +101,12 @@ const tron: NodeClientFactory = {
     )
 }
 
-export const nodeClientFactories: Partial<Record<ChainFamily, NodeClientFactory>> = { EVM: evm, TRON: tron, SOL: sol }
+export const nodeClientFactories: Partial<Record<ChainFamily, NodeClientFactory>> = {
+  EVM: evm,
+  TRON: tron,
+  BTC: btcNodeClientFactory,
+  SOL: sol
+}
 
 /** The checked client of a network named in `CHAIN_RPC_URLS`. */
 export const makeNodeClient = (input: NodeClientInput): Effect.Effect<ChainClient, ConfigInvalid> =>
