@@ -163,7 +163,8 @@ export interface WithdrawalChain {
   readonly inclusion: (txHash: string) => Effect.Effect<Inclusion | undefined, ChainUnavailable>
   /**
    * TRON and SOL: whether signed bytes that are in no block can provably never be included any more (TRON its
-   * `expiration` passed by the head block's time; SOL its blockhash past `lastValidBlockHeight`). Only then does
+   * `expiration` passed by the solidified block's time: a reorganization could bring back an earlier head; SOL its
+   * blockhash past `lastValidBlockHeight` in the finalized bank). Only then does
    * OutgoingSends sign the same payload again on fresh parameters (decisions.md: re-sign only after expiry).
    */
   readonly expired?: ((signed: SignedWithdrawal) => Effect.Effect<boolean, ChainUnavailable>) | undefined
