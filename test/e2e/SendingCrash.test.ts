@@ -82,12 +82,12 @@ describe("sending across crashes (decisions.md: exactly one transaction per with
         await node.setBalance({ address: hot, value: parseEther("100") })
         // The watcher starts at the head it first sees (docs/deposits.md): the deposit must come after that, or it is
         // history to it and never credited.
-        const head = await node.getBlockNumber()
+        const startHead = await node.getBlockNumber()
         await poll("the watcher at the head", async () => {
           const health = await (await fetch(`${service.opsUrl}/ops/health`, {
             headers: { authorization: `Bearer ${opsToken()}` }
           })).json() as { chains: Record<string, { height: number }> }
-          return BigInt(health.chains["ETH_SEPOLIA"]?.height ?? -1) >= head ? true : undefined
+          return BigInt(health.chains["ETH_SEPOLIA"]?.height ?? -1) >= startHead ? true : undefined
         })
         // A payer funded by a real deposit, credited after 12 confirmations.
         const payer = await tenantCall(service, "POST", "/v1/users/send-crash/deposit_address", JSON.stringify({ networkKey: "ETH_SEPOLIA" }))
