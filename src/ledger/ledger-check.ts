@@ -16,6 +16,7 @@ import { SqlClient } from "effect/sql"
 import { AppConfig } from "../Config.ts"
 import * as ExistingDatabase from "../db/ExistingDatabase.ts"
 import { makeEvmBalanceReader } from "./ChainBalances.ts"
+import { loadCatalogFile } from "../catalog/Catalog.ts"
 import { auditChain, type BalanceReader, chainReportLines } from "./ChainBooks.ts"
 import { auditLedger, LedgerAuditError, reportLines } from "./LedgerAudit.ts"
 
@@ -41,10 +42,18 @@ const program: Effect.Effect<number> = Effect.scoped(Effect.gen(function*() {
   for (const line of reportLines(database.location, report)) yield* Console.log(line)
   if (!withChain) return report.ok ? 0 : exitDiscrepancy
   // The node URL is never printed: it may carry an API key (ChainBalances.ts keeps it out of messages too).
-  const readers = new Map<string, BalanceReader>(
-    Object.entries(config.chainRpcUrls).map(([networkKey, url]) => [networkKey, makeEvmBalanceReader(networkKey, url)])
+  // Balances at a block are an EVM node's answer (eth_getBalance / eth_call at a height); TRON, BTC and SOL nodes
+  // cannot give them for a past block, so their networks are named and left out rather than failing the check.
+  const catalog = yield* loadCatalogFile(config.serviceEnv).pipe(
+    Effect.mapError((error) => new LedgerAuditError({ message: `catalog: ${error.message}` }))
   )
-  if (readers.size === 0) return yield* cannotRun({ message: "--chain: CHAIN_RPC_URLS names no node to compare with" })
+  const family = (networkKey: string) => catalog.networks.find((network) => network.networkKey === networkKey)?.chainFamily
+  const readers = new Map<string, BalanceReader>()
+  for (const [networkKey, url] of Object.entries(config.chainRpcUrls)) {
+    if (family(networkKey) === "EVM") readers.set(networkKey, makeEvmBalanceReader(networkKey, url))
+    else yield* Console.log(`${networkKey}: not compared (only EVM nodes answer balances at a block; docs/ledger.md)`)
+  }
+  if (readers.size === 0) return yield* cannotRun({ message: "--chain: CHAIN_RPC_URLS names no EVM node to compare with" })
   const chain = yield* auditChain(readers).pipe(
     Effect.provideService(SqlClient.SqlClient, database.client),
     Effect.catchTag("SqlError", (error) => Effect.fail(new LedgerAuditError({ message: `cannot read the chain books: ${error.message}` })))
