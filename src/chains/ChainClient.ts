@@ -175,6 +175,20 @@ export interface WithdrawalChain {
   readonly replacementParameters?:
     | ((previous: WithdrawalParameters, blocksWaited: bigint) => Effect.Effect<WithdrawalParameters | undefined, ChainUnavailable>)
     | undefined
+  /**
+   * BTC: whether no version of the send can ever be included: an input of `signed` is spent on the current chain by
+   * a transaction that is none of the send's `versions` (their hashes), in a block that `final` says is final (so a
+   * reorganization cannot undo it). False while such a spend is in a block that is not final yet, or only in a
+   * mempool. OutgoingSends asks it only when no version is in a block and the latest is in no mempool; the send is
+   * then REJECTED and its owner fails (decisions.md "Sending on real networks").
+   */
+  readonly conflicted?:
+    | ((
+      signed: SignedWithdrawal,
+      versions: ReadonlyArray<string>,
+      final: (head: ChainHead, height: bigint) => boolean
+    ) => Effect.Effect<boolean, ChainUnavailable>)
+    | undefined
 }
 
 export interface ChainClient {

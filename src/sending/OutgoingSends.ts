@@ -15,6 +15,8 @@
  *   restarted node), replaces an EVM version that has waited 20 blocks, signs a BTC replacement by fee when the
  *   client asks for one (`replacementParameters`), and signs a TRON/SOL payload again once the client says the
  *   earlier bytes expired unincluded (`expired`). Each version keeps the parameters it was signed with (sql/0017).
+ *   When the client proves no version can ever be included (`conflicted`: BTC, an input spent in a final block by
+ *   somebody else), the outcome is `Conflicted` and the owner fails with `markRejected` in its transaction.
  *
  * Somewhat over 300 lines on purpose: signing, broadcast, replacement and fill share the stored-version rules and
  * read best side by side.
@@ -113,7 +115,14 @@ export interface FinalInclusion {
   readonly networkFee: bigint
   readonly kind: "PAYLOAD" | "FILL"
 }
-export type CheckOutcome = FinalInclusion | { readonly _tag: "Waiting" }
+/**
+ * No version of the send can ever be included: the client proved it (`conflicted`: BTC, an input spent in a final
+ * block by somebody else's transaction). The owner fails and calls `markRejected` in the same database transaction.
+ */
+export interface Conflicted {
+  readonly _tag: "Conflicted"
+}
+export type CheckOutcome = FinalInclusion | Conflicted | { readonly _tag: "Waiting" }
 
 // Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
 const sendColumns = (sql: SqlClient.SqlClient): Statement.Fragment =>
@@ -162,6 +171,8 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
   readonly check: (send: Send, head: ChainHead) => Effect.Effect<CheckOutcome, ChainUnavailable>
   /** Records the final inclusion `check` found; call it in the owner's transition's database transaction. */
   readonly markFinal: (send: Send, final: FinalInclusion) => Effect.Effect<void>
+  /** Records a `Conflicted` check (the send is REJECTED); call it in the owner's transition's database transaction. */
+  readonly markRejected: (send: Send) => Effect.Effect<void>
   /**
    * What sends from `from` that no node has accepted yet will take (per asset, native network fees included): the
    * node's balance does not show them yet, so a cover check adds them to what it needs.
@@ -399,15 +410,20 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           Effect.catchTag("BroadcastRejected", (error) =>
             Effect.gen(function*() {
               if (error.nonceUsed === true) {
+                // BTC has no nonce: there the same answer means an input is spent (chains/btc/BtcWithdrawals.ts).
+                const btc = catalog.network(send.network_key)?.chainFamily === "BTC"
                 // Ours, mined meanwhile (a crash after the node took it), looks the same as somebody else's.
                 const mine = yield* included(chain, send).pipe(Effect.orElseSucceed(() => "UNKNOWN" as const))
                 if (mine === "UNKNOWN") return "LATER" as const
                 if (mine !== undefined) {
-                  yield* Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: nonce ${send.nonce} is taken by ` +
+                  yield* Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: ` +
+                    (btc ? "its inputs are spent by " : `nonce ${send.nonce} is taken by `) +
                     `its own ${mine.version.tx_hash}, already in a block`)
                   return "SENT" as const
                 }
-                yield* Effect.logError(`${send.purpose.toLowerCase()} ${send.owner_id}: nonce ${send.nonce} was used by another transaction`)
+                yield* Effect.logError(`${send.purpose.toLowerCase()} ${send.owner_id}: ` + (btc
+                  ? `an input of ${version.tx_hash} was spent by another transaction`
+                  : `nonce ${send.nonce} was used by another transaction`))
                 yield* sql`UPDATE outgoing_sends SET state = 'REJECTED' WHERE id = ${send.id} AND state = 'PENDING'`.pipe(Effect.orDie)
                 return "REJECTED" as const
               }
@@ -542,6 +558,18 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           // leaves behind; geth keeps it queued): either way the same nonce and payload with higher fees.
           yield* replace(send, version, network, chain)
         } else if ((yield* client.transactionState(version.tx_hash)) === "UNKNOWN") {
+          // In no block and in no mempool: somebody else's spend may have taken an input (BTC). Only once that
+          // spend is final can a reorganization not bring ours back; until then the same bytes are offered again.
+          if (send.state === "PENDING" && chain.conflicted !== undefined) {
+            const final = (at: ChainHead, height: bigint) => meetsConfirmationRule(network, at, height)
+            const hashes = send.versions.map((each) => each.tx_hash)
+            // Looked at again after the proof: a version mined meanwhile is never rejected.
+            if ((yield* chain.conflicted(signedOf(send, version), hashes, final)) && (yield* included(chain, send)) === undefined) {
+              yield* Effect.logError(`${send.purpose.toLowerCase()} ${send.owner_id}: an input of ${version.tx_hash} ` +
+                `is spent in a final block by another transaction; no version can be included`)
+              return { _tag: "Conflicted" } as CheckOutcome
+            }
+          }
           // Dropped with a reorganized block, or a node that restarted: the same bytes again, never new ones.
           yield* broadcastVersion(send, version).pipe(
             Effect.tap(() => Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: rebroadcast ${version.tx_hash}`)),
@@ -558,6 +586,9 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
             included_tx_hash = ${final.txHash}, included_height = ${final.height.toString()},
             network_fee = ${final.networkFee.toString()}
           WHERE id = ${send.id} AND state IN ('PENDING', 'FILLING')`.pipe(Effect.asVoid, Effect.orDie)
+
+      const markRejected = (send: Send) =>
+        sql`UPDATE outgoing_sends SET state = 'REJECTED' WHERE id = ${send.id} AND state = 'PENDING'`.pipe(Effect.asVoid, Effect.orDie)
 
       const reserved = (networkKey: string, from: string) =>
         Effect.gen(function*() {
@@ -597,7 +628,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       }, (effect) => effect.pipe(Effect.catchTag("ChainUnavailable", (error) =>
         Effect.as(Effect.logWarning(`nonce fills: ${error.message}`), 0))))
 
-      return OutgoingSends.of({ forOwner, sign, broadcast, check, markFinal, reserved, settleFills })
+      return OutgoingSends.of({ forOwner, sign, broadcast, check, markFinal, markRejected, reserved, settleFills })
     })
   ).pipe(Layer.provide(CrashPoints.layer), Layer.orDie)
 }

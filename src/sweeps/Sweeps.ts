@@ -421,6 +421,18 @@ export class Sweeps extends Context.Service<Sweeps, {
           const sent = yield* outgoing.forOwner(row.kind, row.id)
           if (sent === undefined) return
           const outcome = yield* outgoing.check(sent, head)
+          if (outcome._tag === "Conflicted") {
+            // No version can ever be included (only a BTC client proves this, and BTC has no sweeps): failed like a
+            // refused broadcast, with the send, and the address is due again.
+            yield* sql.withTransaction(Effect.gen(function*() {
+              yield* outgoing.markRejected(sent)
+              const updated = yield* sql`UPDATE sweeps SET status = 'FAILED', updated_at = ${yield* now}
+                WHERE id = ${row.id} AND status = 'CONFIRMING' RETURNING id`
+              if (updated.length > 0) yield* redo(row)
+            })).pipe(Effect.orDie)
+            yield* Effect.logWarning(`${row.kind.toLowerCase()} ${row.id}: no version of its send can be included; failed`)
+            return
+          }
           if (outcome._tag !== "Final") return
           const succeeded = outcome.succeeded && outcome.kind === "PAYLOAD"
           yield* sql.withTransaction(Effect.gen(function*() {

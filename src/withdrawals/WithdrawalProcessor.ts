@@ -88,7 +88,10 @@ export const paymentOf = (row: Pick<WithdrawalRow, "source_wallet_id" | "asset_i
 export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
   /** Takes the withdrawal as far as it can go now; returns the status it stands in. */
   readonly process: (withdrawalId: string) => Effect.Effect<ProcessReply>
-  /** Completes the network's CONFIRMING withdrawals that meet its confirmation rule; returns how many. */
+  /**
+   * Completes the network's CONFIRMING withdrawals that meet its confirmation rule (and fails those that provably
+   * can never be included); returns how many completed.
+   */
   readonly confirm: (networkKey: string) => Effect.Effect<number>
   /**
    * Applies one transition of the table (WithdrawalTransitions.ts) to the withdrawal read as `row`, with its ledger
@@ -298,6 +301,16 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           if (send === undefined) continue
           // Included and final, or still waiting (then rebroadcast if the node forgot it, replaced if stuck).
           const outcome = yield* sends.check(send, head)
+          if (outcome._tag === "Conflicted") {
+            // Provably never included (an input spent for good by another transaction): the funds go back.
+            const failed = yield* sql.withTransaction(Effect.gen(function*() {
+              const done = yield* transition(row, "failConflicted")
+              if (done) yield* sends.markRejected(send)
+              return done
+            })).pipe(Effect.orDie)
+            if (failed) yield* Effect.logWarning(`withdrawal ${id}: no version of its send can be included any more; FAILED`)
+            continue
+          }
           if (outcome._tag !== "Final") continue
           const details: TransitionDetails = {
             txHash: outcome.txHash,

@@ -89,6 +89,12 @@ export const withdrawalTransitions = {
   failSigning: { from: ["PENDING_SIGNATURE"], to: "FAILED", subStatus: "SIGNING_FAILED", ledger: ["release"], event: statusUpdated },
   failBroadcast: { from: ["PENDING_SIGNATURE"], to: "FAILED", subStatus: "BROADCAST_FAILED", ledger: ["release"], event: statusUpdated },
   /**
+   * The one terminal end of a CONFIRMING withdrawal other than its inclusion: the chain proves that no version of
+   * its send can ever be included (sending/OutgoingSends.ts `Conflicted`; BTC: an input spent in a final block by
+   * another transaction). A failed rebroadcast alone stays non-terminal; this needs the proof.
+   */
+  failConflicted: { from: ["CONFIRMING"], to: "FAILED", subStatus: "BROADCAST_FAILED", ledger: ["release"], event: statusUpdated },
+  /**
    * Included but failed on chain (decisions.md "Sending on real networks"): the frozen funds go back, and the burned
    * network fee is the platform's cost, booked like a completed withdrawal's.
    */

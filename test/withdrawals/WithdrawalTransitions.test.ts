@@ -38,6 +38,8 @@ const documented: ReadonlyArray<Edge> = [
   ["PENDING_SIGNATURE", "FAILED", "BROADCAST_FAILED"],
   ["PENDING_SIGNATURE", "FAILED", "REVERTED_ON_CHAIN"],
   ["CONFIRMING", "FAILED", "REVERTED_ON_CHAIN"],
+  // decisions.md "Sending on real networks": only once no version of the send can ever be included (failConflicted)
+  ["CONFIRMING", "FAILED", "BROADCAST_FAILED"],
   // decisions.md and spec section 3: cancel before signing
   ["SUBMITTED", "CANCELLED", "CANCELLED_BY_USER"],
   ["PENDING_AUTHORIZATION", "CANCELLED", "CANCELLED_BY_USER"],
@@ -48,13 +50,12 @@ const documented: ReadonlyArray<Edge> = [
 ]
 
 /**
- * decisions.md draws "PENDING_SIGNATURE/CONFIRMING ─► FAILED" for three sub-statuses at once; signing and the first
- * broadcast happen only in PENDING_SIGNATURE, and a failed rebroadcast of a CONFIRMING withdrawal is never terminal
- * ("Sending on real networks"), so these two edges are deliberately not in the table.
+ * decisions.md draws "PENDING_SIGNATURE/CONFIRMING ─► FAILED" for three sub-statuses at once; signing happens only in
+ * PENDING_SIGNATURE, so this edge is deliberately not in the table. (CONFIRMING ─► BROADCAST_FAILED is, but only for
+ * a send the chain proves can never be included; a failed rebroadcast alone is never terminal.)
  */
 const narrowed: ReadonlyArray<Edge> = [
-  ["CONFIRMING", "FAILED", "SIGNING_FAILED"],
-  ["CONFIRMING", "FAILED", "BROADCAST_FAILED"]
+  ["CONFIRMING", "FAILED", "SIGNING_FAILED"]
 ]
 
 const names = Object.keys(withdrawalTransitions) as ReadonlyArray<TransitionName>

@@ -17,11 +17,14 @@
  *   fee of at least 125 % of the previous one, the previous plus 1 sat/vB (BIP 125 rule 4), and the current
  *   estimate, taken from the change; never above the cap, never leaving dust change (then no change at all), and
  *   never when the inputs cannot pay it (the version keeps waiting).
+ * - Conflicts (`conflicted`): an input spent in a final block by a transaction that is none of the send's versions
+ *   means no version can ever be included; the pipeline then rejects the send (docs/btc.md).
  */
 import * as bitcoin from "bitcoinjs-lib"
 import { Effect, Schedule, Semaphore } from "effect"
 import {
   BroadcastRejected,
+  type ChainHead,
   type ChainUnavailable,
   type Inclusion,
   type SignedWithdrawal,
@@ -344,5 +347,73 @@ export const makeBtcWithdrawals = (node: BtcNode, options: BtcSendingOptions): W
       return { family: "BTC" as const, inputs: previous.inputs, networkFee: fee } satisfies WithdrawalParameters
     })
 
-  return { feeRate, hotWalletCovers, networkFee, withdrawalParameters, broadcast, inclusion, replacementParameters }
+  /** The node's tip, height and hash from one answer. */
+  const tip = Effect.flatMap(call("getblockchaininfo", []), (info) => {
+    const { bestblockhash, blocks } = (info ?? {}) as { readonly blocks?: unknown; readonly bestblockhash?: unknown }
+    if (typeof blocks !== "number" || typeof bestblockhash !== "string") return Effect.fail(unavailable("getblockchaininfo: malformed answer"))
+    return Effect.succeed<ChainHead>({ height: BigInt(blocks), hash: bestblockhash, finalizedHeight: 0n })
+  })
+
+  /**
+   * Bitcoin Core has no "who spent this output" call: an input missing from the UTXO set at the tip (`gettxout`
+   * without the mempool) whose maker is in a block was spent in a block of the current chain. Where that block
+   * stands is found from the other end: the blocks that are not final yet (walked down from the tip) are read, and a
+   * spend not among them is in a final block. Asked only while no version of the send is in a block.
+   */
+  const conflicted = (
+    signed: SignedWithdrawal,
+    versions: ReadonlyArray<string>,
+    final: (head: ChainHead, height: bigint) => boolean
+  ): Effect.Effect<boolean, ChainUnavailable> =>
+    Effect.gen(function*() {
+      const tx = yield* Effect.try({
+        try: () => bitcoin.Transaction.fromHex(signed.raw),
+        catch: () => unavailable(`${signed.txHash}: the stored bytes do not decode`)
+      })
+      const inputs = tx.ins.map((input) => ({ txid: Buffer.from(input.hash).reverse().toString("hex"), vout: input.index }))
+      const at = yield* tip
+      const spent: Array<BtcOutputRef> = []
+      for (const input of inputs) {
+        if ((yield* call("gettxout", [input.txid, input.vout, false])) !== null) continue
+        // Its maker in no block (reorganized away) proves nothing: it may come back, and this send with it.
+        const maker = yield* node.rawTransaction(input.txid)
+        if (typeof maker?.confirmations !== "number" || maker.confirmations < 1) continue
+        spent.push(input)
+      }
+      if (spent.length === 0) return false
+      // The readings above belong to one tip; a block in between means reading again next time.
+      if ((yield* tip).hash !== at.hash) return false
+      const recent = new Map<string, string>()
+      let hash: unknown = at.hash
+      for (let height = at.height; height >= 0n && !final(at, height) && typeof hash === "string"; height--) {
+        const block = (yield* call("getblock", [hash, 2])) as {
+          readonly tx?: ReadonlyArray<{ readonly txid?: unknown; readonly vin?: ReadonlyArray<{ readonly txid?: unknown; readonly vout?: unknown }> }>
+          readonly previousblockhash?: unknown
+        } | null
+        if (!Array.isArray(block?.tx)) return yield* unavailable(`getblock ${hash}: malformed answer`)
+        for (const spender of block.tx) {
+          for (const input of spender.vin ?? []) {
+            if (typeof input.txid === "string" && typeof input.vout === "number" && typeof spender.txid === "string") {
+              recent.set(`${input.txid}:${input.vout}`, spender.txid)
+            }
+          }
+        }
+        hash = block.previousblockhash
+      }
+      for (const input of spent) {
+        const spender = recent.get(outputKey(input))
+        // In a block a reorganization can still undo (or ours, mined since the pipeline looked): wait.
+        if (spender !== undefined) {
+          if (!versions.includes(spender)) {
+            yield* Effect.logInfo(`${networkKey}: ${outputKey(input)} of ${signed.txHash} is spent by ${spender}, not final yet; waiting`)
+          }
+          continue
+        }
+        yield* Effect.logWarning(`${networkKey}: ${outputKey(input)} of ${signed.txHash} is spent in a final block by a transaction that is not this send's`)
+        return true
+      }
+      return false
+    })
+
+  return { feeRate, hotWalletCovers, networkFee, withdrawalParameters, broadcast, inclusion, replacementParameters, conflicted }
 }
