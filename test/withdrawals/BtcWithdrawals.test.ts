@@ -8,7 +8,8 @@
  * credited deposit output (signed with its wallet's own key) together with HOT's; withdrawals at once never share
  * an input (reserved in PostgreSQL, sql/0018_btc_outputs.sql); with no confirmed output left, a withdrawal waits
  * for HOT's change to confirm instead of spending an output twice; one whose input somebody else spent is FAILED /
- * BROADCAST_FAILED with the funds back; one stuck 6 blocks is replaced by fee (BIP 125).
+ * BROADCAST_FAILED with the funds back, before its broadcast and, once that spend is final, after it (CONFIRMING,
+ * its block reorganized away); one stuck 6 blocks is replaced by fee (BIP 125).
  */
 import { assert, layer } from "@effect/vitest"
 import * as bitcoin from "bitcoinjs-lib"
@@ -23,7 +24,7 @@ import { platformKey } from "../../src/signer/TransactionRequest.ts"
 import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
 import { startLitecoind } from "../support/Litecoind.ts"
 import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
-import { balance, call, fund, hotAddress, waitFor, walletOf, withdraw } from "./WithdrawalHelpers.ts"
+import { balance, call, fund, getTransaction, hotAddress, statusEvents, waitFor, walletOf, withdraw } from "./WithdrawalHelpers.ts"
 
 const node = startLitecoind()
 const networkKey = "BTC_TESTNET"
@@ -207,6 +208,63 @@ layer(
       const payer = yield* balance(tenant, wallet.walletId, btc)
       assert.deepStrictEqual(payer, { available: "10000000", frozen: "0" }, "the amount and the fee are back")
       yield* mine(2)
+      assert.isUndefined(yield* promise(() => node.rpc("scantxoutset", ["start", [`addr(${node.nodeAddress(to, "test")})`]]))
+        .pipe(Effect.map((scan: any) => scan.unspents[0])), "the recipient was never paid")
+    }))
+
+  it.effect("CONFIRMING, its block reorganized away and an input spent by another transaction instead: CONFIRMING while that spend is not final; at its 2nd confirmation FAILED / BROADCAST_FAILED, funds back, one status change, never paid", () =>
+    // decisions.md "Sending on real networks" and the life cycle's CONFIRMING ─► FAILED (BROADCAST_FAILED): only once
+    // no version of the send can ever be included; before that a reorganization could still bring it back.
+    Effect.gen(function*() {
+      const tenant = yield* provisionTenant()
+      const wallet = yield* fundedWallet(tenant, "conflicted", 10_000_000n)
+      const to = recipient()
+      const created = yield* withdraw(tenant, wallet.walletId, btc, to, 3_000_000n, "btc-conflicted")
+      assert.strictEqual(created.status, 202, created.text)
+      const id = created.json.withdrawalId as string
+      const sent = yield* waitFor(tenant, id, "CONFIRMING")
+      yield* mine(1)
+      yield* confirm
+      const ours = yield* transactionOf(sent.txHash)
+      // Its block goes (ours back in the mempool); somebody holding HOT's key spends its first input again with a
+      // far higher fee, which replaces ours (BIP 125), and that is what the new block holds.
+      yield* promise(async () => node.rpc("invalidateblock", [await node.rpc<string>("getbestblockhash")]))
+      const [txid, index] = inputsOf(ours)[0]!.split(":") as [string, string]
+      const value = (yield* transactionOf(txid)).outs[Number(index)]!.value
+      const signer = yield* Signer
+      const elsewhere = yield* signer.signTransaction({
+        family: "BTC",
+        btcNetwork: "test",
+        inputs: [{ txid, vout: Number(index), value, key: platformKey("HOT") }],
+        outputs: [{ address: recipient(), value: value - 20_000n }]
+      }).pipe(Effect.orDie)
+      yield* promise(() => node.rpc("sendrawtransaction", [elsewhere.raw]))
+      // To a fresh address: the invalidated block itself would be refused ("block not accepted").
+      yield* promise(async () => node.rpc("generatetoaddress", [1, await node.rpc<string>("getnewaddress", ["", "bech32"], "harness")]))
+      assert.strictEqual((yield* promise(() => node.rpc("getrawtransaction", [elsewhere.txHash, true]))).confirmations, 1)
+
+      // One confirmation: a reorganization could still undo the other spend and bring ours back. It waits.
+      yield* confirm
+      yield* confirm
+      assert.strictEqual((yield* getTransaction(tenant, id)).status, "CONFIRMING", "not final: it waits")
+      assert.notStrictEqual((yield* balance(tenant, wallet.walletId, btc)).frozen, "0", "still frozen")
+
+      // The 2nd confirmation (BTC_TESTNET's rule): final, so no version of ours can ever be included.
+      yield* mine(1)
+      yield* confirm
+      const failed = yield* waitFor(tenant, id, "FAILED", "BROADCAST_FAILED")
+      assert.strictEqual(failed.txHash, sent.txHash, "the hash it was broadcast with stays on the record")
+      assert.deepStrictEqual(yield* balance(tenant, wallet.walletId, btc), { available: "10000000", frozen: "0" }, "the amount and the fee are back")
+      yield* confirm
+      const events = yield* statusEvents(tenant, id)
+      assert.strictEqual(events.filter((event) => event.startsWith("UPDATED:FAILED")).length, 1, JSON.stringify(events))
+      assert.strictEqual(events[events.length - 1], "UPDATED:FAILED/BROADCAST_FAILED")
+      const sql = yield* SqlClient.SqlClient
+      const [send] = yield* sql<{ state: string }>`SELECT state FROM outgoing_sends WHERE owner_id = ${id}`
+      assert.strictEqual(send!.state, "REJECTED")
+      yield* mine(2)
+      yield* confirm
+      assert.strictEqual((yield* getTransaction(tenant, id)).status, "FAILED")
       assert.isUndefined(yield* promise(() => node.rpc("scantxoutset", ["start", [`addr(${node.nodeAddress(to, "test")})`]]))
         .pipe(Effect.map((scan: any) => scan.unspents[0])), "the recipient was never paid")
     }))
