@@ -3,7 +3,8 @@
  * real networks"): a TRON or SOL transaction is signed again, same payload on fresh parameters, only once its client
  * says the earlier bytes expired unincluded; a BTC transaction is replaced by fee when its client gives replacement
  * parameters. The chain here is the simulated one with those two answers controlled by the test, so each rule is
- * seen alone; the families' own tests show them on their nodes.
+ * seen alone; the families' own tests show them on their nodes. A BTC send is Conflicted (never included, its owner
+ * fails) only when its client proves it, and is asked only when the send is in no block and no mempool.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
@@ -22,7 +23,16 @@ import { platformKey } from "../../src/signer/TransactionRequest.ts"
 import { testMnemonic } from "../support/TestApp.ts"
 
 /** What the test's clients answer beyond the simulated chain. */
-const control = { expired: false, expiration: 1_900_000_000_000, replaceAfterBlocks: 3n, feeRaise: 500n }
+const control = {
+  expired: false,
+  expiration: 1_900_000_000_000,
+  replaceAfterBlocks: 3n,
+  feeRaise: 500n,
+  /** BTC: the node has the transaction in no block and no mempool (UNKNOWN), and what `conflicted` answers. */
+  unknown: false,
+  conflicted: false,
+  conflictedAsked: [] as Array<{ readonly txHash: string; readonly versions: ReadonlyArray<string>; readonly twoConfirmations: boolean }>
+}
 
 /** The simulated client of the network, with `expired` (TRON/SOL) or `replacementParameters` (BTC) added. */
 const controlled = (client: ChainClient): ChainClient => {
@@ -30,8 +40,16 @@ const controlled = (client: ChainClient): ChainClient => {
   if (client.networkKey === "BTC_TESTNET") {
     return {
       ...client,
+      transactionState: (txHash) => control.unknown ? Effect.succeed("UNKNOWN" as const) : client.transactionState(txHash),
       withdrawals: {
         ...withdrawals,
+        conflicted: (signed, versions, final) =>
+          Effect.sync(() => {
+            // BTC_TESTNET's rule is 2 confirmations: a block at the head is not final, one below it is.
+            const at: ChainHead = { height: 50n, hash: "h", finalizedHeight: 0n }
+            control.conflictedAsked.push({ txHash: signed.txHash, versions, twoConfirmations: !final(at, 50n) && final(at, 49n) })
+            return control.conflicted
+          }),
         replacementParameters: (previous, blocksWaited) =>
           Effect.succeed(
             previous.family === "BTC" && blocksWaited >= control.replaceAfterBlocks
@@ -156,5 +174,39 @@ describe("later versions of TRON, SOL and BTC sends", () => {
       assert.strictEqual(second.networkFee, first.networkFee + control.feeRaise)
       assert.strictEqual(after.versions[1]!.network_fee_max, second.networkFee)
       assert.strictEqual(after.versions[1]!.broadcasts, 1)
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("BTC: Conflicted only when the client proves no version can be included, asked only while the send is in no block and no mempool; the owner marks it REJECTED (decisions.md \"Sending on real networks\")", () =>
+    Effect.gen(function*() {
+      const sends = yield* OutgoingSends
+      const send = yield* signSend("01a20190-0000-7000-8000-0000000e0004", "BTC_TESTNET", "BTC_TESTNET_BTC", "tb1qw508d6qejxtdg4y5r3zarvary0c5xw7kxpjzsx")
+      control.conflictedAsked.length = 0
+      // In the mempool: not asked, whatever the client would say.
+      control.conflicted = true
+      assert.strictEqual((yield* sends.check(send, head(200n)))._tag, "Waiting")
+      assert.strictEqual(control.conflictedAsked.length, 0)
+      // Gone from the mempool, no proof yet (the other spend not final): it waits, and the same bytes are offered again.
+      control.unknown = true
+      control.conflicted = false
+      const broadcasts = (yield* reloaded(send)).versions[0]!.broadcasts
+      assert.strictEqual((yield* sends.check(yield* reloaded(send), head(201n)))._tag, "Waiting")
+      assert.strictEqual(control.conflictedAsked.length, 1)
+      const asked = control.conflictedAsked[0]!
+      assert.strictEqual(asked.txHash, send.versions[0]!.tx_hash)
+      assert.deepStrictEqual(asked.versions, [send.versions[0]!.tx_hash])
+      assert.isTrue(asked.twoConfirmations, "the pipeline's finality is the network's confirmation rule")
+      assert.strictEqual((yield* reloaded(send)).versions[0]!.broadcasts, broadcasts + 1, "rebroadcast while it waits")
+      // Proven: Conflicted, and the send stays PENDING until its owner records it in its own transaction.
+      control.conflicted = true
+      assert.strictEqual((yield* sends.check(yield* reloaded(send), head(201n)))._tag, "Conflicted")
+      assert.strictEqual((yield* reloaded(send)).state, "PENDING")
+      yield* sends.markRejected(yield* reloaded(send))
+      assert.strictEqual((yield* reloaded(send)).state, "REJECTED")
+      // A send no longer PENDING is never asked again.
+      const before = control.conflictedAsked.length
+      assert.strictEqual((yield* sends.check(yield* reloaded(send), head(202n)))._tag, "Waiting")
+      assert.strictEqual(control.conflictedAsked.length, before)
+      control.unknown = false
+      control.conflicted = false
     }).pipe(Effect.provide(layer)))
 })
