@@ -186,7 +186,6 @@ export class Sweeps extends Context.Service<Sweeps, {
         Effect.gen(function*() {
           const wallet = yield* platform.gasWallet(tenantId, context.network.networkKey)
           if (wallet === undefined) return false
-          const held = yield* context.balance(wallet.address, context.network.nativeAssetId)
           const unsent = yield* outgoing.reserved(context.network.networkKey, wallet.address)
           const reserved = unsent.get(context.network.nativeAssetId) ?? 0n
           if (context.network.chainFamily === "SOL") {
@@ -200,6 +199,7 @@ export class Sweeps extends Context.Service<Sweeps, {
               amount: amount + reserved
             }, fee)
           }
+          const held = yield* context.balance(wallet.address, context.network.nativeAssetId)
           return held - reserved >= amount + fee
         })
 
