@@ -11,9 +11,9 @@ import { ConfigInvalid } from "../Config.ts"
 import type { ChainClient, ChainUnavailable } from "./ChainClient.ts"
 import type { ChainFamily } from "./ChainFamily.ts"
 import { btcNodeClientFactory } from "./btc/BtcNodeClient.ts"
-import { makeEvmChainClient } from "./evm/EvmChainClient.ts"
-import { makeSolChainClient, type SolChainClient } from "./sol/SolChainClient.ts"
-import { makeTronChainClient, type TronChainClient } from "./tron/TronChainClient.ts"
+import { evmNodeClientFactory } from "./evm/EvmNodeClient.ts"
+import { solNodeClientFactory } from "./sol/SolNodeClient.ts"
+import { tronNodeClientFactory } from "./tron/TronNodeClient.ts"
 
 /** A node that does not answer which chain it is on at start is asked this many times, this far apart. */
 export const identityAttemptsMax = 3
@@ -38,74 +38,11 @@ export interface NodeClientFactory {
   readonly identityMismatch: (client: ChainClient, network: CatalogNetwork) => Effect.Effect<string | undefined, ChainUnavailable>
 }
 
-const evm: NodeClientFactory = {
-  make: ({ assets, network, rpcUrl }) =>
-    makeEvmChainClient({
-      networkKey: network.networkKey,
-      rpcUrl,
-      nativeAssetId: network.nativeAssetId,
-      tokens: assets
-        .filter((asset) => asset.kind === "TOKEN" && asset.contract !== null)
-        .map((asset) => ({ assetId: asset.assetId, contract: asset.contract! })),
-      // Checked against the node before the client is used; signatures commit to the catalog's id.
-      sending: { chainId: network.evmChainId!, feeRateCap: network.feeRateCap }
-    }),
-  identityMismatch: (client, network) =>
-    Effect.map(
-      (client as ReturnType<typeof makeEvmChainClient>).chainId,
-      (reported) => reported === network.evmChainId ? undefined : `chain id ${reported}, the catalog's ${network.networkKey} is chain id ${network.evmChainId}`
-    )
-}
-
-const sol: NodeClientFactory = {
-  make: ({ assets, network, rpcUrl }) =>
-    makeSolChainClient({
-      networkKey: network.networkKey,
-      rpcUrl,
-      nativeAssetId: network.nativeAssetId,
-      tokens: assets
-        .filter((asset) => asset.kind === "TOKEN" && asset.contract !== null)
-        .map((asset) => ({ assetId: asset.assetId, mint: asset.contract!, programId: asset.tokenProgram ?? undefined })),
-      feeRateCap: network.feeRateCap
-    }),
-  // The node must answer `getGenesisHash` (which cluster it is on); compared only where the catalog names one.
-  identityMismatch: (client, network) =>
-    Effect.map(
-      (client as SolChainClient).genesisHash,
-      (reported) =>
-        network.genesisHash == null || reported === network.genesisHash
-          ? undefined
-          : `genesis hash ${reported}, the catalog's ${network.networkKey} has genesis hash ${network.genesisHash}`
-    )
-}
-
-const tron: NodeClientFactory = {
-  make: ({ assets, network, rpcUrl }) =>
-    makeTronChainClient({
-      networkKey: network.networkKey,
-      rpcUrl,
-      nativeAssetId: network.nativeAssetId,
-      tokens: assets
-        .filter((asset) => asset.kind === "TOKEN" && asset.contract !== null)
-        .map((asset) => ({ assetId: asset.assetId, contract: asset.contract! })),
-      sending: { feeRateCap: network.feeRateCap }
-    }),
-  // Block 0 is read even when the catalog names no genesis hash: a node that cannot answer it is not used.
-  identityMismatch: (client, network) =>
-    Effect.map(
-      (client as TronChainClient).genesisBlockId,
-      (reported) =>
-        network.genesisHash == null || reported === network.genesisHash.toLowerCase()
-          ? undefined
-          : `genesis block ${reported}, the catalog's ${network.networkKey} has genesis block ${network.genesisHash}`
-    )
-}
-
 export const nodeClientFactories: Partial<Record<ChainFamily, NodeClientFactory>> = {
-  EVM: evm,
-  TRON: tron,
+  EVM: evmNodeClientFactory,
+  TRON: tronNodeClientFactory,
   BTC: btcNodeClientFactory,
-  SOL: sol
+  SOL: solNodeClientFactory
 }
 
 /** The checked client of a network named in `CHAIN_RPC_URLS`. */

@@ -41,7 +41,7 @@ import { CrashPoints, type sendCrashSteps } from "../idempotency/CrashPoints.ts"
 import { Signer } from "../signer/Signer.ts"
 import type { SigningKey } from "../signer/TransactionRequest.ts"
 import { withdrawalRequest } from "../withdrawals/WithdrawalRequests.ts"
-import { signedParameters, storedParameters } from "./SignedParameters.ts"
+import { renewedParameters, signedParameters, storedParameters } from "./SignedParameters.ts"
 
 export type SendPurpose = "WITHDRAWAL" | "SWEEP" | "TOP_UP"
 
@@ -540,7 +540,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           // In no block (checked above, on the current chain) and past its expiry: it can never be included, so the
           // same payload is signed again on a fresh reference (decisions.md: TRON and SOL re-sign only after expiry).
           const fresh = yield* chain.withdrawalParameters(signedOf(send, version))
-          yield* resign(send, version, fresh, "expired unincluded")
+          yield* resign(send, version, renewedParameters(signedParameters(version.parameters), fresh), "expired unincluded")
           return { _tag: "Waiting" } as CheckOutcome
         }
         const previous = signedParameters(version.parameters)

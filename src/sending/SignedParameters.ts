@@ -5,6 +5,7 @@
  */
 import { Schema } from "effect"
 import type { WithdrawalParameters } from "../chains/ChainClient.ts"
+import { withFeePayer } from "../chains/sol/SolWithdrawals.ts"
 
 const Amount = Schema.BigIntFromString
 
@@ -55,3 +56,17 @@ export const storedParameters = (parameters: WithdrawalParameters): string => JS
 /** The parameters a version was signed with, or undefined for a version stored before they were kept. */
 export const signedParameters = (stored: unknown): WithdrawalParameters | undefined =>
   stored === null || stored === undefined ? undefined : decode(stored) as WithdrawalParameters
+
+/**
+ * The parameters a new version of a send is signed on after its previous one expired: the client's `fresh` ones
+ * (a new reference), with what is the send's own rather than the chain's carried over from the `previous` version.
+ * A SOL transfer paid by another wallet (an SPL sweep paid by the tenant's GAS wallet) keeps that fee payer: without
+ * it the deposit address, which holds no SOL, would have to pay.
+ */
+export const renewedParameters = (
+  previous: WithdrawalParameters | undefined,
+  fresh: WithdrawalParameters
+): WithdrawalParameters =>
+  previous?.family === "SOL" && previous.feePayer !== undefined && fresh.family === "SOL"
+    ? withFeePayer(fresh, previous.feePayer)
+    : fresh

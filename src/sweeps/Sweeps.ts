@@ -1,5 +1,6 @@
 /**
- * Sweeps and gas wallets on EVM and TRON networks with a real sending client (docs/sweeps.md, docs/tron.md;
+ * Sweeps and gas wallets on EVM, TRON and SOL networks with a real sending client (docs/sweeps.md, docs/tron.md,
+ * docs/sol.md;
  * decisions.md "Operating wallets, sweeps, gas and fee floors"). One `pass` of a network:
  *
  * 1. collect: deposit addresses with a deposit credited since the last look become due (sweep_sources);
@@ -7,7 +8,9 @@
  *    holds less than the asset's hot target) or to SWEEP. A native sweep pays its own fee: amount = balance −
  *    gas × maxFeePerGas, signed with the tip equal to maxFeePerGas so the fee charged is exactly that product and the
  *    address ends at 0. A token sweep needs gas × maxFeePerGas of native coin at the address: the tenant's GAS
- *    wallet sends the difference first (a TOP_UP row); while GAS cannot pay it, the sweep is WAITING_GAS;
+ *    wallet sends the difference first (a TOP_UP row); while GAS cannot pay it, the sweep is WAITING_GAS. On SOL
+ *    there is no top-up: the GAS wallet is the SPL sweep's fee payer (it signs beside the address), and a native SOL
+ *    sweep pays its 5,000 lamports from what it moves;
  * 3. advance: PENDING rows are signed (sending/OutgoingSends: once per row, nonce from the PostgreSQL sequence) and
  *    broadcast (CONFIRMING); a token sweep is signed only once its top-up is COMPLETED; CONFIRMING rows become
  *    COMPLETED (or FAILED) with the actual network fee when final by the network's confirmation rule.
@@ -28,6 +31,7 @@ import {
   type WithdrawalTransfer
 } from "../chains/ChainClient.ts"
 import { nativeTransferGas } from "../chains/evm/EvmWithdrawals.ts"
+import { lamportsPerSignature, withFeePayer } from "../chains/sol/SolWithdrawals.ts"
 import { decodeFirstRow, decodeRows, Int4, Nullable, Numeric, Text, Timestamp } from "../db/RowSchemas.ts"
 import { Ids } from "../domain/Ids.ts"
 import { OutgoingSends, type Send } from "../sending/OutgoingSends.ts"
@@ -89,7 +93,7 @@ export interface SweepListQuery {
 }
 
 export class Sweeps extends Context.Service<Sweeps, {
-  /** Networks that sweep: EVM and TRON, a real node's client that sends and reads balances. */
+  /** Networks that sweep: EVM, TRON and SOL, a real node's client that sends and reads balances. */
   readonly networkKeys: ReadonlyArray<string>
   /** One collect, plan and advance of the network (see the module's comment); passes of a network never overlap. */
   readonly pass: (networkKey: string) => Effect.Effect<void>
@@ -182,9 +186,20 @@ export class Sweeps extends Context.Service<Sweeps, {
         Effect.gen(function*() {
           const wallet = yield* platform.gasWallet(tenantId, context.network.networkKey)
           if (wallet === undefined) return false
-          const held = yield* context.balance(wallet.address, context.network.nativeAssetId)
           const unsent = yield* outgoing.reserved(context.network.networkKey, wallet.address)
           const reserved = unsent.get(context.network.nativeAssetId) ?? 0n
+          if (context.network.chainFamily === "SOL") {
+            // A fee payer must stay rent-exempt (else the transaction fails with InsufficientFundsForRent): the
+            // client's own rule for HOT (native balance ≥ amount + fee + the rent-exempt minimum) says so.
+            return yield* context.chain.hotWalletCovers({
+              withdrawalId: "",
+              from: wallet.address,
+              to: wallet.address,
+              assetId: context.network.nativeAssetId,
+              amount: amount + reserved
+            }, fee)
+          }
+          const held = yield* context.balance(wallet.address, context.network.nativeAssetId)
           return held - reserved >= amount + fee
         })
 
@@ -194,10 +209,17 @@ export class Sweeps extends Context.Service<Sweeps, {
        */
       const tokenPlan = (context: SweepNetwork, tenantId: string, sweep: WithdrawalTransfer) =>
         Effect.gen(function*() {
+          if (context.network.chainFamily === "SOL") {
+            // No top-up: GAS pays the sweep's fee (two signatures) and, if HOT/SWEEP has no token account yet, its
+            // rent. Priced before the blockhash is taken (taken once, when the row is signed): as creating it.
+            const need = (yield* context.chain.networkFee(sweep.assetId)) + lamportsPerSignature
+            const covered = yield* gasCovers(context, tenantId, 0n, need)
+            return { evm: { gas: null, maxFee: null, tip: null }, need, topUp: 0n, topUpFee: 0n, covered }
+          }
           const parameters = yield* context.chain.withdrawalParameters(sweep)
           const from = sweep.from
           if (parameters.family !== "EVM" && parameters.family !== "TRON") {
-            return yield* Effect.die(new Error("sweeps are EVM and TRON only"))
+            return yield* Effect.die(new Error("sweeps with top-ups are EVM and TRON only"))
           }
           // TRON (docs/tron.md): the most the call can burn (fee_limit + bandwidth); what is left over stays at the
           // address and lowers its next top-up. The top-up may create the address's account: priced as doing so.
@@ -208,7 +230,7 @@ export class Sweeps extends Context.Service<Sweeps, {
             ? nativeTransferGas * parameters.maxFeePerGas
             : yield* context.chain.networkFee(context.network.nativeAssetId)
           const covered = topUp === 0n || (yield* gasCovers(context, tenantId, topUp, topUpFee))
-          return { parameters, evm: evmFields(parameters), need, topUp, topUpFee, covered }
+          return { evm: evmFields(parameters), need, topUp, topUpFee, covered }
         })
 
       /** The TOP_UP row of a sweep: `amount` of native coin from the tenant's GAS wallet to the sweep's address. */
@@ -255,17 +277,21 @@ export class Sweeps extends Context.Service<Sweeps, {
                 ${maxFee?.toString() ?? null}, ${tip?.toString() ?? null}, ${at}, ${at})
               ON CONFLICT DO NOTHING RETURNING id`.pipe(Effect.flatMap(idRows), Effect.map((rows) => rows.length > 0))
 
-          if (asset.kind === "NATIVE" && context.network.chainFamily === "TRON") {
+          if (asset.kind === "NATIVE" && context.network.chainFamily !== "EVM") {
             // TRON (docs/tron.md): the fee is known only once included (the address's free bandwidth may pay it), so
             // the sweep keeps the most it can burn back; that much may stay at the address for its next sweep.
-            const parameters = yield* context.chain.withdrawalParameters({
-              withdrawalId: id,
-              from: source.address,
-              to,
-              assetId: asset.assetId,
-              amount: balance
-            })
-            const fee = parameters.networkFee
+            // SOL (docs/sol.md): the fee is exactly 5,000 lamports (one signature), so the address ends at 0 (a
+            // system account may; only one that keeps lamports must stay rent-exempt). The blockhash is taken when
+            // the row is signed.
+            const fee = context.network.chainFamily === "SOL"
+              ? yield* context.chain.networkFee(asset.assetId)
+              : (yield* context.chain.withdrawalParameters({
+                withdrawalId: id,
+                from: source.address,
+                to,
+                assetId: asset.assetId,
+                amount: balance
+              })).networkFee
             if (balance < sweepThreshold(asset, asset, fee) || balance <= fee) {
               yield* markExamined(networkKey, source, at).pipe(Effect.orDie)
               return
@@ -347,10 +373,7 @@ export class Sweeps extends Context.Service<Sweeps, {
 
       const signingKey = (row: SweepRow) =>
         Effect.gen(function*() {
-          if (row.kind === "TOP_UP") {
-            const wallet = (yield* platform.gasWallet(row.tenant_id, row.network_key))!
-            return gasKey(wallet.tenantIndex)
-          }
+          if (row.kind === "TOP_UP") return yield* gasSigningKey(row)
           const indexes = yield* sql`
             SELECT t.seq AS tenant_seq, u.seq AS user_seq, w.seq AS wallet_seq
             FROM wallets w JOIN tenants t ON t.id = w.tenant_id JOIN users u ON u.id = w.user_id
@@ -361,6 +384,13 @@ export class Sweeps extends Context.Service<Sweeps, {
             walletIndex: indexes!.wallet_seq - 1
           })
         })
+
+      const gasSigningKey = (row: SweepRow) =>
+        Effect.map(platform.gasWallet(row.tenant_id, row.network_key), (wallet) => gasKey(wallet!.tenantIndex))
+
+      /** An SPL sweep: its fee (and a missing destination token account's rent) paid by the tenant's GAS wallet. */
+      const solFeePaid = (context: SweepNetwork, row: SweepRow) =>
+        context.network.chainFamily === "SOL" && row.kind === "SWEEP" && row.asset_id !== context.network.nativeAssetId
 
       const transferOf = (row: SweepRow): WithdrawalTransfer => ({
         withdrawalId: row.id,
@@ -376,9 +406,11 @@ export class Sweeps extends Context.Service<Sweeps, {
       /** Signs (once) and broadcasts a PENDING row; CONFIRMING once a node took it. */
       const send = (context: SweepNetwork, row: SweepRow, key: SigningKey) =>
         Effect.gen(function*() {
-          const parameters = row.gas === null || row.max_fee_per_gas === null || row.max_priority_fee_per_gas === null
-            ? undefined
-            : evmParameters(context.network, row.gas, row.max_fee_per_gas, row.max_priority_fee_per_gas)
+          const parameters = row.gas !== null && row.max_fee_per_gas !== null && row.max_priority_fee_per_gas !== null
+            ? evmParameters(context.network, row.gas, row.max_fee_per_gas, row.max_priority_fee_per_gas)
+            : solFeePaid(context, row)
+            ? withFeePayer(yield* context.chain.withdrawalParameters(transferOf(row)), yield* gasSigningKey(row))
+            : undefined
           const outcome = yield* outgoing.sign({
             purpose: row.kind,
             ownerId: row.id,
@@ -478,7 +510,12 @@ export class Sweeps extends Context.Service<Sweeps, {
         Effect.gen(function*() {
           if (row.status === "CONFIRMING") return yield* confirm(row, head)
           if (row.status === "WAITING_GAS") return yield* replan(context, row)
-          if (row.kind === "SWEEP" && row.asset_id !== context.network.nativeAssetId) {
+          if (solFeePaid(context, row) && row.tx_hash === null) {
+            // Not signed yet: GAS may have been spent since the plan; signed bytes whose payer cannot pay would
+            // never be included, only expire and be signed again.
+            const planned = yield* tokenPlan(context, row.tenant_id, transferOf(row))
+            if (!planned.covered) return yield* setStatus(row, "PENDING", "WAITING_GAS")
+          } else if (row.kind === "SWEEP" && row.asset_id !== context.network.nativeAssetId) {
             const topUps = yield* sql`SELECT ${sql.literal(sweepColumns)} FROM sweeps WHERE for_sweep_id = ${row.id}`
               .pipe(Effect.orDie, Effect.flatMap(sweepRows))
             if (topUps.length > 0 && !topUps.some((topUp) => topUp.status === "COMPLETED")) {

@@ -13,6 +13,7 @@
 import { type Connection, PublicKey, SendTransactionError, type SignatureStatus, VersionedTransaction } from "@solana/web3.js"
 import { Effect } from "effect"
 import { associatedTokenAddress, tokenProgramId } from "../../signer/SolSigning.ts"
+import type { SigningKey } from "../../signer/TransactionRequest.ts"
 import {
   BroadcastRejected,
   ChainUnavailable,
@@ -30,6 +31,19 @@ export const blockhashValidBlocks = 150n
 export const lamportsPerSignature = 5_000n
 /** A token account's size (spl-token `AccountLayout`): its rent-exempt minimum is what creating one costs. */
 export const tokenAccountSize = 165
+
+/**
+ * The parameters of a transfer whose fee another wallet pays (an SPL sweep paid by the tenant's GAS wallet,
+ * docs/sweeps.md): the same blockhash, the payer, and one more signature's fee (the payer signs beside the sender, so
+ * the transaction carries two signatures, 2 × 5,000 lamports). `parameters` are the client's own for the transfer
+ * (one signature; a missing recipient token account's rent, which the payer then also pays). Already fee-payer
+ * parameters are returned as they are.
+ */
+export const withFeePayer = (parameters: WithdrawalParameters, feePayer: SigningKey): WithdrawalParameters => {
+  if (parameters.family !== "SOL") throw new Error(`a fee payer is a SOL matter, not ${parameters.family}`)
+  if (parameters.feePayer !== undefined) return parameters
+  return { ...parameters, feePayer, networkFee: parameters.networkFee + lamportsPerSignature }
+}
 
 export interface SolRpc {
   readonly connection: Connection
