@@ -74,30 +74,41 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
     const hot = addresses.find((entry) => entry.networkKey === "ETH_SEPOLIA" && entry.role === "HOT")!.address
     await node.request({ method: "anvil_setBalance" as any, params: [hot, `0x${parseEther("100000").toString(16)}`] as any })
 
-    // One payer funded by a real deposit, credited after ETH_SEPOLIA's 12 confirmations.
+    // Payers funded by real deposits, credited after ETH_SEPOLIA's 12 confirmations: one per withdrawal in flight, as
+    // an exchange's users withdraw from their own wallets (one wallet's withdrawals queue on its balance row by
+    // design: the one-payer figure of the transfers phase measures that case).
     const tenant = await provisionTenant(service.opsUrl, options.opsToken, "bench-withdrawals", 4, 1_000)
     const signedFetch = makeSignedFetch(service.publicUrl, tenant)
-    const payer = await signedFetch("POST", "/v1/users/bench-payer/deposit_address", { networkKey: "ETH_SEPOLIA" })
     const funder = privateKeyToAccount(rawSenderKey)
     await node.request({ method: "anvil_setBalance" as any, params: [funder.address, `0x${parseEther("1000000").toString(16)}`] as any })
-    await node.request({
-      method: "eth_sendRawTransaction",
-      params: [await funder.signTransaction({
-        type: "eip1559",
-        chainId,
-        nonce: await node.getTransactionCount({ address: funder.address }),
-        gas: 21_000n,
-        maxFeePerGas: 100_000_000_000n,
-        maxPriorityFeePerGas: 1_000_000_000n,
-        to: payer.address as Hex,
-        value: parseEther("10000")
-      })]
-    })
+    const payers: Array<{ walletId: string; address: string }> = []
+    const firstNonce = await node.getTransactionCount({ address: funder.address })
+    for (let index = 0; index < options.inFlight; index++) {
+      const payer = await signedFetch("POST", `/v1/users/bench-payer-${index}/deposit_address`, { networkKey: "ETH_SEPOLIA" })
+      payers.push(payer)
+      await node.request({
+        method: "eth_sendRawTransaction",
+        params: [await funder.signTransaction({
+          type: "eip1559",
+          chainId,
+          nonce: firstNonce + index,
+          gas: 21_000n,
+          maxFeePerGas: 100_000_000_000n,
+          maxPriorityFeePerGas: 1_000_000_000n,
+          to: payer.address as Hex,
+          value: parseEther("1000")
+        })]
+      })
+    }
     await node.request({ method: "anvil_mine" as any, params: ["0xd"] as any })
-    await waitUntil("the payer's deposit credited", async () => {
-      const items = await signedFetch("GET", `/v1/wallets/${payer.walletId}/assets`) as Array<{ assetId: string; available: string }>
-      return items.some((item) => item.assetId === "ETH_SEPOLIA_ETH" && BigInt(item.available) > 0n)
-    }, 60_000)
+    await waitUntil("the payers' deposits credited", async () => {
+      for (const payer of payers) {
+        const items = await signedFetch("GET", `/v1/wallets/${payer.walletId}/assets`) as Array<{ assetId: string; available: string }>
+        if (!items.some((item) => item.assetId === "ETH_SEPOLIA_ETH" && BigInt(item.available) > 0n)) return false
+      }
+      return true
+    }, 120_000)
+    const payer = payers[0]!
 
     // The service: submit all, then wait until every withdrawal is CONFIRMING (its bytes taken by the node). Progress
     // is read from the database, not by polling the API, so the measurement does not load the service it measures;
@@ -127,7 +138,7 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
     await mapLimit(Array.from({ length: options.count }, (_, index) => index), options.inFlight, async (index) => {
       await signedFetch("POST", "/v1/transactions", {
         assetId: "ETH_SEPOLIA_ETH",
-        source: { type: "WALLET", id: payer.walletId },
+        source: { type: "WALLET", id: payers[index % payers.length]!.walletId },
         destination: { type: "ONE_TIME_ADDRESS", oneTimeAddress: { address: `0x${(0xbe000000 + index).toString(16).padStart(40, "0")}` } },
         amountRaw: "10000000000000000",
         externalTxId: `bench-withdrawal-${index}`
