@@ -10,18 +10,15 @@ import { assert, layer } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { beforeAll } from "vitest"
 import { ChainClients } from "../../src/chains/ChainClient.ts"
-import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
 import { startLitecoind } from "../support/Litecoind.ts"
-import { makeTestAppLayer, provisionTenant, rawRequest, type TestTenant } from "../support/TestApp.ts"
+import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
+import { get, networkCalls } from "../support/NetworkCalls.ts"
 
 const node = startLitecoind()
 const networkKey = "BTC_TESTNET"
+const { scan, depositAddress } = networkCalls(networkKey)
 
 beforeAll(() => node.ready, 60_000)
-
-const get = (tenant: TestTenant, target: string) => rawRequest({ baseUrl: tenant.baseUrl, method: "GET", target, tenant })
-const post = (tenant: TestTenant, target: string, body: unknown) =>
-  rawRequest({ baseUrl: tenant.baseUrl, method: "POST", target, body: JSON.stringify(body), tenant })
 
 const deposits = (tenant: TestTenant) =>
   Effect.map(get(tenant, "/v1/transactions?kind=DEPOSIT"), (response) => {
@@ -32,17 +29,6 @@ const deposits = (tenant: TestTenant) =>
 const available = (tenant: TestTenant, walletId: string) =>
   Effect.map(get(tenant, `/v1/wallets/${walletId}/assets`), (response) =>
     (response.json as Array<any>).find((balance) => balance.assetId === "BTC_TESTNET_BTC")?.available as string | undefined)
-
-const scan = Effect.gen(function*() {
-  const watcher = yield* DepositWatcher
-  return yield* watcher.scan(networkKey)
-})
-
-const depositAddress = (tenant: TestTenant, user: string) =>
-  Effect.map(post(tenant, `/v1/users/${user}/deposit_address`, { networkKey }), (response) => {
-    assert.strictEqual(response.json.status, "READY", response.text)
-    return { walletId: response.json.walletId as string, address: response.json.address as string }
-  })
 
 const promise = <A>(run: () => Promise<A>) => Effect.promise(run)
 

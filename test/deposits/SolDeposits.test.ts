@@ -12,44 +12,26 @@ import { Effect, Redacted } from "effect"
 import { afterAll, beforeAll } from "vitest"
 import { Catalog } from "../../src/catalog/Catalog.ts"
 import { ChainClients } from "../../src/chains/ChainClient.ts"
-import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
 import { freePortSync } from "../support/AnvilBinary.ts"
 import { finalityDepth, type SolanaRpcFront, startSolanaRpcFront } from "../support/SolanaRpcFront.ts"
-import { makeTestAppLayer, provisionTenant, rawRequest, type TestTenant } from "../support/TestApp.ts"
+import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
+import { get, networkCalls } from "../support/NetworkCalls.ts"
 
 const port = freePortSync()
 let front: SolanaRpcFront
 const usdcAssetId = "SOL_DEVNET_USDC"
+
+const { scan, depositAddress, balances } = networkCalls("SOL_DEVNET")
 
 beforeAll(async () => {
   front = await startSolanaRpcFront({ port })
 })
 afterAll(() => front.close())
 
-const get = (tenant: TestTenant, target: string) => rawRequest({ baseUrl: tenant.baseUrl, method: "GET", target, tenant })
-const post = (tenant: TestTenant, target: string, body: unknown) =>
-  rawRequest({ baseUrl: tenant.baseUrl, method: "POST", target, body: JSON.stringify(body), tenant })
-
 const deposits = (tenant: TestTenant) =>
   Effect.map(get(tenant, "/v1/transactions?kind=DEPOSIT"), (response) => {
     assert.strictEqual(response.status, 200, response.text)
     return (response.json.items as Array<any>).toSorted((a, b) => a.assetId.localeCompare(b.assetId) || a.amountRaw.localeCompare(b.amountRaw))
-  })
-
-const balances = (tenant: TestTenant, walletId: string) =>
-  Effect.map(get(tenant, `/v1/wallets/${walletId}/assets`), (response) =>
-    (response.json as Array<any>).map((balance) => [balance.assetId, balance.available]).toSorted())
-
-/** Scans now rather than waiting for the background loop (which may scan too: scans of a network never overlap). */
-const scan = Effect.gen(function*() {
-  const watcher = yield* DepositWatcher
-  return yield* watcher.scan("SOL_DEVNET")
-})
-
-const depositAddress = (tenant: TestTenant, user: string) =>
-  Effect.map(post(tenant, `/v1/users/${user}/deposit_address`, { networkKey: "SOL_DEVNET" }), (response) => {
-    assert.strictEqual(response.json.status, "READY", response.text)
-    return { walletId: response.json.walletId as string, address: response.json.address as string }
   })
 
 layer(

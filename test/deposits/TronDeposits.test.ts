@@ -15,38 +15,20 @@ import { TronWeb } from "tronweb"
 import { afterAll } from "vitest"
 import { Catalog } from "../../src/catalog/Catalog.ts"
 import { ChainClients } from "../../src/chains/ChainClient.ts"
-import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
-import { makeTestAppLayer, provisionTenant, rawRequest, type TestTenant } from "../support/TestApp.ts"
+import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
 import { startTronNode } from "../support/TronNode.ts"
+import { get, networkCalls } from "../support/NetworkCalls.ts"
 
 const usdtContract = "TXYZopYRdj2D9XRtbG411XZZ3kM5VkAeBf"
 const node = await startTronNode({ tokens: [{ contract: usdtContract, supply: 10n ** 15n }] })
 afterAll(() => node.stop())
 
-const get = (tenant: TestTenant, target: string) => rawRequest({ baseUrl: tenant.baseUrl, method: "GET", target, tenant })
-const post = (tenant: TestTenant, target: string, body: unknown) =>
-  rawRequest({ baseUrl: tenant.baseUrl, method: "POST", target, body: JSON.stringify(body), tenant })
+const { scan, depositAddress, balances } = networkCalls("TRON_NILE")
 
 const deposits = (tenant: TestTenant) =>
   Effect.map(get(tenant, "/v1/transactions?kind=DEPOSIT"), (response) => {
     assert.strictEqual(response.status, 200, response.text)
     return (response.json.items as Array<any>).toSorted((a, b) => a.txHash.localeCompare(b.txHash))
-  })
-
-const balances = (tenant: TestTenant, walletId: string) =>
-  Effect.map(get(tenant, `/v1/wallets/${walletId}/assets`), (response) =>
-    (response.json as Array<any>).map((entry) => [entry.assetId, entry.available]).toSorted())
-
-/** Scans now rather than waiting for the background loop (which may scan too: scans of a network never overlap). */
-const scan = Effect.gen(function*() {
-  const watcher = yield* DepositWatcher
-  return yield* watcher.scan("TRON_NILE")
-})
-
-const depositAddress = (tenant: TestTenant, user: string) =>
-  Effect.map(post(tenant, `/v1/users/${user}/deposit_address`, { networkKey: "TRON_NILE" }), (response) => {
-    assert.strictEqual(response.json.status, "READY", response.text)
-    return { walletId: response.json.walletId as string, address: response.json.address as string }
   })
 
 layer(

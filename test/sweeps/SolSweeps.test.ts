@@ -12,14 +12,15 @@ import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, beforeAll } from "vitest"
 import { Catalog } from "../../src/catalog/Catalog.ts"
-import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
 import { GasWallets } from "../../src/sweeps/GasWallets.ts"
 import { Sweeps } from "../../src/sweeps/Sweeps.ts"
 import { freePortSync } from "../support/AnvilBinary.ts"
 import { blockhashValidBlocks, finalityDepth, type SolanaRpcFront, startSolanaRpcFront } from "../support/SolanaRpcFront.ts"
-import { makeTestAppLayer, opsClient, provisionTenant, rawRequest, type TestTenant } from "../support/TestApp.ts"
+import { makeTestAppLayer, opsClient, provisionTenant, type TestTenant } from "../support/TestApp.ts"
+import { get, networkCalls } from "../support/NetworkCalls.ts"
 
 const networkKey = "SOL_DEVNET"
+const { scan, pass, depositAddress, sweepsOf, operating, tenantView } = networkCalls(networkKey)
 const sol = "SOL_DEVNET_SOL"
 const usdc = "SOL_DEVNET_USDC"
 const port = freePortSync()
@@ -31,29 +32,11 @@ beforeAll(async () => {
 })
 afterAll(() => front.close())
 
-const get = (tenant: TestTenant, target: string) => rawRequest({ baseUrl: tenant.baseUrl, method: "GET", target, tenant })
-const post = (tenant: TestTenant, target: string, body: unknown) =>
-  rawRequest({ baseUrl: tenant.baseUrl, method: "POST", target, body: JSON.stringify(body), tenant })
-
-const scan = Effect.gen(function*() {
-  const watcher = yield* DepositWatcher
-  return yield* watcher.scan(networkKey)
-})
-const pass = Effect.gen(function*() {
-  const sweeps = yield* Sweeps
-  yield* sweeps.pass(networkKey)
-})
 /** What the last pass sent is in a block already (the front includes on arrival): 31 more finalize it, then a pass. */
 const finalizeAndPass = Effect.gen(function*() {
   front.mine(finalityDepth + 1)
   yield* pass
 })
-
-const depositAddress = (tenant: TestTenant, customerRefId: string) =>
-  Effect.map(post(tenant, `/v1/users/${customerRefId}/deposit_address`, { networkKey }), (response) => {
-    assert.strictEqual(response.json.status, "READY", response.text)
-    return { walletId: response.json.walletId as string, address: response.json.address as string }
-  })
 
 /** Pays SOL or USDC (from the front's faucet, which also pays any token account's rent) and credits it. */
 const depositAndCredit = (to: string, assetId: string, amount: bigint) =>
@@ -63,32 +46,6 @@ const depositAndCredit = (to: string, assetId: string, amount: bigint) =>
     yield* scan
     front.mine(finalityDepth + 1)
     yield* scan
-  })
-
-const sweepsOf = (address: string) =>
-  Effect.gen(function*() {
-    const ops = yield* opsClient
-    const page = yield* ops.sweeps.list({ query: { networkKey, limit: 200 } }).pipe(Effect.orDie)
-    return page.items.filter((item) => item.from === address || item.to === address)
-  })
-
-const operating = (role: "HOT" | "GAS", tenantId?: string) =>
-  Effect.gen(function*() {
-    const ops = yield* opsClient
-    const all = yield* ops.platform.addresses().pipe(Effect.orDie)
-    return all.find((entry) => entry.networkKey === networkKey && entry.role === role && (tenantId === undefined || entry.tenantId === tenantId))!
-      .address
-  })
-
-/** What the tenant sees: its transactions and the wallet's balances; sweeps must change neither. */
-const tenantView = (tenant: TestTenant, walletId: string) =>
-  Effect.gen(function*() {
-    const transactions = yield* get(tenant, "/v1/transactions")
-    const balances = yield* get(tenant, `/v1/wallets/${walletId}/assets`)
-    return {
-      transactions: (transactions.json.items as Array<any>).map((item) => [item.id, item.kind, item.status, item.amountRaw]),
-      balances: (balances.json as Array<any>).map((balance) => [balance.assetId, balance.available, balance.frozen])
-    }
   })
 
 /** The chain's own record of a transaction: its fee and who signed it (the fee payer first). */

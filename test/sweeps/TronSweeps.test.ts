@@ -11,42 +11,25 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { afterAll } from "vitest"
-import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
 import { Sweeps } from "../../src/sweeps/Sweeps.ts"
-import { makeTestAppLayer, opsClient, provisionTenant, rawRequest, type TestTenant } from "../support/TestApp.ts"
+import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
 import { startTronNode, tronParameters } from "../support/TronNode.ts"
+import { get, networkCalls } from "../support/NetworkCalls.ts"
 
 const networkKey = "TRON_NILE"
+const { scan, pass, depositAddress, sweepsOf, operating, tenantView } = networkCalls(networkKey)
 const trx = "TRON_NILE_TRX"
 const usdt = "TRON_NILE_USDT"
 const usdtContract = "TXYZopYRdj2D9XRtbG411XZZ3kM5VkAeBf"
 const node = await startTronNode({ tokens: [{ contract: usdtContract, supply: 10n ** 15n }] })
 afterAll(() => node.stop())
 
-const get = (tenant: TestTenant, target: string) => rawRequest({ baseUrl: tenant.baseUrl, method: "GET", target, tenant })
-const post = (tenant: TestTenant, target: string, body: unknown) =>
-  rawRequest({ baseUrl: tenant.baseUrl, method: "POST", target, body: JSON.stringify(body), tenant })
-
-const scan = Effect.gen(function*() {
-  const watcher = yield* DepositWatcher
-  return yield* watcher.scan(networkKey)
-})
-const pass = Effect.gen(function*() {
-  const sweeps = yield* Sweeps
-  yield* sweeps.pass(networkKey)
-})
 /** The block that includes what the last pass sent, 19 more until it is solidified, and a pass that sees it final. */
 const solidifyAndPass = Effect.gen(function*() {
   node.mine(1)
   node.mine(19)
   yield* pass
 })
-
-const depositAddress = (tenant: TestTenant, customerRefId: string) =>
-  Effect.map(post(tenant, `/v1/users/${customerRefId}/deposit_address`, { networkKey }), (response) => {
-    assert.strictEqual(response.json.status, "READY", response.text)
-    return { walletId: response.json.walletId as string, address: response.json.address as string }
-  })
 
 /** Pays TRX or USDT to `to` and credits it: its block solidified (19 blocks on top), scanned. */
 const depositAndCredit = (to: string, assetId: string, amount: bigint) =>
@@ -55,32 +38,6 @@ const depositAndCredit = (to: string, assetId: string, amount: bigint) =>
     yield* scan
     node.mine(19)
     yield* scan
-  })
-
-const sweepsOf = (address: string) =>
-  Effect.gen(function*() {
-    const ops = yield* opsClient
-    const page = yield* ops.sweeps.list({ query: { networkKey, limit: 200 } }).pipe(Effect.orDie)
-    return page.items.filter((item) => item.from === address || item.to === address)
-  })
-
-const operating = (role: "HOT" | "GAS", tenantId?: string) =>
-  Effect.gen(function*() {
-    const ops = yield* opsClient
-    const all = yield* ops.platform.addresses().pipe(Effect.orDie)
-    return all.find((entry) => entry.networkKey === networkKey && entry.role === role && (tenantId === undefined || entry.tenantId === tenantId))!
-      .address
-  })
-
-/** What the tenant sees: its transactions and the wallet's balances; sweeps must change neither. */
-const tenantView = (tenant: TestTenant, walletId: string) =>
-  Effect.gen(function*() {
-    const transactions = yield* get(tenant, "/v1/transactions")
-    const balances = yield* get(tenant, `/v1/wallets/${walletId}/assets`)
-    return {
-      transactions: (transactions.json.items as Array<any>).map((item) => [item.id, item.kind, item.status, item.amountRaw]),
-      balances: (balances.json as Array<any>).map((balance) => [balance.assetId, balance.available, balance.frozen])
-    }
   })
 
 const feeOf = (txHash: string) => (node.transactionInfo(txHash).fee as bigint | undefined) ?? 0n
