@@ -1,8 +1,7 @@
 /**
  * How each family's client is made for a network named in `CHAIN_RPC_URLS`, and checked against its node before it
  * is used (decisions.md "Sending on real networks": a node on another chain than the catalog's refuses the start,
- * naming both; so does one that does not say which chain it is on). One entry per family; a family without one has
- * no real client yet, and naming its network in `CHAIN_RPC_URLS` fails the start.
+ * naming both; so does one that does not say which chain it is on). One entry per family, each in its family's folder.
  */
 import { Effect, Schedule, type Redacted } from "effect"
 import type { SqlClient } from "effect/sql"
@@ -38,7 +37,7 @@ export interface NodeClientFactory {
   readonly identityMismatch: (client: ChainClient, network: CatalogNetwork) => Effect.Effect<string | undefined, ChainUnavailable>
 }
 
-export const nodeClientFactories: Partial<Record<ChainFamily, NodeClientFactory>> = {
+export const nodeClientFactories: Readonly<Record<ChainFamily, NodeClientFactory>> = {
   EVM: evmNodeClientFactory,
   TRON: tronNodeClientFactory,
   BTC: btcNodeClientFactory,
@@ -50,11 +49,6 @@ export const makeNodeClient = (input: NodeClientInput): Effect.Effect<ChainClien
   Effect.gen(function*() {
     const { network } = input
     const factory = nodeClientFactories[network.chainFamily]
-    if (factory === undefined) {
-      return yield* new ConfigInvalid({
-        message: `CHAIN_RPC_URLS names ${network.networkKey}, a ${network.chainFamily} network: that family has no RPC client`
-      })
-    }
     const client = factory.make(input)
     const mismatch = yield* factory.identityMismatch(client, network).pipe(
       Effect.retry({ schedule: Schedule.spaced(identityRetryMillis), times: identityAttemptsMax - 1 }),

@@ -32,7 +32,7 @@ const tronStandIn: ContractNode = {
   assets,
   start: async () => {
     node = await startTronNode({ tokens: [{ contract: usdt.contract!, supply: 10n ** 15n }] })
-    client = nodeClientFactories.TRON!.make({ network, assets, rpcUrl: Redacted.make(node.url) })
+    client = nodeClientFactories.TRON.make({ network, assets, rpcUrl: Redacted.make(node.url) })
   },
   stop: () => node.stop(),
   client: () => client,
