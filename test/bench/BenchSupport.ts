@@ -170,3 +170,28 @@ export interface CpuMeter {
 
 /** Now on the system's monotonic clock in microseconds: the clock of `--cpu-prof` timestamps. */
 export const monotonicMicros = () => Number(process.hrtime.bigint() / 1000n)
+
+/**
+ * `--statements`: the service's PostgreSQL runs with pg_stat_statements loaded (COFFER_PG_STATEMENTS, Postmaster.ts),
+ * and a phase prints the statements that took the most time, with their calls, while it ran: where the database's
+ * share of a figure goes. `startStatements` clears the counters, `printStatements` prints the top ones.
+ */
+export const startStatements = (db: Database) =>
+  db.run(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`
+    yield* sql`SELECT pg_stat_statements_reset()`
+  }))
+
+export const printStatements = async (db: Database, phase: string, top = 30) => {
+  const rows = await db.run(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    return yield* sql<{ calls: string; ms: string; mean: string; text: string }>`
+      SELECT calls::text AS calls, round(total_exec_time)::text AS ms,
+        round(mean_exec_time::numeric, 3)::text AS mean, left(regexp_replace(query, '\\s+', ' ', 'g'), 150) AS text
+      FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'
+      ORDER BY total_exec_time DESC LIMIT ${top}`
+  }))
+  log(`  ${phase}: statements by total time (pg_stat_statements; calls, total ms, mean ms, statement)`)
+  for (const row of rows) log(`    ${row.calls.padStart(7)} ${row.ms.padStart(6)} ${row.mean.padStart(8)}  ${row.text}`)
+}

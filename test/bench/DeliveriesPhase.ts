@@ -20,7 +20,18 @@ import http from "node:http"
 import { createInterface } from "node:readline"
 import { deliveryConcurrencyPerEndpoint } from "../../src/webhooks/DeliverySettings.ts"
 import { repositoryRoot } from "../e2e/ServiceProcess.ts"
-import { type CpuMeter, type Database, log, monotonicMicros, rate, seconds, type SignedFetch, waitUntil } from "./BenchSupport.ts"
+import {
+  type CpuMeter,
+  type Database,
+  log,
+  monotonicMicros,
+  printStatements,
+  rate,
+  seconds,
+  type SignedFetch,
+  startStatements,
+  waitUntil
+} from "./BenchSupport.ts"
 
 const deliveryTimeoutMs = 600_000
 /** A wallet object's size: what a WALLET_CREATED event carries. */
@@ -131,6 +142,8 @@ export const runDeliveriesPhase = async (options: {
   readonly warmupMs: number
   readonly durationMs: number
   readonly meter: () => CpuMeter
+  /** Print the statements of the fan-out (bench.ts `--statements`). */
+  readonly statements?: boolean
 }) => {
   const { db, tenantId, eventCount, endpointCount } = options
   const receiver = await startReceiver()
@@ -144,6 +157,7 @@ export const runDeliveriesPhase = async (options: {
     // Events must be younger than the endpoints' active_since (spec 6, rule 3: no back-fill).
     await new Promise((resolvePromise) => setTimeout(resolvePromise, 1_100))
 
+    if (options.statements === true) await startStatements(db)
     const meter = options.meter()
     meter.start()
     const windowStart = monotonicMicros()
@@ -161,6 +175,7 @@ export const runDeliveriesPhase = async (options: {
     const serviceMs = performance.now() - started
     const window = [windowStart, monotonicMicros()] as const
     log(meter.end("deliveries").line)
+    if (options.statements === true) await printStatements(db, "deliveries")
     const counts = await deliveredCounts(db, tenants)
     const perSecond = expected / (serviceMs / 1000)
     log(`  deliveries: ${expected} (${eventCount} events × ${endpointCount} endpoints) delivered in ${seconds(serviceMs)} ` +

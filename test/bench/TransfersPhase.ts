@@ -13,7 +13,16 @@ import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { randomBytes } from "node:crypto"
 import { auditLedger, reportLines } from "../../src/ledger/LedgerAudit.ts"
-import { type BenchTenant, type CpuMeter, type Database, log, rate, signedPostBytes } from "./BenchSupport.ts"
+import {
+  type BenchTenant,
+  type CpuMeter,
+  type Database,
+  log,
+  printStatements,
+  rate,
+  signedPostBytes,
+  startStatements
+} from "./BenchSupport.ts"
 import { depositAsset, type FundedWallet } from "./DepositsPhase.ts"
 import { type LoadResult, runLoad } from "./HttpLoad.ts"
 
@@ -106,6 +115,8 @@ export const runTransfersPhase = async (options: {
   readonly durationMs: number
   readonly describe: (name: string, result: LoadResult) => void
   readonly meter: () => CpuMeter
+  /** Print the statements of the first load (bench.ts `--statements`). */
+  readonly statements?: boolean
 }) => {
   const hostHeader = `${options.host}:${options.port}`
   const load = (name: string, requests: ReadonlyArray<Buffer>) => {
@@ -130,8 +141,10 @@ export const runTransfersPhase = async (options: {
     })
   }
   const count = transfersMax
+  if (options.statements === true) await startStatements(options.db)
   const many = await load("transfers", presignTransfers(hostHeader, options.tenant, options.wallets, count, (index) =>
     index % options.wallets.length))
+  if (options.statements === true) await printStatements(options.db, "transfers")
   const onePayer = await load("one-payer", presignTransfers(hostHeader, options.tenant, options.wallets, count, () => 0))
   const raw = await rawTransfers(options.db, {
     warmupMs: options.warmupMs,

@@ -21,6 +21,8 @@
  * Flags: `--only signed,deposits,transfers,deliveries` (any of them; transfers brings deposits along);
  * `--profile <phase>` runs that phase alone (signed, unsigned, deposits, transfers, deliveries, withdrawals) with the server under
  * `--cpu-prof` and prints where its CPU time went during the measured part (test/bench/ProfileSummary.ts);
+ * `--statements` loads pg_stat_statements into the service's PostgreSQL and prints, after the transfers and deliveries
+ * loads, the statements that took the most database time (BenchSupport.ts `printStatements`);
  * `--duration <s>`, `--warmup <s>`, `--connections <n>`; `--wallets <n>` (1000), `--deposits <n>` (10000),
  * `--events <n>` (1000; 10000 is the full figure, minutes longer), `--endpoints <n>` (10).
  */
@@ -66,6 +68,7 @@ const { values: flags } = parseArgs({
   options: {
     only: { type: "string" },
     profile: { type: "string" },
+    statements: { type: "boolean", default: false },
     duration: { type: "string", default: "5" },
     warmup: { type: "string", default: "2" },
     connections: { type: "string", default: "48" },
@@ -248,7 +251,7 @@ const main = async () => {
       dataDir,
       port,
       opsPort,
-      env: { OPS_TOKEN: opsToken },
+      env: { OPS_TOKEN: opsToken, ...(flags.statements ? { COFFER_PG_STATEMENTS: "1" } : {}) },
       nodeArgs: profileDirectory === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${profileDirectory}`]
     })
     const readyMs = await waitForHealth(service, opsToken, startTimeoutMs)
@@ -377,7 +380,8 @@ const main = async () => {
           warmupMs,
           durationMs,
           describe: describeLoad,
-          meter: cpuMeter
+          meter: cpuMeter,
+          statements: flags.statements
         })
         if (profilePhase === "transfers") profileWindow = transfers.window
         figure(`transfers/raw ratio: ${(transfers.transfers / transfers.raw).toFixed(2)}`)
@@ -397,7 +401,8 @@ const main = async () => {
         endpointCount,
         warmupMs: Math.min(warmupMs, 1_000),
         durationMs: Math.min(durationMs, 3_000),
-        meter: cpuMeter
+        meter: cpuMeter,
+        statements: flags.statements
       })
       if (profilePhase === "deliveries") profileWindow = result.window
       figure(`deliveries/raw-post ratio: ${(result.deliveries / result.raw).toFixed(2)}`)

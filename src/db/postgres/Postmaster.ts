@@ -63,7 +63,10 @@ export const spawnPostmaster = (
       "unix_socket_directories=",
       // The ready line below is matched in English.
       "-c",
-      "lc_messages=C"
+      "lc_messages=C",
+      // `npm run bench -- --statements` (test/bench/BenchSupport.ts): per-statement times, to see where the database's
+      // share of a figure goes. Loading the library changes nothing until the extension is created.
+      ...(process.env.COFFER_PG_STATEMENTS === "1" ? ["-c", "shared_preload_libraries=pg_stat_statements"] : [])
     ], {
       ...serverProcessOptions(account),
       // Its own process group: a Ctrl-C in the terminal reaches node, which stops the server after draining.
