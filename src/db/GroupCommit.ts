@@ -22,6 +22,16 @@ export const makeGroupCommit = <A, B>(options: {
   readonly batchMax: number
   readonly write: (batch: ReadonlyArray<A>) => Effect.Effect<ReadonlyArray<B>>
 }): Effect.Effect<(item: A) => Effect.Effect<B>, never, Scope.Scope> =>
+  Effect.map(makeGroupCommitQueue(options), (enqueue) => (item: A) => Effect.flatten(enqueue(item)))
+
+/**
+ * The same group commit, for a caller that has more to do before it needs the result: `enqueue` queues the item
+ * (a flush starts if none runs) and answers the effect that waits for its result.
+ */
+export const makeGroupCommitQueue = <A, B>(options: {
+  readonly batchMax: number
+  readonly write: (batch: ReadonlyArray<A>) => Effect.Effect<ReadonlyArray<B>>
+}): Effect.Effect<(item: A) => Effect.Effect<Effect.Effect<B>>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const scope = yield* Scope.Scope
     let pending: Array<Pending<A, B>> = []
@@ -64,6 +74,6 @@ export const makeGroupCommit = <A, B>(options: {
         flushing = true
         yield* Effect.forkIn(flush, scope)
       }
-      return yield* Deferred.await(result)
+      return Deferred.await(result)
     })
   })

@@ -1,9 +1,9 @@
 /**
  * decisions.md "Daily limit": per user and asset, the sum of `amountRaw` of on-chain withdrawals and cross-user
  * internal transfers created in the current UTC day that did not end FAILED, REJECTED or CANCELLED, including the new
- * one. The quote reads the sum to refuse early (and for `estimate_fee`); the binding check is `holdDailyLimit`, run
- * inside the database transaction that creates the movement, so N parallel requests that each fit but together
- * exceed the limit never all pass (docs/transfers.md "Limits under concurrency").
+ * one. The quote reads the sum to refuse early (and for `estimate_fee`); the binding check (`lockDailyLimit`, then the
+ * sum) runs inside the database transaction that creates the movement, so N parallel requests that each fit but
+ * together exceed the limit never all pass (docs/transfers.md "Limits under concurrency").
  */
 import { Effect, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
@@ -32,6 +32,22 @@ export interface DailyLimitRequest {
   readonly nowMillis: number
 }
 
+/**
+ * The statement that sums what counts against the user's daily limit of the asset today (a scalar subquery where
+ * another statement needs it, PayerHold.ts).
+ */
+export const spentTodayQuery = (
+  sql: SqlClient.SqlClient,
+  request: { readonly tenantId: string; readonly userId: string; readonly assetId: string; readonly nowMillis: number }
+) =>
+  sql`
+    SELECT coalesce(sum(amount), 0)::text FROM transactions
+    WHERE tenant_id = ${request.tenantId} AND source_user_id = ${request.userId} AND asset_id = ${request.assetId}
+      AND created_at >= ${startOfUtcDay(request.nowMillis)}
+      AND status NOT IN ('FAILED', 'REJECTED', 'CANCELLED')
+      AND (kind = 'WITHDRAWAL'
+        OR (kind = 'INTERNAL_TRANSFER' AND destination_user_id IS DISTINCT FROM source_user_id))`
+
 /** What counts against the user's daily limit of the asset today, as the database has it now. */
 export const spentToday = (
   tenantId: string,
@@ -41,13 +57,7 @@ export const spentToday = (
 ): Effect.Effect<bigint, SqlError.SqlError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const row = yield* sql`
-      SELECT coalesce(sum(amount), 0)::text AS total FROM transactions
-      WHERE tenant_id = ${tenantId} AND source_user_id = ${userId} AND asset_id = ${assetId}
-        AND created_at >= ${startOfUtcDay(nowMillis)}
-        AND status NOT IN ('FAILED', 'REJECTED', 'CANCELLED')
-        AND (kind = 'WITHDRAWAL'
-          OR (kind = 'INTERNAL_TRANSFER' AND destination_user_id IS DISTINCT FROM source_user_id))`.pipe(
+    const row = yield* sql`SELECT (${spentTodayQuery(sql, { tenantId, userId, assetId, nowMillis })}) AS total`.pipe(
       Effect.flatMap(spentRow)
     )
     return row.total
@@ -61,21 +71,28 @@ export const fitsDailyLimit = (request: DailyLimitRequest) =>
   )
 
 /**
- * The binding check: call it inside the transaction that inserts the movement, before anything else there. A
- * transaction-scoped advisory lock per (user, asset) serializes the creators of movements that count against the same
- * limit; each reads the sum only once it holds the lock, and in READ COMMITTED that read sees every movement an
- * earlier holder committed. The lock is released at commit or rollback, so the insert that follows is counted by the
- * next holder. Releases (FAILED, REJECTED, CANCELLED) need no lock: they only lower the sum.
+ * The binding check, in two steps inside the transaction that inserts the movement, before anything else there:
+ * `lockDailyLimit`, then the sum (`spentTodayQuery`, read in a later statement, PayerHold.ts) compared by
+ * `exceedsDailyLimit`. A transaction-scoped advisory lock per (user, asset) serializes the creators of movements that
+ * count against the same limit; each reads the sum only in a statement that starts once it holds the lock, and in
+ * READ COMMITTED that statement sees every movement an earlier holder committed. The lock is released at commit or
+ * rollback, so the insert that follows is counted by the next holder. Releases (FAILED, REJECTED, CANCELLED) need no
+ * lock: they only lower the sum.
  *
  * An advisory lock rather than a row of its own: it needs no table and no row to create first, and a hash collision
  * between two (user, asset) pairs only serializes them, never lets one pass wrongly. It is always taken before the
  * ledger's account rows (lock order in docs/ledger.md).
  */
-export const holdDailyLimit = (
-  request: DailyLimitRequest
-): Effect.Effect<void, LimitExceeded | SqlError.SqlError, SqlClient.SqlClient> =>
+export const lockDailyLimit = (
+  request: { readonly userId: string; readonly assetId: string }
+): Effect.Effect<void, SqlError.SqlError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     yield* sql`SELECT pg_advisory_xact_lock(hashtextextended(${`coffer-daily-limit:${request.userId}:${request.assetId}`}, 0))`
-    if (!(yield* fitsDailyLimit(request))) return yield* new LimitExceeded({ message: dailyLimitExceededMessage })
   })
+
+/** The binding comparison, on a sum read after `lockDailyLimit`. */
+export const exceedsDailyLimit = (request: DailyLimitRequest, spent: bigint): Effect.Effect<void, LimitExceeded> =>
+  spent + request.amount <= request.limit
+    ? Effect.void
+    : Effect.fail(new LimitExceeded({ message: dailyLimitExceededMessage }))

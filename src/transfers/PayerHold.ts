@@ -7,36 +7,24 @@
  */
 import { Effect, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import { decodeFirstRow, Text } from "../db/RowSchemas.ts"
+import { decodeFirstRow, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { Forbidden, type LimitExceeded, NotFound, WalletNotActive } from "../domain/ApiError.ts"
 import { userFrozenMessage } from "../users/UserRules.ts"
-import { holdDailyLimit } from "./DailyLimit.ts"
+import { exceedsDailyLimit, lockDailyLimit, spentTodayQuery } from "./DailyLimit.ts"
 
 export const payerNotActiveMessage = "the paying wallet is not active"
 
 // Compiled once (db/RowSchemas.ts): the row decoded at this edge, a mismatch a defect naming the query.
-const payerRow = decodeFirstRow(Schema.Struct({ wallet_status: Text, user_status: Text }), "PayerHold.holdPayer")
-
-/** Call inside the moving transaction, after the daily limit's hold (lock order, docs/ledger.md). */
-export const holdPayer = (
-  walletId: string
-): Effect.Effect<void, Forbidden | NotFound | WalletNotActive | SqlError.SqlError, SqlClient.SqlClient> =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const row = yield* sql`
-      SELECT w.status AS wallet_status, u.status AS user_status
-      FROM wallets w JOIN users u ON u.id = w.user_id
-      WHERE w.id = ${walletId}
-      FOR SHARE OF w, u`.pipe(Effect.flatMap(payerRow))
-    if (row === undefined) return yield* new NotFound({ message: "wallet not found" })
-    if (row.user_status !== "ACTIVE") return yield* new Forbidden({ message: userFrozenMessage })
-    if (row.wallet_status !== "ACTIVE") return yield* new WalletNotActive({ message: payerNotActiveMessage })
-  })
+const payerRow = decodeFirstRow(
+  Schema.Struct({ wallet_status: Text, user_status: Text, spent: Nullable(Numeric) }),
+  "PayerHold.holdPayerSpending"
+)
 
 /**
  * The first steps of every transaction that moves a payer's funds (an internal transfer, a withdrawal), in the lock
- * order of docs/ledger.md: the daily limit, checked and taken atomically when the asset has one, then the payer's
- * standing.
+ * order of docs/ledger.md: the daily limit's lock when the asset has a limit (DailyLimit.ts), then one statement that
+ * takes the payer's standing `FOR SHARE` and, started only once the lock is held, reads the day's sum. The limit is
+ * checked first, then the user, then the wallet.
  */
 export const holdPayerSpending = (request: {
   readonly tenantId: string
@@ -48,15 +36,17 @@ export const holdPayerSpending = (request: {
   readonly nowMillis: number
 }): Effect.Effect<void, LimitExceeded | Forbidden | NotFound | WalletNotActive | SqlError.SqlError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
-    if (request.dailyLimit !== undefined) {
-      yield* holdDailyLimit({
-        tenantId: request.tenantId,
-        userId: request.userId,
-        assetId: request.assetId,
-        amount: request.amount,
-        limit: request.dailyLimit,
-        nowMillis: request.nowMillis
-      })
-    }
-    yield* holdPayer(request.walletId)
+    const sql = yield* SqlClient.SqlClient
+    const limit = request.dailyLimit
+    if (limit !== undefined) yield* lockDailyLimit(request)
+    const row = yield* sql`
+      SELECT w.status AS wallet_status, u.status AS user_status,
+        ${limit === undefined ? sql`NULL::text` : sql`(${spentTodayQuery(sql, request)})`} AS spent
+      FROM wallets w JOIN users u ON u.id = w.user_id
+      WHERE w.id = ${request.walletId}
+      FOR SHARE OF w, u`.pipe(Effect.flatMap(payerRow))
+    if (row === undefined) return yield* new NotFound({ message: "wallet not found" })
+    if (limit !== undefined) yield* exceedsDailyLimit({ ...request, limit }, row.spent ?? 0n)
+    if (row.user_status !== "ACTIVE") return yield* new Forbidden({ message: userFrozenMessage })
+    if (row.wallet_status !== "ACTIVE") return yield* new WalletNotActive({ message: payerNotActiveMessage })
   })

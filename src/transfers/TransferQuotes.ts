@@ -43,6 +43,16 @@ export interface QuoteRequest {
   readonly sourceWalletId: string
   readonly amount: bigint
   readonly destination: string
+  /**
+   * What a submission has already read (Transfers.ts): the payer's wallet, and the recipient wallet a WALLET or
+   * END_USER destination named with its address on the asset's network. The quote then neither reads them again
+   * nor validates an address the service itself stored; wallet_addresses is unique per (network, address), so the
+   * recipient is the wallet `findByAddress` would find.
+   */
+  readonly known?: {
+    readonly source: Wallet
+    readonly recipient?: { readonly wallet: Wallet; readonly networkKey: string; readonly address: string } | undefined
+  } | undefined
 }
 
 export interface Quote {
@@ -97,7 +107,9 @@ export class TransferQuotes extends Context.Service<TransferQuotes, {
 
       const quote = Effect.fn("TransferQuotes.quote")(function*(tenant: Tenant, request: QuoteRequest) {
         if (request.amount <= 0n) return yield* new BadRequest({ message: "amount must be positive" })
-        const source = yield* wallets.find(tenant.id, request.sourceWalletId)
+        const source = request.known?.source.id === request.sourceWalletId
+          ? request.known.source
+          : yield* wallets.find(tenant.id, request.sourceWalletId)
         if (source === undefined) return yield* new NotFound({ message: "wallet not found" })
         const asset = catalog.asset(request.assetId)
         if (asset === undefined) return yield* new AssetNotSupported({ message: `unknown assetId ${request.assetId}` })
@@ -108,21 +120,29 @@ export class TransferQuotes extends Context.Service<TransferQuotes, {
         const network = tenantNetwork(catalog, tenant, asset.networkKey)
         if (network === undefined) return yield* new NetworkDisabled({ message: `network ${asset.networkKey} is not enabled` })
 
-        const checked = validateAddress({
-          family: network.chainFamily,
-          btcNetwork: network.btcNetwork ?? undefined,
-          address: request.destination
-        })
-        // Funds sent to an off-curve SOL address (a program-derived account) can never be moved again.
-        if (!checked.isValid || (network.chainFamily === "SOL" && !isSolanaWalletAddress(checked.normalized))) {
-          return yield* new InvalidAddress({ message: "invalid address" })
+        const knownRecipient = request.known?.recipient
+        const stored = knownRecipient !== undefined && knownRecipient.networkKey === network.networkKey &&
+            knownRecipient.address === request.destination
+          ? knownRecipient.wallet
+          : undefined
+        let destination = request.destination
+        if (stored === undefined) {
+          const checked = validateAddress({
+            family: network.chainFamily,
+            btcNetwork: network.btcNetwork ?? undefined,
+            address: request.destination
+          })
+          // Funds sent to an off-curve SOL address (a program-derived account) can never be moved again.
+          if (!checked.isValid || (network.chainFamily === "SOL" && !isSolanaWalletAddress(checked.normalized))) {
+            return yield* new InvalidAddress({ message: "invalid address" })
+          }
+          destination = checked.normalized
         }
-        const destination = checked.normalized
         if (yield* platformAddresses.isPlatformAddress(network.networkKey, destination)) {
           return yield* new InternalDestinationNotAllowed({ message: "destination is a platform operating address" })
         }
 
-        const recipient = yield* wallets.findByAddress(tenant.id, network.networkKey, destination)
+        const recipient = stored ?? (yield* wallets.findByAddress(tenant.id, network.networkKey, destination))
         let fee: bigint
         let limited: boolean
         if (recipient !== undefined) {

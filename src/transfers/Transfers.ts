@@ -195,6 +195,7 @@ export class Transfers extends Context.Service<Transfers, {
 
         const named = yield* recipientWallet(tenant, payer, request.destination)
         let destinationAddress: string
+        let knownRecipient: { wallet: Wallet; networkKey: string; address: string } | undefined
         if (named === undefined) {
           destinationAddress = (request.destination as { address: string }).address
         } else {
@@ -209,13 +210,15 @@ export class Transfers extends Context.Service<Transfers, {
             return yield* new WalletNotActive({ message: "the recipient wallet cannot receive" })
           }
           destinationAddress = address ?? named.address ?? ""
+          if (address !== undefined) knownRecipient = { wallet: named, networkKey: asset!.networkKey, address }
         }
 
         const quote = yield* quotes.quote(tenant, {
           assetId: request.assetId,
           sourceWalletId: payer.id,
           amount: request.amount,
-          destination: destinationAddress
+          destination: destinationAddress,
+          known: { source: payer, recipient: knownRecipient }
         })
         const recipient = quote.recipient
         if (recipient === undefined) {

@@ -24,6 +24,9 @@ interface Profile {
 
 const topFunctionsMax = 25
 const ownFunctionsMax = 25
+const callersOfTop = 2
+const callerDepth = 14
+const callerChainsMax = 6
 
 /** Areas in match order: the first whose test passes names a frame's self time. */
 const areas: ReadonlyArray<readonly [string, (frame: CallFrame) => boolean]> = [
@@ -104,6 +107,25 @@ export const summarizeProfile = (file: string, window?: readonly [number, number
   lines.push(`  hottest functions (self time):`)
   for (const [key, time] of [...selfByFunction].sort((a, b) => b[1] - a[1]).slice(0, topFunctionsMax)) {
     lines.push(`  ${percent(time, total)}  ${key}`)
+  }
+  // Who calls the hottest functions: a native one (a socket write, say) names no caller on its own.
+  const hottest = [...selfByFunction].sort((a, b) => b[1] - a[1]).slice(0, callersOfTop + 1)
+    .map(([key]) => key).filter((key) => !key.startsWith("("))
+  for (const key of hottest.slice(0, callersOfTop)) {
+    const byChain = new Map<string, number>()
+    for (const [id, self] of selfByNode) {
+      if (frameKey(byId.get(id)!.callFrame) !== key) continue
+      const chain: Array<string> = []
+      for (let current = parent.get(id); current !== undefined && chain.length < callerDepth; current = parent.get(current)) {
+        chain.push(frameKey(byId.get(current)!.callFrame))
+      }
+      const text = chain.join(" < ")
+      byChain.set(text, (byChain.get(text) ?? 0) + self)
+    }
+    lines.push(`  callers of ${key}:`)
+    for (const [chain, time] of [...byChain].sort((a, b) => b[1] - a[1]).slice(0, callerChainsMax)) {
+      lines.push(`  ${percent(time, total)}  < ${chain}`)
+    }
   }
   lines.push(`  coffer functions (inclusive time):`)
   for (const [key, time] of [...inclusiveOwn].sort((a, b) => b[1] - a[1]).slice(0, ownFunctionsMax)) {
