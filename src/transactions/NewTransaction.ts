@@ -11,8 +11,16 @@
  */
 import { Effect, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import { decodeRows, Text } from "../db/RowSchemas.ts"
-import type { SubStatus, TransactionKind, TransactionStatus } from "./Transaction.ts"
+import { decodeRows, decodeSingleRow, Text } from "../db/RowSchemas.ts"
+import {
+  type SubStatus,
+  type Transaction,
+  transactionFromRow,
+  type TransactionKind,
+  TransactionRow,
+  transactionSelectFrom,
+  type TransactionStatus
+} from "./Transaction.ts"
 
 export interface NewParty {
   readonly walletId?: string | null | undefined
@@ -53,6 +61,7 @@ export type InsertedTransaction = typeof InsertedTransaction.Type
 
 // Compiled once (db/RowSchemas.ts): the inserted rows decoded at this edge, a mismatch a defect naming the query.
 const insertedRows = decodeRows(InsertedTransaction, "NewTransaction.insertTransactions")
+const createdRow = decodeSingleRow(TransactionRow, "NewTransaction.insertTransaction")
 
 const column = (record: NewTransaction) => ({
   id: record.id,
@@ -93,7 +102,31 @@ export const insertTransactions = (
   Effect.gen(function*() {
     if (records.length === 0) return []
     const sql = yield* SqlClient.SqlClient
-    return yield* sql`
+    return yield* sql`${insertStatement(sql, records, options)}
+      RETURNING id, (xmax = 0) AS inserted`.pipe(Effect.flatMap(insertedRows))
+  })
+
+/**
+ * Inserts one new row (a submitted withdrawal or transfer, which has no conflict to expect) and answers it as the
+ * repository would read it: its TRANSACTION_CREATED event then needs no second read (TransactionEvents.ts
+ * `createdAs`).
+ */
+export const insertTransaction = (
+  record: NewTransaction
+): Effect.Effect<Transaction, SqlError.SqlError, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const row = yield* sql`WITH created AS (${insertStatement(sql, [record], {})} RETURNING *)
+      ${transactionSelectFrom(sql, "created")}`.pipe(Effect.flatMap(createdRow))
+    return transactionFromRow(row)
+  })
+
+const insertStatement = (
+  sql: SqlClient.SqlClient,
+  records: ReadonlyArray<NewTransaction>,
+  options: { readonly onConflict?: "depositSeenAgain" | undefined }
+) =>
+  sql`
       INSERT INTO transactions (id, tenant_id, kind, settlement, status, sub_status, asset_id, network_key, amount, fee,
         source_wallet_id, source_address, source_user_id, destination_wallet_id, destination_address,
         destination_user_id, tx_hash, output_index, block_height, block_hash, external_tx_id, note, created_at,
@@ -114,6 +147,4 @@ export const insertTransactions = (
         SET block_height = EXCLUDED.block_height, block_hash = EXCLUDED.block_hash, updated_at = EXCLUDED.updated_at
         WHERE transactions.status IN ('CONFIRMING', 'COMPLETED')`
         : sql``
-    }
-      RETURNING id, (xmax = 0) AS inserted`.pipe(Effect.flatMap(insertedRows))
-  })
+    }`

@@ -135,13 +135,16 @@ export const transactionFromRow = (row: TransactionRow): Transaction => ({
 })
 
 /** `FROM transactions t` with the users of both sides joined: the select list and joins, in one place. */
-export const transactionSelect = (sql: SqlClient.SqlClient) =>
+export const transactionSelect = (sql: SqlClient.SqlClient) => transactionSelectFrom(sql, "transactions")
+
+/** The same select over `relation`: the table, or a CTE of rows an INSERT returned (NewTransaction.ts). */
+export const transactionSelectFrom = (sql: SqlClient.SqlClient, relation: "transactions" | "created") =>
   sql`SELECT t.id, t.tenant_id, t.kind, t.settlement, t.status, t.sub_status, t.asset_id, t.network_key,
       t.amount::text AS amount, t.fee::text AS fee, t.network_fee::text AS network_fee, t.network_fee_asset_id,
       t.source_wallet_id, t.source_address, su.customer_ref_id AS source_customer_ref_id, su.uid AS source_uid,
       t.destination_wallet_id, t.destination_address, du.customer_ref_id AS destination_customer_ref_id,
       du.uid AS destination_uid, t.tx_hash, t.output_index, t.block_height::text AS block_height, t.block_hash,
       t.external_tx_id, t.note, t.created_at, t.updated_at
-    FROM transactions t
+    FROM ${sql.literal(relation)} t
     LEFT JOIN users su ON su.id = t.source_user_id
     LEFT JOIN users du ON du.id = t.destination_user_id`

@@ -8,7 +8,7 @@
 import { Context, Effect, Layer } from "effect"
 import { Catalog } from "../catalog/Catalog.ts"
 import { Outbox } from "../outbox/Outbox.ts"
-import type { SubStatus, TransactionStatus } from "./Transaction.ts"
+import type { SubStatus, Transaction, TransactionStatus } from "./Transaction.ts"
 import { TransactionRepository } from "./TransactionRepository.ts"
 import { transactionObject } from "./TransactionView.ts"
 
@@ -24,6 +24,8 @@ export type TransactionChange =
 
 export class TransactionEvents extends Context.Service<TransactionEvents, {
   readonly created: (tenantId: string, transactionId: string) => Effect.Effect<void>
+  /** `created` for a transaction its creator already holds as the database has it (NewTransaction.ts). */
+  readonly createdAs: (transaction: Transaction) => Effect.Effect<void>
   readonly statusUpdated: (
     tenantId: string,
     transactionId: string,
@@ -61,6 +63,15 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
           })
         })
 
+      const createdAs = (transaction: Transaction): Effect.Effect<void> =>
+        Effect.asVoid(outbox.record({
+          tenantId: transaction.tenantId,
+          type: "TRANSACTION_CREATED",
+          subjectId: transaction.id,
+          dedupeKey: "created",
+          data: transactionObject(catalog, transaction)
+        }))
+
       const changes = (changes: ReadonlyArray<TransactionChange>): Effect.Effect<void> =>
         Effect.gen(function*() {
           if (changes.length === 0) return
@@ -81,6 +92,7 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
 
       return TransactionEvents.of({
         created: (tenantId, transactionId) => record(tenantId, transactionId, "TRANSACTION_CREATED", "created"),
+        createdAs,
         statusUpdated: (tenantId, transactionId, status, subStatus) =>
           record(tenantId, transactionId, "TRANSACTION_STATUS_UPDATED", `${status}/${subStatus ?? ""}`),
         changes

@@ -36,7 +36,7 @@ import { Ids, uuidPattern } from "../domain/Ids.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest, Postings } from "../ledger/Postings.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
-import { insertTransactions } from "../transactions/NewTransaction.ts"
+import { insertTransaction } from "../transactions/NewTransaction.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
@@ -273,7 +273,7 @@ export class Transfers extends Context.Service<Transfers, {
             dailyLimit: quote.dailyLimit,
             nowMillis
           }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-          yield* insertTransactions([{
+          const created = yield* insertTransaction({
             id,
             tenantId: tenant.id,
             kind: "INTERNAL_TRANSFER",
@@ -288,9 +288,9 @@ export class Transfers extends Context.Service<Transfers, {
             externalTxId: request.externalTxId,
             note: request.note,
             at: now
-          }]).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           yield* ledger.post(entryRequest(tenant.id, id, entry))
-          yield* transactionEvents.created(tenant.id, id)
+          yield* transactionEvents.createdAs(created)
           if (request.recordReceipt !== undefined) yield* request.recordReceipt(receipt)
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         return receipt

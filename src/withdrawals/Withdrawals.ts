@@ -25,7 +25,7 @@ import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest } from "../ledger/Postings.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
 import { holdPayerSpending } from "../transfers/PayerHold.ts"
-import { insertTransactions } from "../transactions/NewTransaction.ts"
+import { insertTransaction } from "../transactions/NewTransaction.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
@@ -146,7 +146,7 @@ export class Withdrawals extends Context.Service<Withdrawals, {
             dailyLimit: submission.dailyLimit,
             nowMillis
           }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-          yield* insertTransactions([{
+          const created = yield* insertTransaction({
             id,
             tenantId: tenant.id,
             kind: "WITHDRAWAL",
@@ -161,12 +161,12 @@ export class Withdrawals extends Context.Service<Withdrawals, {
             externalTxId: submission.externalTxId,
             note: submission.note,
             at: now
-          }]).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           yield* sql`INSERT INTO withdrawals (transaction_id) VALUES (${id})`
           for (const entry of ledgerEntries(creation.ledger, paymentOf(row))) {
             yield* ledger.post(entryRequest(tenant.id, id, entry))
           }
-          yield* transactionEvents.created(tenant.id, id)
+          yield* transactionEvents.createdAs(created)
           if (submission.recordReceipt !== undefined) yield* submission.recordReceipt(submitted)
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         // Asked in the background: the cluster's send of a persisted message returns only once the runner's storage
