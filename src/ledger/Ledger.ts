@@ -152,6 +152,48 @@ export class Ledger extends Context.Service<Ledger, {
       /** JSON text of a list, expanded by PostgreSQL: one parameter whatever the number of rows. */
       const json = (value: unknown) => JSON.stringify(value)
 
+      type Owner = { tenant_id: string; kind: string; wallet_id: string | null; asset_id: string }
+      const ownerRowKey = (row: { tenant_id: string; kind: string; wallet_id: string | null; asset_id: string }) =>
+        `${row.tenant_id}/${row.kind}/${row.wallet_id ?? ""}/${row.asset_id}`
+
+      // One probe of the owner key per account: `IS NOT DISTINCT FROM` cannot use an index, and a join on it scanned
+      // every account of the tenant (1.5 ms a transfer with a few thousand wallets), so the wallet and the
+      // tenant-level accounts (wallet_id NULL) are looked up by two exact conditions, each of which can.
+      const findAccounts = (ownerRows: string) =>
+        sql`
+          SELECT a.id::text AS id, o.tenant_id, o.kind, o.wallet_id, o.asset_id
+          FROM jsonb_to_recordset(${ownerRows}::jsonb) AS o(tenant_id uuid, kind text, wallet_id uuid, asset_id text)
+          CROSS JOIN LATERAL (
+            SELECT id FROM ledger_accounts
+            WHERE o.wallet_id IS NOT NULL AND tenant_id = o.tenant_id AND kind = o.kind AND wallet_id = o.wallet_id
+              AND asset_id = o.asset_id
+            UNION ALL
+            SELECT id FROM ledger_accounts
+            WHERE o.wallet_id IS NULL AND tenant_id = o.tenant_id AND kind = o.kind AND wallet_id IS NULL
+              AND asset_id = o.asset_id
+          ) AS a`.pipe(Effect.flatMap(batchAccounts))
+
+      /**
+       * The account id of every owner, by `ownerRowKey`: one read when they all exist (the usual case); otherwise the
+       * missing ones are opened at zero (in owner order, so concurrent openers take the unique index's locks in one
+       * order) and read again.
+       */
+      const accountIds = (owners: ReadonlyArray<Owner>, now: Date) =>
+        Effect.gen(function*() {
+          const ownerRows = json(owners)
+          let found = yield* findAccounts(ownerRows)
+          if (found.length < owners.length) {
+            yield* sql`
+              INSERT INTO ledger_accounts (tenant_id, kind, wallet_id, asset_id, created_at)
+              SELECT o.tenant_id, o.kind, o.wallet_id, o.asset_id, ${now}
+              FROM jsonb_to_recordset(${ownerRows}::jsonb) AS o(tenant_id uuid, kind text, wallet_id uuid, asset_id text)
+              ORDER BY o.tenant_id, o.kind, o.wallet_id, o.asset_id
+              ON CONFLICT ON CONSTRAINT ledger_accounts_owner_key DO NOTHING`
+            found = yield* findAccounts(ownerRows)
+          }
+          return new Map(found.map((row) => [ownerRowKey(row), row.id.toString()]))
+        })
+
       /**
        * The one path that writes the journal (entries, postings, and the accounts they open): `post` is a batch of
        * one, so a single entry and a block's thousand credits take the same statements and the same lock order.
@@ -165,27 +207,64 @@ export class Ledger extends Context.Service<Ledger, {
           entryIds.push(yield* ids.uuidV7)
         }
         const booked = sql.withTransaction(Effect.gen(function*() {
+          // Every account the postings touch (opened at zero on first use), by owner.
+          const owners = new Map<string, { tenant_id: string; kind: string; wallet_id: string | null; asset_id: string }>()
+          const ownerKey = (tenantId: string, posting: Posting) => `${tenantId}/${accountKey(posting)}`
+          for (const request of requests) {
+            for (const posting of request.postings) {
+              owners.set(ownerKey(request.tenantId, posting), {
+                tenant_id: request.tenantId,
+                kind: posting.account.kind,
+                wallet_id: posting.account.kind === "WALLET" ? posting.account.walletId : null,
+                asset_id: posting.assetId
+              })
+            }
+          }
+          const idOf = yield* accountIds([...owners.values()], now)
+          // The entries and their postings in one statement: a posting is written only for an entry this statement
+          // created, so an entry booked before (same kind and reference) gets none. Accounts are locked (by the
+          // balance update of each posting) in ascending id order across the whole batch, the order of the rows the
+          // SELECT hands the INSERT, which is the order the row trigger runs in: two entries over the same accounts
+          // can never wait on each other in a cycle.
+          const postings = requests.flatMap((request, index) =>
+            request.postings.map((posting) => ({
+              entry_id: entryIds[index]!,
+              account_id: idOf.get(ownerKey(request.tenantId, posting))!,
+              bucket: posting.bucket,
+              amount: posting.amount.toString()
+            }))
+          )
+          postings.sort((a, b) => {
+            const [x, y] = [BigInt(a.account_id), BigInt(b.account_id)]
+            return x < y ? -1 : x > y ? 1 : a.bucket.localeCompare(b.bucket)
+          })
           const created = yield* sql`
-            INSERT INTO ledger_entries (id, tenant_id, kind, reference_id, created_at)
-            SELECT e.id, e.tenant_id, e.kind, e.reference_id, ${now}
-            FROM jsonb_to_recordset(${json(requests.map((request, index) => ({
+            WITH created AS (
+              INSERT INTO ledger_entries (id, tenant_id, kind, reference_id, created_at)
+              SELECT e.id, e.tenant_id, e.kind, e.reference_id, ${now}
+              FROM jsonb_to_recordset(${json(requests.map((request, index) => ({
             id: entryIds[index],
             tenant_id: request.tenantId,
             kind: request.kind,
             reference_id: request.referenceId
           })))}::jsonb) AS e(id uuid, tenant_id uuid, kind text, reference_id uuid)
-            ON CONFLICT ON CONSTRAINT ledger_entries_kind_reference_key DO NOTHING
-            RETURNING id`.pipe(Effect.flatMap(createdEntries))
+              ON CONFLICT ON CONSTRAINT ledger_entries_kind_reference_key DO NOTHING
+              RETURNING id
+            ), posted AS (
+              INSERT INTO ledger_postings (entry_id, account_id, bucket, amount)
+              SELECT p.entry_id, p.account_id, p.bucket, p.amount
+              FROM jsonb_to_recordset(${json(postings.map((row, order) => ({ ...row, order })))}::jsonb)
+                AS p(entry_id uuid, account_id bigint, bucket text, amount numeric, "order" integer)
+              WHERE p.entry_id IN (SELECT id FROM created)
+              ORDER BY p."order"
+            )
+            SELECT id FROM created`.pipe(Effect.flatMap(createdEntries))
           const posted = new Set(created.map((row) => row.id))
-          const results: Array<PostResult> = []
-          const pending = requests.flatMap((request, index) => {
-            if (posted.has(entryIds[index]!)) {
-              results.push({ _tag: "Posted", entryId: entryIds[index]! })
-              return [[request, entryIds[index]!] as const]
-            }
-            results.push({ _tag: "AlreadyPosted", entryId: "" })
-            return []
-          })
+          const results: Array<PostResult> = requests.map((_, index) =>
+            posted.has(entryIds[index]!)
+              ? { _tag: "Posted", entryId: entryIds[index]! }
+              : { _tag: "AlreadyPosted", entryId: "" }
+          )
           if (posted.size < requests.length) {
             const existing = yield* sql`
               SELECT l.id, l.tenant_id, l.kind, l.reference_id FROM ledger_entries l
@@ -203,59 +282,6 @@ export class Ledger extends Context.Service<Ledger, {
               results[index] = { _tag: "AlreadyPosted", entryId: row.id }
             })
           }
-          if (pending.length === 0) return results
-          // Every account the postings touch, opened at zero on first use, then all their ids in one read.
-          const owners = new Map<string, { tenant_id: string; kind: string; wallet_id: string | null; asset_id: string }>()
-          const ownerKey = (tenantId: string, posting: Posting) => `${tenantId}/${accountKey(posting)}`
-          for (const [request] of pending) {
-            for (const posting of request.postings) {
-              owners.set(ownerKey(request.tenantId, posting), {
-                tenant_id: request.tenantId,
-                kind: posting.account.kind,
-                wallet_id: posting.account.kind === "WALLET" ? posting.account.walletId : null,
-                asset_id: posting.assetId
-              })
-            }
-          }
-          const ownerRows = json([...owners.values()])
-          yield* sql`
-            INSERT INTO ledger_accounts (tenant_id, kind, wallet_id, asset_id, created_at)
-            SELECT o.tenant_id, o.kind, o.wallet_id, o.asset_id, ${now}
-            FROM jsonb_to_recordset(${ownerRows}::jsonb) AS o(tenant_id uuid, kind text, wallet_id uuid, asset_id text)
-            ORDER BY o.tenant_id, o.kind, o.wallet_id, o.asset_id
-            ON CONFLICT ON CONSTRAINT ledger_accounts_owner_key DO NOTHING`
-          // One probe of the owner key per account: `IS NOT DISTINCT FROM` cannot use an index, and a join on it
-          // scanned every account of the tenant (1.5 ms a transfer with a few thousand wallets), so the wallet and the
-          // tenant-level accounts (wallet_id NULL) are looked up by two exact conditions, each of which can.
-          const accounts = yield* sql`
-            SELECT a.id::text AS id, o.tenant_id, o.kind, o.wallet_id, o.asset_id
-            FROM jsonb_to_recordset(${ownerRows}::jsonb) AS o(tenant_id uuid, kind text, wallet_id uuid, asset_id text)
-            CROSS JOIN LATERAL (
-              SELECT id FROM ledger_accounts
-              WHERE o.wallet_id IS NOT NULL AND tenant_id = o.tenant_id AND kind = o.kind AND wallet_id = o.wallet_id
-                AND asset_id = o.asset_id
-              UNION ALL
-              SELECT id FROM ledger_accounts
-              WHERE o.wallet_id IS NULL AND tenant_id = o.tenant_id AND kind = o.kind AND wallet_id IS NULL
-                AND asset_id = o.asset_id
-            ) AS a`.pipe(Effect.flatMap(batchAccounts))
-          const idOf = new Map(accounts.map((row) => [
-            `${row.tenant_id}/${row.kind}/${row.wallet_id ?? ""}/${row.asset_id}`,
-            row.id
-          ]))
-          const rows = pending.flatMap(([request, entryId]) =>
-            request.postings.map((posting) => {
-              const id = idOf.get(ownerKey(request.tenantId, posting))!
-              return { entry_id: entryId, account_id: id.toString(), bucket: posting.bucket, amount: posting.amount.toString(), order: id }
-            })
-          )
-          // Accounts are locked (by the balance update of each posting) in ascending id order across the whole batch,
-          // in the order of the VALUES rows, which is the order the row trigger runs in: two entries over the same
-          // accounts can never wait on each other in a cycle.
-          rows.sort((a, b) => (a.order < b.order ? -1 : a.order > b.order ? 1 : a.bucket.localeCompare(b.bucket)))
-          const values = rows.map(({ order: _order, ...row }) => row)
-          if (!Arr.isArrayNonEmpty(values)) return yield* Effect.die(new Error("ledger entries without postings"))
-          yield* sql`INSERT INTO ledger_postings ${sql.insert(values)}`
           return results
         }))
         return yield* booked.pipe(
