@@ -206,6 +206,31 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("ledger", (it) => {
         assert.deepStrictEqual(yield* walletBalances(tenant, walletId), [{ assetId: eth, available: "0", frozen: "0" }])
       }))
 
+    it.effect("40 concurrent transfers in both directions between two wallets all book: accounts lock in one order", () =>
+      Effect.gen(function*() {
+        const ledger = yield* Ledger
+        const tenant = yield* provisionTenant()
+        const [left, right] = [yield* walletFor(tenant, "lena"), yield* walletFor(tenant, "rudi")]
+        yield* ledger.post(yield* depositCredit(tenant.tenantId, left, eth, 1000n))
+        yield* ledger.post(yield* depositCredit(tenant.tenantId, right, eth, 1000n))
+        // Each entry names its accounts in the opposite order to the one before: were the balance rows locked in the
+        // order given, two of them would wait on each other and PostgreSQL would abort one as a deadlock (a defect).
+        const transfers = yield* Effect.forEach(Array.from({ length: 40 }, (_, index) => index), (index) =>
+          Effect.map(uuidV7, (referenceId): EntryRequest => {
+            const [from, to] = index % 2 === 0 ? [left, right] : [right, left]
+            return {
+              tenantId: tenant.tenantId,
+              kind: "TRANSFER",
+              referenceId,
+              postings: [available(wallet(from), eth, -1n), available(wallet(to), eth, 1n)]
+            }
+          }))
+        const results = yield* Effect.all(transfers.map((request) => ledger.post(request)), { concurrency: "unbounded" })
+        assert.isTrue(results.every((result) => result._tag === "Posted"))
+        assert.deepStrictEqual(yield* walletBalances(tenant, left), [{ assetId: eth, available: "1000", frozen: "0" }])
+        assert.deepStrictEqual(yield* walletBalances(tenant, right), [{ assetId: eth, available: "1000", frozen: "0" }])
+      }))
+
     it.effect("freezing moves available to frozen and back; releasing more than is frozen is a defect", () =>
       Effect.gen(function*() {
         const ledger = yield* Ledger
