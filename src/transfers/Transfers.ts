@@ -40,7 +40,7 @@ import { insertTransaction } from "../transactions/NewTransaction.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
-import { TwoFactor, type TwoFactorError } from "../users/TwoFactor.ts"
+import { PayerTotp, TwoFactor, type TwoFactorError } from "../users/TwoFactor.ts"
 import { userFrozenMessage } from "../users/UserRules.ts"
 import { type Wallet, WalletRepository } from "../wallets/WalletRepository.ts"
 import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
@@ -101,7 +101,10 @@ const canReceive = (wallet: Wallet, payer: Wallet) =>
   wallet.status === "ACTIVE" || (wallet.status === "HIDDEN" && wallet.userId === payer.userId)
 
 // Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
-const userStatusRow = decodeFirstRow(Schema.Struct({ status: Text }), "Transfers.userStatus")
+const userStatusRow = decodeFirstRow(
+  Schema.Struct({ status: Text, ...PayerTotp.fields }),
+  "Transfers.payerUser"
+)
 const recipientUserRow = decodeFirstRow(Schema.Struct({ id: Text, status: Text }), "Transfers.recipientWallet (user)")
 const defaultWalletRow = decodeFirstRow(Schema.Struct({ id: Text }), "Transfers.recipientWallet (default wallet)")
 const heldTransferRow = decodeFirstRow(
@@ -143,11 +146,12 @@ export class Transfers extends Context.Service<Transfers, {
       const transactionEvents = yield* TransactionEvents
       const withdrawals = yield* Withdrawals
 
-      const userStatus = (userId: string) =>
-        Effect.map(
-          sql`SELECT status FROM users WHERE id = ${userId}`.pipe(Effect.flatMap(userStatusRow)),
-          (row) => row?.status
-        ).pipe(Effect.orDie)
+      /** The payer's user: its status, and its TOTP columns for the two-step check that follows. */
+      const payerUser = (userId: string) =>
+        sql`SELECT status, totp_secret, cooldown_until FROM users WHERE id = ${userId}`.pipe(
+          Effect.flatMap(userStatusRow),
+          Effect.orDie
+        )
 
       /** The recipient wallet a WALLET or END_USER destination names (ONE_TIME_ADDRESS goes through the quote). */
       const recipientWallet = (tenant: Tenant, payer: Wallet, destination: Destination) =>
@@ -187,10 +191,9 @@ export class Transfers extends Context.Service<Transfers, {
           ? yield* wallets.find(tenant.id, request.sourceWalletId)
           : undefined
         if (payer === undefined) return yield* new NotFound({ message: "wallet not found" })
-        if ((yield* userStatus(payer.userId)) !== "ACTIVE") {
-          return yield* new Forbidden({ message: userFrozenMessage })
-        }
-        yield* twoFactor.verify(payer.userId, tenant.settings.apiRequireUser2fa === true, request.twoFactorCode)
+        const user = yield* payerUser(payer.userId)
+        if (user?.status !== "ACTIVE") return yield* new Forbidden({ message: userFrozenMessage })
+        yield* twoFactor.verify(payer.userId, tenant.settings.apiRequireUser2fa === true, request.twoFactorCode, user)
         if (payer.status !== "ACTIVE") return yield* new WalletNotActive({ message: "the paying wallet is not active" })
 
         const named = yield* recipientWallet(tenant, payer, request.destination)

@@ -21,20 +21,24 @@ const periodSeconds = 30
 const driftSteps = 1
 
 // Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
-const payerRow = decodeFirstRow(
-  Schema.Struct({ totp_secret: Nullable(Text), cooldown_until: Nullable(Timestamp) }),
-  "TwoFactor.verify (payer)"
-)
+/** A user's `totp_secret` and `cooldown_until`, as `users` holds them. */
+export const PayerTotp = Schema.Struct({ totp_secret: Nullable(Text), cooldown_until: Nullable(Timestamp) })
+export type PayerTotp = typeof PayerTotp.Type
+const payerRow = decodeFirstRow(PayerTotp, "TwoFactor.verify (payer)")
 const recentChecks = decodeSingleRow(Schema.Struct({ n: Int4 }), "TwoFactor.verify (recent checks)")
 
 export type TwoFactorError = CooldownActive | TwoFactorRequired | TwoFactorInvalid | RateLimited
 
 export class TwoFactor extends Context.Service<TwoFactor, {
-  /** Checks the payer `userId`; `required` is the tenant's `apiRequireUser2fa`. */
+  /**
+   * Checks the payer `userId`; `required` is the tenant's `apiRequireUser2fa`. `payer`: the user's TOTP columns when
+   * the caller read them already (with the user's status, Transfers.ts), so they are not read twice.
+   */
   readonly verify: (
     userId: string,
     required: boolean,
-    code: string | undefined
+    code: string | undefined,
+    payer?: PayerTotp
   ) => Effect.Effect<void, TwoFactorError>
 }>()("coffer/TwoFactor") {
   static readonly layer = Layer.effect(
@@ -42,10 +46,15 @@ export class TwoFactor extends Context.Service<TwoFactor, {
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
 
-      const verify = Effect.fn("TwoFactor.verify")(function*(userId: string, required: boolean, code: string | undefined) {
+      const verify = Effect.fn("TwoFactor.verify")(function*(
+        userId: string,
+        required: boolean,
+        code: string | undefined,
+        payer?: PayerTotp
+      ) {
         const now = yield* Clock.currentTimeMillis
-        const user = yield* sql`
-          SELECT totp_secret, cooldown_until FROM users WHERE id = ${userId}`.pipe(Effect.flatMap(payerRow))
+        const user = payer ?? (yield* sql`
+          SELECT totp_secret, cooldown_until FROM users WHERE id = ${userId}`.pipe(Effect.flatMap(payerRow)))
         const inCooldown = user?.cooldown_until != null && user.cooldown_until.getTime() > now
         if (!required) {
           if (inCooldown) return yield* new CooldownActive({ message: "security cooldown is active" })
