@@ -26,6 +26,11 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
   readonly created: (tenantId: string, transactionId: string) => Effect.Effect<void>
   /** `created` for a transaction its creator already holds as the database has it (NewTransaction.ts). */
   readonly createdAs: (transaction: Transaction) => Effect.Effect<void>
+  /**
+   * `statusUpdated` for a transaction its changer already holds as the database has it after the change (an UPDATE's
+   * returned row, `transactionSelectFrom`); the event names the status and sub-status it carries.
+   */
+  readonly statusUpdatedAs: (transaction: Transaction) => Effect.Effect<void>
   readonly statusUpdated: (
     tenantId: string,
     transactionId: string,
@@ -63,14 +68,21 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
           })
         })
 
-      const createdAs = (transaction: Transaction): Effect.Effect<void> =>
+      const recordAs = (
+        transaction: Transaction,
+        type: "TRANSACTION_CREATED" | "TRANSACTION_STATUS_UPDATED",
+        dedupeKey: string
+      ): Effect.Effect<void> =>
         Effect.asVoid(outbox.record({
           tenantId: transaction.tenantId,
-          type: "TRANSACTION_CREATED",
+          type,
           subjectId: transaction.id,
-          dedupeKey: "created",
+          dedupeKey,
           data: transactionObject(catalog, transaction)
         }))
+      const createdAs = (transaction: Transaction) => recordAs(transaction, "TRANSACTION_CREATED", "created")
+      const statusUpdatedAs = (transaction: Transaction) =>
+        recordAs(transaction, "TRANSACTION_STATUS_UPDATED", `${transaction.status}/${transaction.subStatus ?? ""}`)
 
       const changes = (changes: ReadonlyArray<TransactionChange>): Effect.Effect<void> =>
         Effect.gen(function*() {
@@ -93,6 +105,7 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
       return TransactionEvents.of({
         created: (tenantId, transactionId) => record(tenantId, transactionId, "TRANSACTION_CREATED", "created"),
         createdAs,
+        statusUpdatedAs,
         statusUpdated: (tenantId, transactionId, status, subStatus) =>
           record(tenantId, transactionId, "TRANSACTION_STATUS_UPDATED", `${status}/${subStatus ?? ""}`),
         changes

@@ -27,7 +27,13 @@ import { entryRequest, type Payment } from "../ledger/Postings.ts"
 import { OutgoingSends } from "../sending/OutgoingSends.ts"
 import { platformKey } from "../signer/TransactionRequest.ts"
 import { Tenants } from "../tenants/Tenants.ts"
-import { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
+import {
+  SubStatus,
+  transactionFromRow,
+  TransactionRow,
+  transactionSelectFrom,
+  TransactionStatus
+} from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
 import {
@@ -69,6 +75,7 @@ export type WithdrawalRow = typeof WithdrawalRow.Type
 
 // Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
 const loadedRow = decodeFirstRow(WithdrawalRow, "WithdrawalProcessor.load")
+const changedRow = decodeFirstRow(TransactionRow, "WithdrawalProcessor.transition")
 const confirmingRows = decodeRows(Schema.Struct({ id: Text }), "WithdrawalProcessor.confirm")
 
 /** What a transition sets beside its status (WithdrawalTransitions.ts: `broadcast` sets txHash, `complete` the fee). */
@@ -136,7 +143,8 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
         const entries = ledgerEntries(step.ledger, paymentOf(row), details.networkFee)
         return yield* sql.withTransaction(Effect.gen(function*() {
           const at = yield* now
-          const updated = yield* sql`
+          // The changed row comes back with its users joined, as the event carries it (no second read).
+          const updated = yield* sql`WITH changed AS (
             UPDATE transactions SET status = ${step.to}, sub_status = ${step.subStatus}, updated_at = ${at}
               ${details.txHash === undefined ? sql`` : sql`, tx_hash = ${details.txHash}`}
               ${
@@ -145,13 +153,14 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           }
             WHERE id = ${row.id} AND kind = 'WITHDRAWAL' AND status = ${row.status}
               ${step.fromWithoutSubStatus === true ? sql`AND sub_status IS NULL` : sql``}
-            RETURNING id`
-          if (updated.length === 0) return false
+            RETURNING *)
+            ${transactionSelectFrom(sql, "changed")}`.pipe(Effect.flatMap(changedRow))
+          if (updated === undefined) return false
           for (const entry of entries) {
             yield* ledger.post(entryRequest(row.tenant_id, row.id, entry)).pipe(Effect.orDie)
           }
           // step.event: every entry of the table emits TRANSACTION_STATUS_UPDATED.
-          yield* transactionEvents.statusUpdated(row.tenant_id, row.id, step.to, step.subStatus)
+          yield* transactionEvents.statusUpdatedAs(transactionFromRow(updated))
           return true
         })).pipe(Effect.orDie)
       })

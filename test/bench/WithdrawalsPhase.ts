@@ -28,7 +28,18 @@ import {
 } from "../e2e/ServiceProcess.ts"
 import { anvilBinary, freePortSync } from "../support/AnvilBinary.ts"
 import { summarizeProfile } from "./ProfileSummary.ts"
-import { log, makeDatabase, makeSignedFetch, mapLimit, provisionTenant, rate, seconds, waitUntil } from "./BenchSupport.ts"
+import {
+  log,
+  makeDatabase,
+  makeSignedFetch,
+  mapLimit,
+  printStatements,
+  provisionTenant,
+  rate,
+  seconds,
+  startStatements,
+  waitUntil
+} from "./BenchSupport.ts"
 
 /** anvil's second dev account (mnemonic `test test ... junk`): the raw baseline's sender. */
 const rawSenderKey = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"
@@ -40,6 +51,8 @@ export interface WithdrawalsPhaseOptions {
   readonly opsToken: string
   /** Where the service writes a CPU profile of its whole run (`--profile withdrawals`); none when absent. */
   readonly profileDirectory?: string | undefined
+  /** Print the statements of the burst (bench.ts `--statements`). */
+  readonly statements?: boolean | undefined
 }
 
 export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
@@ -59,7 +72,11 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
       dataDir,
       port,
       opsPort,
-      env: { OPS_TOKEN: options.opsToken, CHAIN_RPC_URLS: JSON.stringify({ ETH_SEPOLIA: url }) },
+      env: {
+        OPS_TOKEN: options.opsToken,
+        CHAIN_RPC_URLS: JSON.stringify({ ETH_SEPOLIA: url }),
+        ...(options.statements === true ? { COFFER_PG_STATEMENTS: "1" } : {})
+      },
       nodeArgs: options.profileDirectory === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.profileDirectory}`]
     })
     await waitForHealth(service, options.opsToken, 60_000)
@@ -134,6 +151,7 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
       }))
       return row!.open === 0
     }, 60_000)
+    if (options.statements === true) await startStatements(db)
     const startedAt = Date.now()
     await mapLimit(Array.from({ length: options.count }, (_, index) => index), options.inFlight, async (index) => {
       await signedFetch("POST", "/v1/transactions", {
@@ -177,6 +195,7 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
     log(`  withdrawals: submissions spread over ${steps!.created_spread.toFixed(2)} s; created → signed p50 ` +
       `${steps!.to_signed_p50.toFixed(2)} s, max ${steps!.to_signed_max.toFixed(2)} s; signed → CONFIRMING p50 ` +
       `${steps!.signed_to_sent_p50.toFixed(3)} s`)
+    if (options.statements === true) await printStatements(db, "withdrawals", 45)
     await db.dispose()
     const serviceSeconds = (lastAt - startedAt) / 1000
     const servicePerSecond = options.count / serviceSeconds

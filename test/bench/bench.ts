@@ -21,8 +21,8 @@
  * Flags: `--only signed,deposits,transfers,deliveries` (any of them; transfers brings deposits along);
  * `--profile <phase>` runs that phase alone (signed, unsigned, deposits, transfers, deliveries, withdrawals) with the server under
  * `--cpu-prof` and prints where its CPU time went during the measured part (test/bench/ProfileSummary.ts);
- * `--statements` loads pg_stat_statements into the service's PostgreSQL and prints, after the transfers and deliveries
- * loads, the statements that took the most database time (BenchSupport.ts `printStatements`);
+ * `--statements` loads pg_stat_statements into the service's PostgreSQL and prints, after the transfers, deliveries and
+ * withdrawals loads, the statements that took the most database time (BenchSupport.ts `printStatements`);
  * `--duration <s>`, `--warmup <s>`, `--connections <n>`; `--wallets <n>` (1000), `--deposits <n>` (10000),
  * `--events <n>` (1000; 10000 is the full figure, minutes longer), `--endpoints <n>` (10).
  */
@@ -415,7 +415,8 @@ const main = async () => {
         inFlight: 16,
         opsToken,
         // Its own service: profiled in a directory of its own, summarized by the phase.
-        profileDirectory: profileDirectory === undefined ? undefined : join(profileDirectory, "withdrawals")
+        profileDirectory: profileDirectory === undefined ? undefined : join(profileDirectory, "withdrawals"),
+        statements: flags.statements
       })
       figure(`withdrawals/raw-send ratio: ${result.ratio.toFixed(2)} (goal 0.30)`)
     }

@@ -183,6 +183,11 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("on-chain withdrawals",
             "UPDATED:CONFIRMING/",
             "UPDATED:COMPLETED/"
           ])
+          // Each event carries the transaction as the change left it (the UPDATE's own returned row): the last one is
+          // what GET answers now.
+          const [lastEvent] = yield* sql<{ data: unknown }>`
+            SELECT data FROM outbox_events WHERE subject_id = ${id} AND dedupe_key = 'COMPLETED/'`
+          assert.deepStrictEqual(lastEvent!.data, completed)
           // More blocks change nothing: settled once.
           yield* mine(case_.networkKey, 2)
           assert.strictEqual(yield* entryCount(id, "WITHDRAWAL_SETTLE"), 1)
