@@ -20,7 +20,7 @@
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
-import { ChainClients, type WithdrawalTransfer } from "../chains/ChainClient.ts"
+import { type ChainUnavailable, ChainClients, type WithdrawalTransfer } from "../chains/ChainClient.ts"
 import { decodeFirstRow, decodeRows, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest, type Payment } from "../ledger/Postings.ts"
@@ -78,6 +78,9 @@ const loadedRow = decodeFirstRow(WithdrawalRow, "WithdrawalProcessor.load")
 const changedRow = decodeFirstRow(TransactionRow, "WithdrawalProcessor.transition")
 const confirmingRows = decodeRows(Schema.Struct({ id: Text }), "WithdrawalProcessor.confirm")
 
+/** A step's outcome: STOP, NEXT (read the row again), or the row a transition left (go on from it). */
+type Step = StepOutcome | WithdrawalRow
+
 /** What a transition sets beside its status (WithdrawalTransitions.ts: `broadcast` sets txHash, `complete` the fee). */
 export interface TransitionDetails {
   readonly txHash?: string
@@ -130,7 +133,8 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           FROM transactions t JOIN withdrawals w ON w.transaction_id = t.id
           WHERE t.id = ${withdrawalId} AND t.kind = 'WITHDRAWAL'`.pipe(Effect.orDie, Effect.flatMap(loadedRow))
 
-      const transition = Effect.fn("WithdrawalProcessor.transition")(function*(
+      /** The transition; answers the row as it left it, or undefined when the row was no longer in `row.status`. */
+      const transitionTo = Effect.fn("WithdrawalProcessor.transition")(function*(
         row: WithdrawalRow,
         name: TransitionName,
         details: TransitionDetails = {}
@@ -155,19 +159,36 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
               ${step.fromWithoutSubStatus === true ? sql`AND sub_status IS NULL` : sql``}
             RETURNING *)
             ${transactionSelectFrom(sql, "changed")}`.pipe(Effect.flatMap(changedRow))
-          if (updated === undefined) return false
+          if (updated === undefined) return undefined
           for (const entry of entries) {
             yield* ledger.post(entryRequest(row.tenant_id, row.id, entry)).pipe(Effect.orDie)
           }
           // step.event: every entry of the table emits TRANSACTION_STATUS_UPDATED.
           yield* transactionEvents.statusUpdatedAs(transactionFromRow(updated))
-          return true
+          const changed: WithdrawalRow = {
+            ...row,
+            status: updated.status,
+            sub_status: updated.sub_status,
+            tx_hash: updated.tx_hash,
+            network_fee: updated.network_fee,
+            network_fee_asset_id: updated.network_fee_asset_id
+          }
+          return changed
         })).pipe(Effect.orDie)
       })
 
-      const hotAddress = (networkKey: string) =>
-        Effect.map(platformAddresses.list, (list) =>
-          list.find((entry) => entry.networkKey === networkKey && entry.role === "HOT")?.address)
+      const transition = (row: WithdrawalRow, name: TransitionName, details?: TransitionDetails) =>
+        Effect.map(transitionTo(row, name, details), (changed) => changed !== undefined)
+
+      /**
+       * A step's transition, answering the step's outcome: the changed row to go on from (`process` need not read it
+       * again), or NEXT (read it again) when another change came first.
+       */
+      const moveOn = (row: WithdrawalRow, name: TransitionName, details?: TransitionDetails) =>
+        Effect.map(transitionTo(row, name, details), (changed): Step => changed ?? "NEXT")
+
+      // Only the network's HOT: `operating` reads the derived list without looking for new tenants' GAS wallets.
+      const hotAddress = (networkKey: string) => platformAddresses.operating(networkKey, "HOT")
 
       const transferOf = (row: WithdrawalRow, from: string): WithdrawalTransfer => ({
         withdrawalId: row.id,
@@ -178,7 +199,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
       })
 
       /** One step from the row's status; "STOP" when the withdrawal must wait (or is done). */
-      const step = (row: WithdrawalRow) =>
+      const step = (row: WithdrawalRow): Effect.Effect<Step, ChainUnavailable> =>
         Effect.gen(function*() {
           switch (row.status) {
             case "SUBMITTED": {
@@ -190,13 +211,11 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
               }
               const settings = tenant.settings
               if ((settings.blockedAddresses ?? []).includes(row.destination_address)) {
-                yield* transition(row, "blockByPolicy")
-                return "NEXT" as const
+                return yield* moveOn(row, "blockByPolicy")
               }
               const threshold = settings.withdrawalApprovalAbove?.[row.asset_id]
               const pending = threshold !== undefined && row.amount > threshold
-              yield* transition(row, pending ? "awaitAuthorization" : "queue")
-              return "NEXT" as const
+              return yield* moveOn(row, pending ? "awaitAuthorization" : "queue")
             }
             case "QUEUED": {
               const chain = clients.get(row.network_key)?.withdrawals
@@ -219,8 +238,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
                 yield* transition(row, "awaitPlatformFunds")
                 return "STOP" as const
               }
-              yield* transition(row, "startSigning")
-              return "NEXT" as const
+              return yield* moveOn(row, "startSigning")
             }
             case "PENDING_SIGNATURE":
               return yield* signAndBroadcast(row)
@@ -274,19 +292,20 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
             return "NEXT" as const
           }
           if (sent === "LATER") return "STOP" as const
-          yield* transition(row, "broadcast", { txHash: send.versions[send.versions.length - 1]!.tx_hash })
-          return "NEXT" as const
+          return yield* moveOn(row, "broadcast", { txHash: send.versions[send.versions.length - 1]!.tx_hash })
         })
 
       const process = Effect.fn("WithdrawalProcessor.process")(function*(withdrawalId: string) {
+        let known: WithdrawalRow | undefined
         for (let steps = 0; steps < processStepsMax; steps++) {
-          const row = yield* load(withdrawalId)
+          const row = known ?? (yield* load(withdrawalId))
           if (row === undefined) return "MISSING" as const
-          const outcome: StepOutcome = yield* step(row).pipe(
+          const outcome: Step = yield* step(row).pipe(
             Effect.catchTag("ChainUnavailable", (error) =>
               Effect.as(Effect.logWarning(`withdrawal ${withdrawalId}: ${error.message}; will retry`), "STOP" as const))
           )
           if (outcome === "STOP") return row.status
+          known = outcome === "NEXT" ? undefined : outcome
         }
         return (yield* load(withdrawalId))?.status ?? "MISSING"
       })
