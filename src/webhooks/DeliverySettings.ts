@@ -13,6 +13,8 @@ export const deliveryAttemptsMax = retryScheduleSeconds.length + 1
 /** Due deliveries an endpoint takes per round, and how many of them are in flight at once. */
 export const deliveryBatchMax = 20
 export const deliveryConcurrencyPerEndpoint = 4
+/** Batches one round claims at most before it ends (and the entity looks at its mailbox again). */
+export const roundBatchesMax = 10
 /** Events fanned out per statement. */
 export const fanOutBatchMax = 500
 /** Endpoints the sweeper wakes per round. */
@@ -27,9 +29,10 @@ export const testEventMessage = "This is a test event from Coffer."
 export interface WebhookTimingsShape {
   /**
    * While an attempt is in flight its delivery is leased until now + this; a process that dies mid-attempt loses the
-   * lease and the delivery is due again (at least once). A round claims all its deliveries when it starts, so this
-   * must outlast a whole round (deliveryBatchMax / deliveryConcurrencyPerEndpoint waves of at most the delivery
-   * timeout: 5 × 10 s = 50 s), or a live attempt could be taken twice.
+   * lease and the delivery is due again (at least once). A batch is claimed while the previous batch's last attempts
+   * are still in flight, so this must outlast those plus the batch itself (one delivery timeout, then
+   * deliveryBatchMax / deliveryConcurrencyPerEndpoint waves of at most the delivery timeout: 10 s + 5 × 10 s = 60 s),
+   * or a live attempt could be taken twice.
    */
   readonly claimLeaseMillis: number
   /** How often the sweeper looks for due deliveries of endpoints whose entity is not running (restart, passivation). */
@@ -44,7 +47,7 @@ export interface WebhookTimingsShape {
 
 export const WebhookTimings = Context.Reference<WebhookTimingsShape>("coffer/WebhookTimings", {
   defaultValue: () => ({
-    claimLeaseMillis: 60_000,
+    claimLeaseMillis: 90_000,
     sweepIntervalMillis: 5_000,
     dispatchPollIntervalMillis: 5_000,
     signerRetryMillis: 60_000,

@@ -11,7 +11,7 @@
  * 3. record: DELIVERED on a 2xx; otherwise the next due time from the retry schedule, or DEAD after the sixth
  *    attempt, again only if the delivery is still the one claimed.
  */
-import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Fiber, Layer, Option, Schema, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
 import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text, Timestamp } from "../db/RowSchemas.ts"
 import { toRfc3339 } from "../domain/Time.ts"
@@ -23,6 +23,7 @@ import {
   deliveryConcurrencyPerEndpoint,
   deliveryTimeoutMillis,
   lastErrorLengthMax,
+  roundBatchesMax,
   WebhookTimings
 } from "./DeliverySettings.ts"
 import { EventDataRenderer } from "./EventData.ts"
@@ -221,35 +222,67 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
         })
       }, (effect) => Effect.orDie(effect))
 
-      const deliverDue = Effect.fn("WebhookDelivery.deliverDue")(function*(endpointId: string) {
-        const endpoint = yield* sql`
-          SELECT id, url, status FROM webhook_endpoints WHERE id = ${endpointId}`.pipe(Effect.flatMap(endpointRow))
-        if (endpoint === undefined || endpoint.status !== "ACTIVE") return undefined
-        const timings = yield* WebhookTimings
-        const now = yield* Clock.currentTimeMillis
-        // The round's due deliveries are claimed in one statement (a lease each, as one commit): rows another round
-        // holds are skipped, and a row changed since it was due is not taken (it no longer matches).
-        const claimed = yield* sql`
-          WITH claimed AS (
-            UPDATE webhook_deliveries d SET next_at = ${new Date(now + timings.claimLeaseMillis)}, updated_at = ${new Date(now)}
-            FROM (
-              SELECT id, next_at AS due_at FROM webhook_deliveries
-              WHERE endpoint_id = ${endpointId} AND status = 'PENDING' AND next_at <= ${new Date(now)}
-              ORDER BY next_at, id
-              LIMIT ${deliveryBatchMax}
-              FOR UPDATE SKIP LOCKED
-            ) due
-            WHERE d.id = due.id AND d.status = 'PENDING'
-            RETURNING d.id, d.attempt, d.event_id, due.due_at
-          )
-          SELECT c.id::text AS id, c.attempt, c.due_at, e.id AS event_id, e.tenant_id, e.event_type, e.subject_id, e.data,
-            e.created_at AS event_created_at
-          FROM claimed c JOIN outbox_events e ON e.id = c.event_id`.pipe(Effect.flatMap(claimedRows))
-        const due = [...claimed].sort((a, b) => a.due_at.getTime() - b.due_at.getTime() || (a.id < b.id ? -1 : 1))
-        const recorded = yield* Effect.forEach(due, (row) => attemptOne(endpoint, row), {
-          concurrency: deliveryConcurrencyPerEndpoint
+      /**
+       * Claims up to `deliveryBatchMax` due deliveries of the endpoint in one statement (a lease each, as one commit):
+       * rows another round holds are skipped, and a row changed since it was due is not taken (it no longer matches).
+       */
+      const claim = (endpointId: string) =>
+        Effect.gen(function*() {
+          const timings = yield* WebhookTimings
+          const now = yield* Clock.currentTimeMillis
+          const claimed = yield* sql`
+            WITH claimed AS (
+              UPDATE webhook_deliveries d SET next_at = ${new Date(now + timings.claimLeaseMillis)}, updated_at = ${new Date(now)}
+              FROM (
+                SELECT id, next_at AS due_at FROM webhook_deliveries
+                WHERE endpoint_id = ${endpointId} AND status = 'PENDING' AND next_at <= ${new Date(now)}
+                ORDER BY next_at, id
+                LIMIT ${deliveryBatchMax}
+                FOR UPDATE SKIP LOCKED
+              ) due
+              WHERE d.id = due.id AND d.status = 'PENDING'
+              RETURNING d.id, d.attempt, d.event_id, due.due_at
+            )
+            SELECT c.id::text AS id, c.attempt, c.due_at, e.id AS event_id, e.tenant_id, e.event_type, e.subject_id, e.data,
+              e.created_at AS event_created_at
+            FROM claimed c JOIN outbox_events e ON e.id = c.event_id`.pipe(Effect.flatMap(claimedRows))
+          return [...claimed].sort((a, b) => a.due_at.getTime() - b.due_at.getTime() || (a.id < b.id ? -1 : 1))
         })
-        yield* Effect.all(recorded, { discard: true })
+
+      /**
+       * A round: batches of due deliveries, at most `deliveryConcurrencyPerEndpoint` POSTs in flight. The next batch is
+       * claimed (with the endpoint read again, so a disabled or changed endpoint stops or moves within a batch, as
+       * before) once every delivery of the current one has started: the last POSTs of a batch overlap the next claim
+       * instead of leaving the endpoint idle in between (WebhookTimings.claimLeaseMillis allows for that). The round
+       * ends after a short batch or `roundBatchesMax`, once every attempt's record is written.
+       */
+      const deliverDue = Effect.fn("WebhookDelivery.deliverDue")(function*(endpointId: string) {
+        const slots = yield* Semaphore.make(deliveryConcurrencyPerEndpoint)
+        const batches: Array<Fiber.Fiber<ReadonlyArray<Effect.Effect<void>>>> = []
+        for (let round = 0; round < roundBatchesMax; round++) {
+          const endpoint = yield* sql`
+            SELECT id, url, status FROM webhook_endpoints WHERE id = ${endpointId}`.pipe(Effect.flatMap(endpointRow))
+          if (endpoint === undefined || endpoint.status !== "ACTIVE") {
+            if (round === 0) return undefined
+            break
+          }
+          const due = yield* claim(endpointId)
+          if (due.length === 0) break
+          const allStarted = yield* Deferred.make<void>()
+          let started = 0
+          const start = Effect.sync(() => {
+            started++
+            return started === due.length
+          }).pipe(Effect.flatMap((last) => last ? Deferred.succeed(allStarted, undefined) : Effect.void))
+          batches.push(yield* Effect.forkChild(Effect.forEach(
+            due,
+            (row) => slots.withPermit(Effect.andThen(start, attemptOne(endpoint, row))),
+            { concurrency: "unbounded" }
+          )))
+          if (due.length < deliveryBatchMax) break
+          yield* Deferred.await(allStarted)
+        }
+        for (const batch of batches) yield* Effect.all(yield* Fiber.join(batch), { discard: true })
         const next = yield* sql`
           SELECT min(next_at) AS next_at FROM webhook_deliveries
           WHERE endpoint_id = ${endpointId} AND status = 'PENDING'`.pipe(Effect.flatMap(nextDueRow))
