@@ -246,6 +246,26 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           )
         })
 
+      /** The INSERT of a version; `sendId` is a value or, for a send inserted by the same statement, its CTE's id. */
+      const versionInsert = (
+        sendId: string | Statement.Fragment,
+        networkKey: string,
+        version: number,
+        kind: "PAYLOAD" | "FILL",
+        signed: { readonly txHash: string; readonly raw: string },
+        parameters: WithdrawalParameters,
+        at: Date
+      ) => {
+        const evm = parameters.family === "EVM" ? parameters : undefined
+        return sql`
+          INSERT INTO outgoing_versions (send_id, version, kind, network_key, tx_hash, raw, gas, max_fee_per_gas,
+            max_priority_fee_per_gas, network_fee_max, signed_at, parameters)
+          VALUES (${sendId}, ${version}, ${kind}, ${networkKey}, ${signed.txHash}, ${signed.raw},
+            ${evm?.gas.toString() ?? null}, ${evm?.maxFeePerGas.toString() ?? null},
+            ${evm?.maxPriorityFeePerGas.toString() ?? null}, ${parameters.networkFee.toString()}, ${at},
+            ${storedParameters(parameters)}::jsonb)`
+      }
+
       const insertVersion = (
         sendId: string,
         networkKey: string,
@@ -254,16 +274,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         signed: { readonly txHash: string; readonly raw: string },
         parameters: WithdrawalParameters
       ) =>
-        Effect.gen(function*() {
-          const evm = parameters.family === "EVM" ? parameters : undefined
-          yield* sql`
-            INSERT INTO outgoing_versions (send_id, version, kind, network_key, tx_hash, raw, gas, max_fee_per_gas,
-              max_priority_fee_per_gas, network_fee_max, signed_at, parameters)
-            VALUES (${sendId}, ${version}, ${kind}, ${networkKey}, ${signed.txHash}, ${signed.raw},
-              ${evm?.gas.toString() ?? null}, ${evm?.maxFeePerGas.toString() ?? null},
-              ${evm?.maxPriorityFeePerGas.toString() ?? null}, ${parameters.networkFee.toString()}, ${yield* now},
-              ${storedParameters(parameters)}::jsonb)`
-        })
+        Effect.flatMap(now, (at) => versionInsert(sendId, networkKey, version, kind, signed, parameters, at))
 
       const sign = Effect.fn("OutgoingSends.sign")(function*(
         spec: SendSpec,
@@ -291,13 +302,19 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
             ? { ...parameters, nonce: Number(nonce) }
             : parameters
           const signed = yield* signRequest(spec, signedParameters)
+          // The send and its first version in one statement: this transaction holds the address's nonce row, so
+          // every round trip here is one every other signature from the address waits for.
+          const at = yield* now
           yield* sql`
-            INSERT INTO outgoing_sends (id, network_key, purpose, owner_id, from_address, to_address, asset_id, amount,
-              signing_key, nonce, created_at)
-            VALUES (${id}, ${spec.networkKey}, ${spec.purpose}, ${spec.ownerId}, ${spec.transfer.from},
-              ${spec.transfer.to}, ${spec.transfer.assetId}, ${spec.transfer.amount.toString()},
-              ${JSON.stringify(spec.key)}::jsonb, ${nonce?.toString() ?? null}, ${yield* now})`
-          yield* insertVersion(id, spec.networkKey, 1, "PAYLOAD", signed, signedParameters)
+            WITH send AS (
+              INSERT INTO outgoing_sends (id, network_key, purpose, owner_id, from_address, to_address, asset_id, amount,
+                signing_key, nonce, created_at)
+              VALUES (${id}, ${spec.networkKey}, ${spec.purpose}, ${spec.ownerId}, ${spec.transfer.from},
+                ${spec.transfer.to}, ${spec.transfer.assetId}, ${spec.transfer.amount.toString()},
+                ${JSON.stringify(spec.key)}::jsonb, ${nonce?.toString() ?? null}, ${at})
+              RETURNING id
+            )
+            ${versionInsert(sql`(SELECT id FROM send)`, spec.networkKey, 1, "PAYLOAD", signed, signedParameters, at)}`
           const send = (yield* load(sql`s.id = ${id}`))!
           if (hooks.onSigned !== undefined) yield* hooks.onSigned(send)
           yield* reach(spec.purpose, "send-before-commit")
