@@ -16,7 +16,7 @@ import { Effect, Result, Schema } from "effect"
 
 /**
  * An integer `numeric` column (raw amounts, balances, fees; also an int8 selected `::text`). Signed: a balance can be
- * negative after a deposit reversal (decisions.md, Deposits). Accepts exactly `-?[0-9]+`, as `fromNumeric` did.
+ * negative after a deposit reversal (decisions.md, Deposits). Accepts exactly `-?[0-9]+` (test/db/RowSchemas.test.ts).
  */
 export const Numeric = Schema.BigIntFromString.annotate({ description: "integer numeric column (text) as bigint" })
 

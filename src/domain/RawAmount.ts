@@ -17,9 +17,3 @@ export const RawAmount = Schema.String.check(
     SchemaTransformation.bigintFromString
   )
 ).annotate({ identifier: "RawAmount", description: "raw amount: decimal integer string in the asset's smallest unit" })
-
-/** Parses a NUMERIC column value read from PostgreSQL (a string) into a bigint, asserting it is a raw amount. */
-export const fromNumeric = (value: string): bigint => {
-  if (!/^-?[0-9]+$/.test(value)) throw new Error(`numeric column value is not an integer: ${value}`)
-  return BigInt(value)
-}
