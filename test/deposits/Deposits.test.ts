@@ -9,10 +9,10 @@ import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { OpsAddress } from "../../src/App.ts"
 import { SimulatedChain } from "../../src/chains/simulated/SimulatedChain.ts"
-import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
 import { uuidV7 } from "../../src/domain/Ids.ts"
 import { Ledger } from "../../src/ledger/Ledger.ts"
 import { assetFees } from "../support/Funds.ts"
+import { deposits, get, networkCalls } from "../support/NetworkCalls.ts"
 import {
   makeTestAppLayer,
   opsClient,
@@ -22,16 +22,8 @@ import {
   testOpsToken
 } from "../support/TestApp.ts"
 
-const get = (tenant: TestTenant, target: string) => rawRequest({ baseUrl: tenant.baseUrl, method: "GET", target, tenant })
-const post = (tenant: TestTenant, target: string, body: unknown) =>
-  rawRequest({ baseUrl: tenant.baseUrl, method: "POST", target, body: JSON.stringify(body), tenant })
-
 const depositAddress = (tenant: TestTenant, customerRefId: string, networkKey: string) =>
-  Effect.gen(function*() {
-    const response = yield* post(tenant, `/v1/users/${customerRefId}/deposit_address`, { networkKey })
-    assert.strictEqual(response.json.status, "READY", response.text)
-    return { walletId: response.json.walletId as string, address: response.json.address as string }
-  })
+  networkCalls(networkKey).depositAddress(tenant, customerRefId)
 
 const send = (networkKey: string, to: string, assetId: string, amountRaw: bigint) =>
   Effect.gen(function*() {
@@ -52,13 +44,6 @@ const reorg = (networkKey: string, depth: number) =>
     return (yield* ops.devnet.reorg({ params: { networkKey }, payload: { depth } })).height
   }).pipe(Effect.orDie)
 
-/** The tenant's deposits, newest first. */
-const deposits = (tenant: TestTenant) =>
-  Effect.map(get(tenant, "/v1/transactions?kind=DEPOSIT"), (response) => {
-    assert.strictEqual(response.status, 200, response.text)
-    return response.json.items as Array<any>
-  })
-
 const events = (tenantId: string, subjectId: string) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -67,6 +52,10 @@ const events = (tenantId: string, subjectId: string) =>
       ORDER BY created_at, id`
   })
 
+/**
+ * The wallet's balance rows as served, `frozen` included (NetworkCalls' `balances` keeps [assetId, available] only,
+ * and these assertions hold `frozen` too).
+ */
 const balances = (tenant: TestTenant, walletId: string) =>
   Effect.map(get(tenant, `/v1/wallets/${walletId}/assets`), (response) => response.json)
 
@@ -119,8 +108,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("deposits on the simula
 
         // More blocks and more scans change nothing: one record, one credit.
         yield* mine("ETH_SEPOLIA", 3)
-        const watcher = yield* DepositWatcher
-        yield* watcher.scan("ETH_SEPOLIA")
+        yield* networkCalls("ETH_SEPOLIA").scan
         assert.lengthOf(yield* deposits(tenant), 1)
         assert.deepStrictEqual((yield* balances(tenant, walletId))[0].available, (amount - 10n ** 15n).toString())
 
@@ -137,7 +125,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("deposits on the simula
     it.effect("concurrent scans (as from several processes) record and credit each deposit once", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
-        const watcher = yield* DepositWatcher
+        const { scan } = networkCalls("ETH_SEPOLIA")
         const tenant = yield* provisionTenant()
         const targets = yield* Effect.forEach(["p1", "p2", "p3"], (user) => depositAddress(tenant, user, "ETH_SEPOLIA"))
         // Mined straight on the simulated chain's tables, so no scan runs before the racing ones below.
@@ -146,7 +134,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("deposits on the simula
           yield* simulated.transfer({ networkKey: "ETH_SEPOLIA", to: target.address, assetId: "ETH_SEPOLIA_ETH", amount: 10n ** 16n })
         }
         yield* simulated.mine("ETH_SEPOLIA", 12)
-        yield* Effect.all(Array.from({ length: 6 }, () => watcher.scan("ETH_SEPOLIA")), { concurrency: "unbounded" })
+        yield* Effect.all(Array.from({ length: 6 }, () => scan), { concurrency: "unbounded" })
         const recorded = yield* deposits(tenant)
         assert.lengthOf(recorded, 3)
         assert.isTrue(recorded.every((deposit) => deposit.status === "COMPLETED" && deposit.subStatus === null))
@@ -341,8 +329,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("deposits on the simula
           yield* sql`INSERT INTO devnet_transfers (network_key, tx_hash, output_index, to_address, asset_id, amount,
             created_at) VALUES ('ETH_SEPOLIA', ${txHash}, 0, ${address}, 'ETH_SEPOLIA_ETH', ${(2n * 10n ** 15n).toString()}, now())`
         }))
-        const watcher = yield* DepositWatcher
-        yield* watcher.scan("ETH_SEPOLIA")
+        yield* networkCalls("ETH_SEPOLIA").scan
         const [waiting] = yield* deposits(tenant)
         assert.strictEqual(waiting.status, "CONFIRMING")
         yield* mine("ETH_SEPOLIA", 12)

@@ -14,9 +14,9 @@ import { encodeFunctionData, type Hex, parseEther } from "viem"
 import { beforeAll } from "vitest"
 import { Catalog } from "../../src/catalog/Catalog.ts"
 import { ChainClients } from "../../src/chains/ChainClient.ts"
-import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
 import { anvilAccounts, cloneTokenAt, deployToken, erc20Artifact, startAnvil } from "../support/Anvil.ts"
-import { makeTestAppLayer, opsClient, provisionTenant, rawRequest, type TestTenant } from "../support/TestApp.ts"
+import { deposits, networkCalls } from "../support/NetworkCalls.ts"
+import { makeTestAppLayer, opsClient, provisionTenant, type TestTenant } from "../support/TestApp.ts"
 
 const anvil = startAnvil({ chainId: 11155111 })
 const { client: node } = anvil
@@ -25,28 +25,15 @@ const usdtAssetId = "ETH_SEPOLIA_USDT"
 
 beforeAll(() => Effect.runPromise(anvil.ready))
 
-const get = (tenant: TestTenant, target: string) => rawRequest({ baseUrl: tenant.baseUrl, method: "GET", target, tenant })
-const post = (tenant: TestTenant, target: string, body: unknown) =>
-  rawRequest({ baseUrl: tenant.baseUrl, method: "POST", target, body: JSON.stringify(body), tenant })
+const { scan, depositAddress, balances } = networkCalls("ETH_SEPOLIA")
 
-const deposits = (tenant: TestTenant) =>
-  Effect.map(get(tenant, "/v1/transactions?kind=DEPOSIT"), (response) => {
-    assert.strictEqual(response.status, 200, response.text)
-    return (response.json.items as Array<any>).toSorted((a, b) => a.assetId.localeCompare(b.assetId))
-  })
-
-const balances = (tenant: TestTenant, walletId: string) =>
-  Effect.map(get(tenant, `/v1/wallets/${walletId}/assets`), (response) => response.json as Array<any>)
+/** The tenant's deposits by asset (ETH before USDT), whichever landed first. */
+const depositsByAsset = (tenant: TestTenant) =>
+  Effect.map(deposits(tenant), (items) => items.toSorted((a, b) => a.assetId.localeCompare(b.assetId)))
 
 const mine = (blocks = 1) => Effect.promise(async () => {
   await node.mine({ blocks })
   return node.getBlockNumber()
-})
-
-/** Scans now rather than waiting for the background loop (which may scan too: scans of a network never overlap). */
-const scan = Effect.gen(function*() {
-  const watcher = yield* DepositWatcher
-  return yield* watcher.scan("ETH_SEPOLIA")
 })
 
 layer(
@@ -80,26 +67,24 @@ layer(
       yield* scan
 
       const tenant = yield* provisionTenant()
-      const address = yield* Effect.map(post(tenant, "/v1/users/alice/deposit_address", { networkKey: "ETH_SEPOLIA" }), (response) => {
-        assert.strictEqual(response.json.status, "READY", response.text)
-        return { walletId: response.json.walletId as string, address: response.json.address as Hex }
-      })
+      const address = yield* depositAddress(tenant, "alice")
+      const to = address.address as Hex
       const ethAmount = parseEther("0.5") + 3n
       const usdtAmount = 5_000_001n
-      const ethTx = yield* Effect.promise(() => node.sendTransaction({ account: sender, to: address.address, value: ethAmount }))
+      const ethTx = yield* Effect.promise(() => node.sendTransaction({ account: sender, to, value: ethAmount }))
       const usdtTx = yield* Effect.promise(() =>
         node.sendTransaction({
           account: sender,
           to: contract,
-          data: encodeFunctionData({ abi: erc20Artifact.abi, functionName: "transfer", args: [address.address, usdtAmount] })
+          data: encodeFunctionData({ abi: erc20Artifact.abi, functionName: "transfer", args: [to, usdtAmount] })
         })
       )
       yield* scan
-      assert.deepStrictEqual(yield* deposits(tenant), [], "transactions in the pool are not deposits yet")
+      assert.deepStrictEqual(yield* depositsByAsset(tenant), [], "transactions in the pool are not deposits yet")
 
       const minedAt = yield* mine()
       yield* scan
-      const seen = yield* deposits(tenant)
+      const seen = yield* depositsByAsset(tenant)
       assert.deepStrictEqual(seen.map((deposit) => [deposit.assetId, deposit.status, deposit.amountRaw, deposit.txHash]), [
         ["ETH_SEPOLIA_ETH", "CONFIRMING", ethAmount.toString(), ethTx],
         [usdtAssetId, "CONFIRMING", usdtAmount.toString(), usdtTx]
@@ -109,10 +94,10 @@ layer(
       // Block h is confirmation 1: with n = 12 it is credited when the head reaches h + 11.
       yield* mine(10)
       yield* scan
-      assert.deepStrictEqual((yield* deposits(tenant)).map((deposit) => deposit.status), ["CONFIRMING", "CONFIRMING"])
+      assert.deepStrictEqual((yield* depositsByAsset(tenant)).map((deposit) => deposit.status), ["CONFIRMING", "CONFIRMING"])
       assert.strictEqual(yield* mine(), minedAt + 11n)
       yield* scan
-      const credited = yield* deposits(tenant)
+      const credited = yield* depositsByAsset(tenant)
       assert.deepStrictEqual(credited.map((deposit) => [deposit.status, deposit.subStatus]), [
         ["COMPLETED", null],
         ["COMPLETED", null]
@@ -121,7 +106,7 @@ layer(
         assert.strictEqual(BigInt(deposit.netAmountRaw), BigInt(deposit.amountRaw) - BigInt(deposit.feeRaw))
       }
       assert.deepStrictEqual(
-        (yield* balances(tenant, address.walletId)).map((balance) => [balance.assetId, balance.available]).toSorted(),
+        yield* balances(tenant, address.walletId),
         credited.map((deposit) => [deposit.assetId, deposit.netAmountRaw])
       )
 
@@ -131,10 +116,7 @@ layer(
       // The background loop may have seen the reorganization first (then this scan rewinds nothing): the outcome,
       // not which scan found it, is what is held.
       yield* scan
-      assert.deepStrictEqual((yield* deposits(tenant)).map((deposit) => deposit.status), ["REVERSED", "REVERSED"])
-      assert.deepStrictEqual(
-        (yield* balances(tenant, address.walletId)).map((balance) => [balance.assetId, balance.available]).toSorted(),
-        [["ETH_SEPOLIA_ETH", "0"], [usdtAssetId, "0"]]
-      )
+      assert.deepStrictEqual((yield* depositsByAsset(tenant)).map((deposit) => deposit.status), ["REVERSED", "REVERSED"])
+      assert.deepStrictEqual(yield* balances(tenant, address.walletId), [["ETH_SEPOLIA_ETH", "0"], [usdtAssetId, "0"]])
     }))
 })

@@ -1,7 +1,8 @@
 /**
- * The calls the per-family deposit and sweep tests make against one network of the test app (TestApp.ts): a signed
- * GET/POST as a tenant, a scan of the network now, a sweep pass, a READY deposit address, the wallet's balances, the
- * network's sweeps (GET /ops/sweeps), an operating address, and what the tenant sees (which sweeps must not change).
+ * The calls the deposit and sweep tests (per family, and on the simulated chain) make against the test app
+ * (TestApp.ts): a signed GET/POST as a tenant and the tenant's deposits; and per network, a scan of the network now, a
+ * sweep pass, a READY deposit address, the wallet's balances, the network's sweeps (GET /ops/sweeps), an operating
+ * address, and what the tenant sees (which sweeps must not change).
  */
 import { assert } from "@effect/vitest"
 import { Effect } from "effect"
@@ -12,6 +13,13 @@ import { opsClient, rawRequest, type TestTenant } from "./TestApp.ts"
 export const get = (tenant: TestTenant, target: string) => rawRequest({ baseUrl: tenant.baseUrl, method: "GET", target, tenant })
 export const post = (tenant: TestTenant, target: string, body: unknown) =>
   rawRequest({ baseUrl: tenant.baseUrl, method: "POST", target, body: JSON.stringify(body), tenant })
+
+/** The tenant's deposits on every network, as GET /v1/transactions?kind=DEPOSIT lists them: newest first. */
+export const deposits = (tenant: TestTenant) =>
+  Effect.map(get(tenant, "/v1/transactions?kind=DEPOSIT"), (response) => {
+    assert.strictEqual(response.status, 200, response.text)
+    return response.json.items as Array<any>
+  })
 
 export const networkCalls = (networkKey: string) => ({
   /** Scans now rather than waiting for the background loop (which may scan too: scans of a network never overlap). */
@@ -39,8 +47,8 @@ export const networkCalls = (networkKey: string) => ({
       const page = yield* ops.sweeps.list({ query: { networkKey, limit: 200 } }).pipe(Effect.orDie)
       return page.items.filter((item) => item.from === address || item.to === address)
     }),
-  /** The network's HOT address, or a tenant's GAS wallet there. */
-  operating: (role: "HOT" | "GAS", tenantId?: string) =>
+  /** The network's HOT or SWEEP address, or a tenant's GAS wallet there. */
+  operating: (role: "HOT" | "SWEEP" | "GAS", tenantId?: string) =>
     Effect.gen(function*() {
       const ops = yield* opsClient
       const all = yield* ops.platform.addresses().pipe(Effect.orDie)

@@ -10,35 +10,23 @@ import { SqlClient } from "effect/sql"
 import { encodeFunctionData, erc20Abi, type Hex, parseEther } from "viem"
 import { beforeAll } from "vitest"
 import { Catalog } from "../../src/catalog/Catalog.ts"
-import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
 import { GasWallets } from "../../src/sweeps/GasWallets.ts"
 import { Sweeps } from "../../src/sweeps/Sweeps.ts"
 import { anvilAccounts, cloneTokenAt, deployToken, erc20Artifact, startAnvil } from "../support/Anvil.ts"
-import { makeTestAppLayer, opsClient, provisionTenant, rawRequest, type TestTenant } from "../support/TestApp.ts"
+import { networkCalls } from "../support/NetworkCalls.ts"
+import { makeTestAppLayer, opsClient, provisionTenant } from "../support/TestApp.ts"
 
 const anvil = startAnvil({ chainId: 11155111 })
 const { client: node } = anvil
 const sender = anvilAccounts[0]
 const networkKey = "ETH_SEPOLIA"
+const { scan, pass, depositAddress, sweepsOf, operating, tenantView } = networkCalls(networkKey)
 const ethAssetId = "ETH_SEPOLIA_ETH"
 const usdtAssetId = "ETH_SEPOLIA_USDT"
 
 beforeAll(() => Effect.runPromise(anvil.ready))
 
-const get = (tenant: TestTenant, target: string) => rawRequest({ baseUrl: tenant.baseUrl, method: "GET", target, tenant })
-const post = (tenant: TestTenant, target: string, body: unknown) =>
-  rawRequest({ baseUrl: tenant.baseUrl, method: "POST", target, body: JSON.stringify(body), tenant })
-
 const mine = (blocks = 1) => Effect.promise(() => node.mine({ blocks }))
-
-const scan = Effect.gen(function*() {
-  const watcher = yield* DepositWatcher
-  return yield* watcher.scan(networkKey)
-})
-const pass = Effect.gen(function*() {
-  const sweeps = yield* Sweeps
-  yield* sweeps.pass(networkKey)
-})
 
 const ethBalance = (address: string) => Effect.promise(() => node.getBalance({ address: address as Hex }))
 
@@ -48,22 +36,16 @@ const usdtBalance = (address: string) =>
     node.readContract({ address: usdtContract, abi: erc20Abi, functionName: "balanceOf", args: [address as Hex] })
   )
 
-const depositAddress = (tenant: TestTenant, customerRefId: string) =>
-  Effect.map(post(tenant, `/v1/users/${customerRefId}/deposit_address`, { networkKey }), (response) => {
-    assert.strictEqual(response.json.status, "READY", response.text)
-    return { walletId: response.json.walletId as string, address: response.json.address as Hex }
-  })
-
 /** Sends ETH or USDT to `to` and credits it: mined, then 12 confirmations (catalog n = 12), scanned each time. */
-const depositAndCredit = (to: Hex, assetId: string, amount: bigint) =>
+const depositAndCredit = (to: string, assetId: string, amount: bigint) =>
   Effect.gen(function*() {
     yield* Effect.promise(() =>
       assetId === ethAssetId
-        ? node.sendTransaction({ account: sender, to, value: amount })
+        ? node.sendTransaction({ account: sender, to: to as Hex, value: amount })
         : node.sendTransaction({
           account: sender,
           to: usdtContract,
-          data: encodeFunctionData({ abi: erc20Artifact.abi, functionName: "transfer", args: [to, amount] })
+          data: encodeFunctionData({ abi: erc20Artifact.abi, functionName: "transfer", args: [to as Hex, amount] })
         })
     )
     yield* mine()
@@ -80,42 +62,10 @@ const sweepThrough = Effect.gen(function*() {
   yield* pass
 })
 
-const sweepsOf = (from: string) =>
-  Effect.gen(function*() {
-    const ops = yield* opsClient
-    const page = yield* ops.sweeps.list({ query: { networkKey, limit: 200 } }).pipe(Effect.orDie)
-    return page.items.filter((item) => item.from === from || item.to === from)
-  })
-
-const platformAddress = (role: "HOT" | "SWEEP") =>
-  Effect.gen(function*() {
-    const ops = yield* opsClient
-    const all = yield* ops.platform.addresses().pipe(Effect.orDie)
-    return all.find((entry) => entry.networkKey === networkKey && entry.role === role)!.address
-  })
-
-const gasAddress = (tenantId: string) =>
-  Effect.gen(function*() {
-    const ops = yield* opsClient
-    const all = yield* ops.platform.addresses().pipe(Effect.orDie)
-    return all.find((entry) => entry.networkKey === networkKey && entry.role === "GAS" && entry.tenantId === tenantId)!.address
-  })
-
 const receiptFee = (txHash: string) =>
   Effect.promise(async () => {
     const receipt = await node.getTransactionReceipt({ hash: txHash as Hex })
     return { fee: receipt.gasUsed * receipt.effectiveGasPrice, status: receipt.status, from: receipt.from.toLowerCase() }
-  })
-
-/** What the tenant sees: its transactions and the wallet's balances; sweeps must change neither. */
-const tenantView = (tenant: TestTenant, walletId: string) =>
-  Effect.gen(function*() {
-    const transactions = yield* get(tenant, "/v1/transactions")
-    const balances = yield* get(tenant, `/v1/wallets/${walletId}/assets`)
-    return {
-      transactions: (transactions.json.items as Array<any>).map((item) => [item.id, item.kind, item.status, item.amountRaw]),
-      balances: (balances.json as Array<any>).map((balance) => [balance.assetId, balance.available, balance.frozen])
-    }
   })
 
 layer(
@@ -143,7 +93,7 @@ layer(
       yield* depositAndCredit(address, ethAssetId, deposited)
       const before = yield* tenantView(tenant, walletId)
       assert.deepStrictEqual(before.transactions.map((row) => [row[1], row[2]]), [["DEPOSIT", "COMPLETED"]])
-      const hot = yield* platformAddress("HOT")
+      const hot = yield* operating("HOT")
       const hotBefore = yield* ethBalance(hot)
 
       yield* sweepThrough
@@ -164,8 +114,8 @@ layer(
 
   it.effect("with HOT at or above the hot target, the next credited deposit is swept to SWEEP", () =>
     Effect.gen(function*() {
-      const hot = yield* platformAddress("HOT")
-      const sweepAddress = yield* platformAddress("SWEEP")
+      const hot = yield* operating("HOT")
+      const sweepAddress = yield* operating("SWEEP")
       yield* Effect.promise(() => node.setBalance({ address: hot as Hex, value: parseEther("20") }))
       const tenant = yield* provisionTenant()
       const { address } = yield* depositAddress(tenant, "bob")
@@ -184,13 +134,13 @@ layer(
   it.effect("an ERC-20 deposit: the tenant's GAS wallet sends the exact top-up first, the token sweep follows its confirmation", () =>
     Effect.gen(function*() {
       const tenant = yield* provisionTenant()
-      const gas = yield* gasAddress(tenant.tenantId)
+      const gas = yield* operating("GAS", tenant.tenantId)
       yield* Effect.promise(() => node.setBalance({ address: gas as Hex, value: parseEther("1") }))
       const { address, walletId } = yield* depositAddress(tenant, "carol")
       const deposited = 50_000_000n
       yield* depositAndCredit(address, usdtAssetId, deposited)
       const before = yield* tenantView(tenant, walletId)
-      const hot = yield* platformAddress("HOT")
+      const hot = yield* operating("HOT")
       const hotUsdtBefore = yield* usdtBalance(hot)
 
       yield* pass
@@ -239,7 +189,7 @@ layer(
       const gasWallets = yield* GasWallets
       const ops = yield* opsClient
       const tenant = yield* provisionTenant()
-      const gas = yield* gasAddress(tenant.tenantId)
+      const gas = yield* operating("GAS", tenant.tenantId)
       const { address } = yield* depositAddress(tenant, "dave")
       yield* depositAndCredit(address, usdtAssetId, 20_000_000n)
 
