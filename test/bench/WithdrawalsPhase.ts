@@ -9,7 +9,6 @@
  * The clock runs from the first submission to the last withdrawal reported CONFIRMING (its txHash set: the node took
  * its bytes). Its own anvil and service process (own DATA_DIR), so the other phases' figures are untouched.
  */
-import { type ChildProcess, spawn } from "node:child_process"
 import { readdirSync } from "node:fs"
 import { join } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
@@ -26,7 +25,8 @@ import {
   stopService,
   waitForHealth
 } from "../e2e/ServiceProcess.ts"
-import { anvilBinary, freePortSync } from "../support/AnvilBinary.ts"
+import { freePortSync } from "../support/AnvilBinary.ts"
+import { spawnAnvil } from "../support/AnvilProcess.ts"
 import { summarizeProfile } from "./ProfileSummary.ts"
 import {
   log,
@@ -56,17 +56,14 @@ export interface WithdrawalsPhaseOptions {
 }
 
 export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
-  const anvilPort = freePortSync()
-  const url = `http://127.0.0.1:${anvilPort}`
   // Automine: every transaction is mined as it arrives, so nothing waits on a block time.
-  const anvil: ChildProcess = spawn(anvilBinary(), ["--port", String(anvilPort), "--host", "127.0.0.1", "--silent", "--chain-id", String(chainId)], {
-    stdio: ["ignore", "ignore", "inherit"]
-  })
+  const anvil = spawnAnvil({ port: freePortSync(), host: "127.0.0.1", chainId, mining: "auto", silent: true, stdout: "ignore" })
+  const { url } = anvil
   const dataDir = makeDataDir("coffer-bench-withdrawals-")
   let service: ServiceProcess | undefined
   try {
     const node = createPublicClient({ transport: http(url, { retryCount: 0 }), cacheTime: 0 })
-    await waitUntil("anvil answers", async () => (await node.getChainId().catch(() => 0)) === chainId, 15_000)
+    await anvil.ready()
     const [port, opsPort] = [await freePort(), await freePort()]
     service = spawnService({
       dataDir,
@@ -244,6 +241,6 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
         : `\nwhere the withdrawals service's time went (its whole run):\n${summarizeProfile(join(options.profileDirectory, file))}`)
     }
     cleanUpNow(service, dataDir)
-    if (anvil.exitCode === null) anvil.kill("SIGKILL")
+    anvil.stop("SIGKILL")
   }
 }

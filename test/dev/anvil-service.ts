@@ -13,41 +13,30 @@ import { spawn } from "node:child_process"
 import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
-import { anvilBinary } from "../support/AnvilBinary.ts"
+import { anvilRequest, spawnAnvil } from "../support/AnvilProcess.ts"
 
 const anvilPort = Number(process.env["ANVIL_PORT"] ?? 8545)
 const dataDir = process.env["DATA_DIR"] ?? "./.data-anvil"
 const opsPort = Number(process.env["OPS_PORT"] ?? 8081)
-const url = `http://127.0.0.1:${anvilPort}`
 
-const anvil = spawn(anvilBinary(), ["--port", String(anvilPort), "--chain-id", "11155111", "--block-time", "2", "--silent"], {
-  stdio: ["ignore", "inherit", "inherit"]
+const anvil = spawnAnvil({ port: anvilPort, chainId: 11155111, mining: { blockTimeSeconds: 2 }, silent: true, stdout: "inherit" })
+const { url } = anvil
+await anvil.ready().catch((error: unknown) => {
+  anvil.stop("SIGTERM")
+  throw error
 })
-const rpc = async (method: string, params: Array<unknown>) => {
-  const response = await fetch(url, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params })
-  })
-  return (await response.json() as { result: unknown }).result
-}
-for (let attempt = 0; ; attempt++) {
-  if (await rpc("eth_chainId", []).catch(() => undefined) !== undefined) break
-  if (attempt > 100) throw new Error(`anvil did not answer on ${url}`)
-  await sleep(100)
-}
 const service = spawn(process.execPath, ["src/main.ts"], {
   stdio: "inherit",
   env: { ...process.env, DATA_DIR: dataDir, OPS_PORT: String(opsPort), CHAIN_RPC_URLS: JSON.stringify({ ETH_SEPOLIA: url }) }
 })
 const stop = () => {
   service.kill("SIGTERM")
-  service.once("exit", () => anvil.kill("SIGTERM"))
+  service.once("exit", () => anvil.stop("SIGTERM"))
 }
 process.on("SIGINT", stop)
 process.on("SIGTERM", stop)
 service.once("exit", (code) => {
-  anvil.kill("SIGTERM")
+  anvil.stop("SIGTERM")
   process.exitCode = code ?? 1
 })
 
@@ -62,7 +51,7 @@ for (let attempt = 0; attempt < 600; attempt++) {
   const addresses = await response.json() as Array<{ networkKey: string; role: string; address: string }>
   const hot = addresses.find((entry) => entry.networkKey === "ETH_SEPOLIA" && entry.role === "HOT")
   if (hot === undefined) break
-  await rpc("anvil_setBalance", [hot.address, `0x${(1000n * 10n ** 18n).toString(16)}`])
+  await anvilRequest(url, "anvil_setBalance", [hot.address, `0x${(1000n * 10n ** 18n).toString(16)}`])
   process.stderr.write(`\nanvil on ${url} (chain id 11155111, a block every 2 s); ETH_SEPOLIA HOT ${hot.address} holds 1000 ETH\n`)
   break
 }

