@@ -1,7 +1,7 @@
 /**
  * Deposits end to end on a real EVM node (docs/deposits.md, "EVM over JSON-RPC"): the whole service with
- * `CHAIN_RPC_URLS` pointing ETH_SEPOLIA at a local anvil node (chain id 31337: the client follows blocks and does not
- * check the chain id). ETH and the catalog's ETH_SEPOLIA_USDT sent to a tenant's deposit address are recorded
+ * `CHAIN_RPC_URLS` pointing ETH_SEPOLIA at a local anvil node (chain id 11155111, the catalog's: the service checks a
+ * node's chain id at start). ETH and the catalog's ETH_SEPOLIA_USDT sent to a tenant's deposit address are recorded
  * CONFIRMING, credited at the 12th confirmation, and reversed when a reorganization drops them.
  *
  * The catalog's USDT contract (0xaa8e...33d0, a Sepolia address) gets code on anvil with `anvil_setCode`: an
