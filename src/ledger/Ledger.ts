@@ -152,8 +152,9 @@ export class Ledger extends Context.Service<Ledger, {
       /** JSON text of a list, expanded by PostgreSQL: one parameter whatever the number of rows. */
       const json = (value: unknown) => JSON.stringify(value)
 
+      /** An account's owner key, as the owner rows carry it to PostgreSQL. */
       type Owner = { tenant_id: string; kind: string; wallet_id: string | null; asset_id: string }
-      const ownerRowKey = (row: { tenant_id: string; kind: string; wallet_id: string | null; asset_id: string }) =>
+      const ownerRowKey = (row: Owner) =>
         `${row.tenant_id}/${row.kind}/${row.wallet_id ?? ""}/${row.asset_id}`
 
       // One probe of the owner key per account: `IS NOT DISTINCT FROM` cannot use an index, and a join on it scanned
@@ -208,7 +209,7 @@ export class Ledger extends Context.Service<Ledger, {
         }
         const booked = sql.withTransaction(Effect.gen(function*() {
           // Every account the postings touch (opened at zero on first use), by owner.
-          const owners = new Map<string, { tenant_id: string; kind: string; wallet_id: string | null; asset_id: string }>()
+          const owners = new Map<string, Owner>()
           const ownerKey = (tenantId: string, posting: Posting) => `${tenantId}/${accountKey(posting)}`
           for (const request of requests) {
             for (const posting of request.postings) {
