@@ -17,7 +17,7 @@
  * Every failure of the node (unreachable, timeout, an error answer, a malformed one) is a `ChainUnavailable`, so the
  * watcher logs it and retries on its next scan. Messages never carry the node's URL: it may hold an API key.
  */
-import { Duration, Effect, Redacted } from "effect"
+import { Effect, Redacted } from "effect"
 import {
   BlockNotFoundError,
   createPublicClient,
@@ -29,6 +29,7 @@ import {
   TransactionReceiptNotFoundError
 } from "viem"
 import { makeEvmWithdrawals } from "./EvmWithdrawals.ts"
+import { makeNodeCall, scrubNodeUrl } from "../NodeCall.ts"
 import { splitCredentials } from "../NodeUrl.ts"
 import { type ChainBlock, type ChainClient, type ChainHead, type ChainTransfer, ChainUnavailable, type TransactionState } from "../ChainClient.ts"
 
@@ -95,32 +96,11 @@ export const makeEvmChainClient = (options: EvmChainClientOptions): EvmChainClie
     const text = error instanceof Error
       ? `${error.name}: ${"shortMessage" in error && typeof error.shortMessage === "string" ? error.shortMessage : error.message}${details}`
       : String(error)
-    const scrubbed = url.length > 0 ? text.replaceAll(url, "<rpc url>").replaceAll(transportUrl, "<rpc url>") : text
-    return scrubbed.slice(0, 500)
+    return scrubNodeUrl(text, url, transportUrl)
   }
 
-  /**
-   * One JSON-RPC call: failures become ChainUnavailable unless `recover` turns a specific answer into a value (a
-   * block above the head, a transaction the node does not know). The Effect timeout is a little longer than viem's,
-   * which aborts the HTTP request itself, so a call that hangs leaves no request behind.
-   */
-  const call = <A, B = never>(
-    what: string,
-    run: () => Promise<A>,
-    recover?: (error: unknown) => { readonly value: B } | undefined
-  ): Effect.Effect<A | B, ChainUnavailable> =>
-    Effect.tryPromise({ try: run, catch: (error) => error }).pipe(
-      Effect.catch((error) => {
-        const recovered = recover?.(error)
-        return recovered === undefined
-          ? Effect.fail(unavailable(`${what}: ${describe(error)}`))
-          : Effect.succeed(recovered.value)
-      }),
-      Effect.timeoutOrElse({
-        duration: Duration.millis(timeoutMillis + 1_000),
-        orElse: () => Effect.fail(unavailable(`${what}: no answer within ${timeoutMillis} ms`))
-      })
-    )
+  /** One JSON-RPC call (NodeCall.ts). */
+  const call = makeNodeCall({ networkKey, timeoutMillis, describe })
 
   const checkHash = (what: string, hash: string | null | undefined) =>
     typeof hash === "string" && hashPattern.test(hash)

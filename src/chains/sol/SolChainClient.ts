@@ -21,7 +21,8 @@
  * Every failure of the node is a `ChainUnavailable`, never with the URL in the message (it may hold an API key).
  */
 import { Connection, type VersionedBlockResponse, type VersionedNoneModeBlockResponse } from "@solana/web3.js"
-import { Duration, Effect, Redacted } from "effect"
+import { Effect, Redacted } from "effect"
+import { makeNodeCall, type NodeCall, scrubNodeUrl } from "../NodeCall.ts"
 import { splitCredentials } from "../NodeUrl.ts"
 import { type ChainBlock, type ChainClient, type ChainHead, type ChainTransfer, ChainUnavailable, type TransactionState } from "../ChainClient.ts"
 import { makeSolWithdrawals } from "./SolWithdrawals.ts"
@@ -53,11 +54,8 @@ export interface SolChainClient extends ChainClient {
   readonly genesisHash: Effect.Effect<string, ChainUnavailable>
 }
 
-export type SolCall = <A, B = never>(
-  what: string,
-  run: () => Promise<A>,
-  recover?: (error: unknown) => { readonly value: B } | undefined
-) => Effect.Effect<A | B, ChainUnavailable>
+/** One JSON-RPC call through web3.js (NodeCall.ts). */
+export type SolCall = NodeCall
 
 /** The JSON-RPC error code of an answer the node gave (web3.js puts it on the thrown error), if it was one. */
 export const rpcCode = (error: unknown): number | undefined =>
@@ -92,23 +90,10 @@ export const makeSolChainClient = (options: SolChainClientOptions): SolChainClie
 
   const describe = (error: unknown): string => {
     const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error)
-    const scrubbed = url.length > 0 ? text.replaceAll(url, "<rpc url>").replaceAll(transportUrl, "<rpc url>") : text
-    return scrubbed.slice(0, 500)
+    return scrubNodeUrl(text, url, transportUrl)
   }
 
-  const call: SolCall = (what, run, recover) =>
-    Effect.tryPromise({ try: run, catch: (error) => error }).pipe(
-      Effect.catch((error) => {
-        const recovered = recover?.(error)
-        return recovered === undefined
-          ? Effect.fail(unavailable(`${what}: ${describe(error)}`))
-          : Effect.succeed(recovered.value)
-      }),
-      Effect.timeoutOrElse({
-        duration: Duration.millis(timeoutMillis + 1_000),
-        orElse: () => Effect.fail(unavailable(`${what}: no answer within ${timeoutMillis} ms`))
-      })
-    )
+  const call: SolCall = makeNodeCall({ networkKey, timeoutMillis, describe })
 
   const noBlockAtSlot = (error: unknown) => {
     const code = rpcCode(error)
