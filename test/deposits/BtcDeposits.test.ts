@@ -12,7 +12,7 @@ import { beforeAll } from "vitest"
 import { ChainClients } from "../../src/chains/ChainClient.ts"
 import { startLitecoind } from "../support/Litecoind.ts"
 import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
-import { get, networkCalls } from "../support/NetworkCalls.ts"
+import { deposits, get, networkCalls } from "../support/NetworkCalls.ts"
 
 const node = startLitecoind()
 const networkKey = "BTC_TESTNET"
@@ -20,11 +20,6 @@ const { scan, depositAddress } = networkCalls(networkKey)
 
 beforeAll(() => node.ready, 60_000)
 
-const deposits = (tenant: TestTenant) =>
-  Effect.map(get(tenant, "/v1/transactions?kind=DEPOSIT"), (response) => {
-    assert.strictEqual(response.status, 200, response.text)
-    return response.json.items as Array<any>
-  })
 
 const available = (tenant: TestTenant, walletId: string) =>
   Effect.map(get(tenant, `/v1/wallets/${walletId}/assets`), (response) =>

@@ -21,6 +21,19 @@ export const deposits = (tenant: TestTenant) =>
     return response.json.items as Array<any>
   })
 
+/**
+ * Every deposit credited (decisions.md, Deposits): COMPLETED without a sub-status, the net amount the amount less the
+ * fee, and the wallet's available balances exactly the net amounts (`balances` as `networkCalls(...).balances` gives
+ * them: sorted [assetId, available] pairs; one deposit per asset).
+ */
+export const assertCredited = (credited: ReadonlyArray<any>, balances: ReadonlyArray<ReadonlyArray<string>>) => {
+  assert.deepStrictEqual(credited.map((deposit) => [deposit.status, deposit.subStatus]), credited.map(() => ["COMPLETED", null]))
+  for (const deposit of credited) {
+    assert.strictEqual(BigInt(deposit.netAmountRaw), BigInt(deposit.amountRaw) - BigInt(deposit.feeRaw))
+  }
+  assert.deepStrictEqual(balances, credited.map((deposit) => [deposit.assetId, deposit.netAmountRaw]).toSorted())
+}
+
 export const networkCalls = (networkKey: string) => ({
   /** Scans now rather than waiting for the background loop (which may scan too: scans of a network never overlap). */
   scan: Effect.gen(function*() {
