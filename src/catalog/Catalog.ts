@@ -74,6 +74,12 @@ export const CatalogAsset = Schema.Struct({
 })
 export type CatalogAsset = typeof CatalogAsset.Type
 
+/** The tokens among `assets` with their contract (EVM, TRON) or mint (SOL) address: what a node client watches. */
+export const tokenContracts = (assets: ReadonlyArray<CatalogAsset>) =>
+  assets.flatMap((asset) =>
+    asset.kind === "TOKEN" && asset.contract !== null ? [{ asset, assetId: asset.assetId, contract: asset.contract }] : []
+  )
+
 export const CatalogFile = Schema.Struct({
   networks: Schema.Array(CatalogNetwork),
   assets: Schema.Array(CatalogAsset)

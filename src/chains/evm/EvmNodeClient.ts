@@ -3,6 +3,7 @@
  * that its node is on the catalog's chain (`eth_chainId` against the catalog's `evmChainId`; signatures commit to it).
  */
 import { Effect } from "effect"
+import { tokenContracts } from "../../catalog/Catalog.ts"
 import type { NodeClientFactory } from "../NodeClients.ts"
 import { makeEvmChainClient } from "./EvmChainClient.ts"
 
@@ -12,9 +13,7 @@ export const evmNodeClientFactory: NodeClientFactory = {
       networkKey: network.networkKey,
       rpcUrl,
       nativeAssetId: network.nativeAssetId,
-      tokens: assets
-        .filter((asset) => asset.kind === "TOKEN" && asset.contract !== null)
-        .map((asset) => ({ assetId: asset.assetId, contract: asset.contract! })),
+      tokens: tokenContracts(assets).map(({ assetId, contract }) => ({ assetId, contract })),
       // Checked against the node before the client is used; signatures commit to the catalog's id.
       sending: { chainId: network.evmChainId!, feeRateCap: network.feeRateCap }
     }),

@@ -3,6 +3,7 @@
  * that its node is on the catalog's cluster (`getGenesisHash`, compared where the catalog names a `genesisHash`).
  */
 import { Effect } from "effect"
+import { tokenContracts } from "../../catalog/Catalog.ts"
 import type { NodeClientFactory } from "../NodeClients.ts"
 import { makeSolChainClient, type SolChainClient } from "./SolChainClient.ts"
 
@@ -12,9 +13,8 @@ export const solNodeClientFactory: NodeClientFactory = {
       networkKey: network.networkKey,
       rpcUrl,
       nativeAssetId: network.nativeAssetId,
-      tokens: assets
-        .filter((asset) => asset.kind === "TOKEN" && asset.contract !== null)
-        .map((asset) => ({ assetId: asset.assetId, mint: asset.contract!, programId: asset.tokenProgram ?? undefined })),
+      tokens: tokenContracts(assets).map(({ asset, assetId, contract }) =>
+        ({ assetId, mint: contract, programId: asset.tokenProgram ?? undefined })),
       feeRateCap: network.feeRateCap
     }),
   // The node must answer `getGenesisHash` (which cluster it is on); compared only where the catalog names one.

@@ -3,6 +3,7 @@
  * that its node is on the catalog's chain (block 0's id, compared where the catalog names a `genesisHash`).
  */
 import { Effect } from "effect"
+import { tokenContracts } from "../../catalog/Catalog.ts"
 import type { NodeClientFactory } from "../NodeClients.ts"
 import { makeTronChainClient, type TronChainClient } from "./TronChainClient.ts"
 
@@ -12,9 +13,7 @@ export const tronNodeClientFactory: NodeClientFactory = {
       networkKey: network.networkKey,
       rpcUrl,
       nativeAssetId: network.nativeAssetId,
-      tokens: assets
-        .filter((asset) => asset.kind === "TOKEN" && asset.contract !== null)
-        .map((asset) => ({ assetId: asset.assetId, contract: asset.contract! })),
+      tokens: tokenContracts(assets).map(({ assetId, contract }) => ({ assetId, contract })),
       sending: { feeRateCap: network.feeRateCap }
     }),
   // Block 0 is read even when the catalog names no genesis hash: a node that cannot answer it is not used.
