@@ -24,7 +24,7 @@ import { platformKey } from "../../src/signer/TransactionRequest.ts"
 import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
 import { startLitecoind } from "../support/Litecoind.ts"
 import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
-import { balance, call, fund, getTransaction, hotAddress, statusEvents, waitFor, walletOf, withdraw } from "./WithdrawalHelpers.ts"
+import { balance, call, fund, getTransaction, hotAddress, statusEvents, waitFor, walletOf, withdraw, withdrawAccepted } from "./WithdrawalHelpers.ts"
 
 const node = startLitecoind()
 const networkKey = "BTC_TESTNET"
@@ -46,6 +46,12 @@ const scan = Effect.gen(function*() {
 
 /** A P2WPKH address nobody holds the key of. */
 const recipient = () => bitcoin.payments.p2wpkh({ hash: randomBytes(20), network }).address!
+/** The recipient's address holds no output on the node: it was never paid. */
+const assertNeverPaid = (to: string) =>
+  Effect.map(
+    promise(() => node.rpc("scantxoutset", ["start", [`addr(${node.nodeAddress(to, "test")})`]])),
+    (scan: any) => assert.isUndefined(scan.unspents[0], "the recipient was never paid")
+  )
 
 /** The transaction as the node has it, decoded by bitcoinjs: exact satoshi values, inputs as `txid:vout`. */
 const transactionOf = (txid: string) =>
@@ -103,9 +109,7 @@ layer(
       const wallet = yield* fundedWallet(tenant, "payer", 10_000_000n)
       const to = recipient()
       const amount = 1_500_001n
-      const created = yield* withdraw(tenant, wallet.walletId, btc, to, amount, "btc-1")
-      assert.strictEqual(created.status, 202, created.text)
-      const done = yield* toCompleted(tenant, created.json.withdrawalId)
+      const done = yield* toCompleted(tenant, yield* withdrawAccepted(tenant, wallet.walletId, btc, to, amount, "btc-1"))
       const tx = yield* transactionOf(done.txHash)
       assert.deepStrictEqual(paidTo(tx, to), [amount])
       assert.strictEqual(paidTo(tx, hot).length, 1, "the change goes back to HOT")
@@ -135,9 +139,7 @@ layer(
       const payer = yield* fundedWallet(tenant, "payer", 10_000_000n)
       const to = recipient()
       // More than the deposit output holds: HOT's output completes it.
-      const created = yield* withdraw(tenant, payer.walletId, btc, to, 2_000_000n, "btc-deposit-input")
-      assert.strictEqual(created.status, 202, created.text)
-      const done = yield* toCompleted(tenant, created.json.withdrawalId)
+      const done = yield* toCompleted(tenant, yield* withdrawAccepted(tenant, payer.walletId, btc, to, 2_000_000n, "btc-deposit-input"))
       const tx = yield* transactionOf(done.txHash)
       const inputs = inputsOf(tx)
       assert.include(inputs, `${paid.txHash}:${vout}`, "the deposit output is an input")
@@ -186,9 +188,7 @@ layer(
       const tenant = yield* provisionTenant()
       const wallet = yield* fundedWallet(tenant, "refused", 10_000_000n)
       const to = recipient()
-      const created = yield* withdraw(tenant, wallet.walletId, btc, to, 5_000_000n, "btc-refused")
-      assert.strictEqual(created.status, 202, created.text)
-      const id = created.json.withdrawalId as string
+      const id = yield* withdrawAccepted(tenant, wallet.walletId, btc, to, 5_000_000n, "btc-refused")
       const sql = yield* SqlClient.SqlClient
       // Signed on that output; the node keeps the other spend (higher fee): "not now", the withdrawal waits.
       for (let attempt = 0; attempt < 150; attempt++) {
@@ -208,8 +208,7 @@ layer(
       const payer = yield* balance(tenant, wallet.walletId, btc)
       assert.deepStrictEqual(payer, { available: "10000000", frozen: "0" }, "the amount and the fee are back")
       yield* mine(2)
-      assert.isUndefined(yield* promise(() => node.rpc("scantxoutset", ["start", [`addr(${node.nodeAddress(to, "test")})`]]))
-        .pipe(Effect.map((scan: any) => scan.unspents[0])), "the recipient was never paid")
+      yield* assertNeverPaid(to)
     }))
 
   it.effect("CONFIRMING, its block reorganized away and an input spent by another transaction instead: CONFIRMING while that spend is not final; at its 2nd confirmation FAILED / BROADCAST_FAILED, funds back, one status change, never paid", () =>
@@ -219,9 +218,7 @@ layer(
       const tenant = yield* provisionTenant()
       const wallet = yield* fundedWallet(tenant, "conflicted", 10_000_000n)
       const to = recipient()
-      const created = yield* withdraw(tenant, wallet.walletId, btc, to, 3_000_000n, "btc-conflicted")
-      assert.strictEqual(created.status, 202, created.text)
-      const id = created.json.withdrawalId as string
+      const id = yield* withdrawAccepted(tenant, wallet.walletId, btc, to, 3_000_000n, "btc-conflicted")
       const sent = yield* waitFor(tenant, id, "CONFIRMING")
       yield* mine(1)
       yield* confirm
@@ -265,8 +262,7 @@ layer(
       yield* mine(2)
       yield* confirm
       assert.strictEqual((yield* getTransaction(tenant, id)).status, "FAILED")
-      assert.isUndefined(yield* promise(() => node.rpc("scantxoutset", ["start", [`addr(${node.nodeAddress(to, "test")})`]]))
-        .pipe(Effect.map((scan: any) => scan.unspents[0])), "the recipient was never paid")
+      yield* assertNeverPaid(to)
     }))
 
   it.effect("stuck 6 blocks: replaced by fee (BIP 125) on the same inputs; one record, COMPLETED with the replacement's hash and fee", () =>
@@ -274,9 +270,7 @@ layer(
       const tenant = yield* provisionTenant()
       const wallet = yield* fundedWallet(tenant, "stuck", 10_000_000n)
       const to = recipient()
-      const created = yield* withdraw(tenant, wallet.walletId, btc, to, 2_500_000n, "btc-stuck")
-      assert.strictEqual(created.status, 202, created.text)
-      const id = created.json.withdrawalId as string
+      const id = yield* withdrawAccepted(tenant, wallet.walletId, btc, to, 2_500_000n, "btc-stuck")
       const first = yield* waitFor(tenant, id, "CONFIRMING")
       // Miners leave it out, as they would a transaction paying too little for the blocks of the day.
       yield* promise(() => node.rpc("prioritisetransaction", [first.txHash, 0, -100_000_000]))

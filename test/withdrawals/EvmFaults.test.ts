@@ -16,7 +16,7 @@ import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.t
 import { startAnvil } from "../support/Anvil.ts"
 import { startRpcProxy } from "../support/RpcProxy.ts"
 import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
-import { call, fund, getTransaction, hotAddress, waitFor, walletOf, withdraw } from "./WithdrawalHelpers.ts"
+import { call, fund, getTransaction, hotAddress, waitFor, walletOf, withdraw, withdrawAccepted } from "./WithdrawalHelpers.ts"
 
 const anvil = startAnvil({ chainId: 11155111 })
 const proxy = startRpcProxy(anvil.url)
@@ -159,9 +159,7 @@ layer(
       yield* mine()
       // The client's fee reading lasts 2 s (EvmWithdrawals.feeQuoteMillis).
       yield* Effect.sleep("2100 millis")
-      const created = yield* withdraw(tenant, payer, eth, recipient(), parseEther("0.1"), "cap-1")
-      assert.strictEqual(created.status, 202, created.text)
-      const id = created.json.withdrawalId
+      const id = yield* withdrawAccepted(tenant, payer, eth, recipient(), parseEther("0.1"), "cap-1")
       yield* Effect.sleep("500 millis")
       assert.strictEqual(yield* processNow(id), "QUEUED")
       yield* Effect.promise(() => node.request({ method: "anvil_setNextBlockBaseFeePerGas" as any, params: ["0x3b9aca00"] as any }))

@@ -107,3 +107,10 @@ export const withdraw = (tenant: TestTenant, walletId: string, assetId: string, 
     externalTxId
   })
 
+/** `withdraw`, accepted (202): the withdrawal's id. */
+export const withdrawAccepted = (tenant: TestTenant, walletId: string, assetId: string, to: string, amount: bigint, externalTxId: string) =>
+  Effect.map(withdraw(tenant, walletId, assetId, to, amount, externalTxId), (created) => {
+    assert.strictEqual(created.status, 202, created.text)
+    return created.json.withdrawalId as string
+  })
+
