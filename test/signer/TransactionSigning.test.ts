@@ -412,6 +412,44 @@ describe("keys", () => {
       assert.include(String(defectOf(tenantZero)), "GAS wallet belongs to a tenant")
     }))
 
+  it.effect("a key signs again after a use: every signature gets its own copy of the memoised key, wiped afterwards", () =>
+    Effect.gen(function*() {
+      // Signer.ts memoises derived keys and withKey zeroes the bytes it was given: were the cached bytes handed out,
+      // the second signature would be made with a zeroed key (refused on secp256k1, another key on ed25519).
+      const evm = {
+        family: "EVM",
+        key: walletKey(wallet),
+        to: "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed",
+        amount: 1n,
+        chainId: 11155111,
+        nonce: 0,
+        gas: 21_000n,
+        maxFeePerGas: 2n,
+        maxPriorityFeePerGas: 1n
+      } as const
+      const sol = {
+        family: "SOL",
+        key: walletKey(wallet),
+        recentBlockhash: "EkSnNWid2cvwEVnVx9aBqawnmiCNiDgp3gUdkDPTKN1N",
+        to: "9pedgei8s5tZ7S4FpLjg2WXAs5cG9SFvfgPig5RhcGdU",
+        amount: 1n
+      } as const
+      const signed = yield* signerEffect((signer) =>
+        Effect.forEach([evm, evm, sol, sol], (request) => signer.signTransaction(request)))
+      for (const evmSigned of signed.slice(0, 2)) {
+        const recovered = yield* Effect.promise(() =>
+          recoverTransactionAddress({ serializedTransaction: evmSigned.raw as `0x02${string}` }))
+        assert.strictEqual(recovered.toLowerCase(), schemeVector("EVM", [1, 0, 0]))
+      }
+      for (const solSigned of signed.slice(2)) {
+        const transaction = Transaction.from(Buffer.from(solSigned.raw, "base64"))
+        assert.isTrue(transaction.verifySignatures(), "the signature verifies over the message")
+        assert.strictEqual(transaction.feePayer?.toBase58(), schemeVector("SOL", [1, 0, 0]))
+      }
+      assert.deepStrictEqual(signed[1], signed[0])
+      assert.deepStrictEqual(signed[3], signed[2])
+    }))
+
   it.effect("the disabled signer answers SignerUnavailable", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(
