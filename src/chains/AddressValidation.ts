@@ -6,7 +6,7 @@
  */
 import { PublicKey } from "@solana/web3.js"
 import * as bitcoin from "bitcoinjs-lib"
-import { isAddress as isEvmAddress, zeroAddress } from "viem"
+import * as EvmAddress from "ox/Address"
 import { bitcoinNetworks, requireBtcNetwork } from "./BitcoinNetwork.ts"
 import { bytesToHex, tronAddressBytes, tronAddressFromHex } from "./TronAddress.ts"
 import type { BtcNetwork, ChainFamily } from "./ChainFamily.ts"
@@ -25,17 +25,20 @@ export interface AddressValidationInput {
 const invalid: AddressValidation = { isValid: false }
 const valid = (normalized: string): AddressValidation => ({ isValid: true, normalized })
 
+const evmZeroAddress = `0x${"00".repeat(20)}`
+
 /**
- * EVM: viem's strict `isAddress` accepts EIP-55 checksummed and all-lowercase addresses and rejects a mixed-case
- * address with a wrong checksum (the typo EIP-55 exists to catch). It also rejects all-uppercase hex: EIP-55 would
- * call that "no checksum", but we follow viem strict so that an address is valid everywhere in the service (viem
- * validates again when a transaction is built) or nowhere; the sender can always paste the lowercase form.
+ * EVM: ox's strict `Address.validate` (viem's own address code, without loading viem's client: NodeClients.ts says
+ * why) accepts EIP-55 checksummed and all-lowercase addresses and rejects a mixed-case address with a wrong checksum
+ * (the typo EIP-55 exists to catch). It also rejects all-uppercase hex: EIP-55 would call that "no checksum", but
+ * viem's strict `isAddress` does the same, so an address is valid everywhere in the service (viem validates again
+ * when a transaction is built) or nowhere; the sender can always paste the lowercase form.
  * The zero address is a valid encoding but burns funds, so it is rejected here (spec).
  */
 const validateEvm = (address: string): AddressValidation => {
-  if (!isEvmAddress(address, { strict: true })) return invalid
+  if (!EvmAddress.validate(address, { strict: true })) return invalid
   const normalized = address.toLowerCase()
-  return normalized === zeroAddress ? invalid : valid(normalized)
+  return normalized === evmZeroAddress ? invalid : valid(normalized)
 }
 
 const tronHexPattern = /^41[0-9a-fA-F]{40}$/

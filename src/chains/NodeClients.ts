@@ -9,10 +9,6 @@ import type { CatalogAsset, CatalogNetwork } from "../catalog/Catalog.ts"
 import { ConfigInvalid } from "../Config.ts"
 import type { ChainClient, ChainUnavailable } from "./ChainClient.ts"
 import type { ChainFamily } from "./ChainFamily.ts"
-import { btcNodeClientFactory } from "./btc/BtcNodeClient.ts"
-import { evmNodeClientFactory } from "./evm/EvmNodeClient.ts"
-import { solNodeClientFactory } from "./sol/SolNodeClient.ts"
-import { tronNodeClientFactory } from "./tron/TronNodeClient.ts"
 
 /** A node that does not answer which chain it is on at start is asked this many times, this far apart. */
 export const identityAttemptsMax = 3
@@ -37,18 +33,23 @@ export interface NodeClientFactory {
   readonly identityMismatch: (client: ChainClient, network: CatalogNetwork) => Effect.Effect<string | undefined, ChainUnavailable>
 }
 
-export const nodeClientFactories: Readonly<Record<ChainFamily, NodeClientFactory>> = {
-  EVM: evmNodeClientFactory,
-  TRON: tronNodeClientFactory,
-  BTC: btcNodeClientFactory,
-  SOL: solNodeClientFactory
+/**
+ * Each family's factory, imported only when a network of that family has a node: viem's client is about a quarter
+ * of a second of module loading, which a start without EVM nodes (the embedded default) need not pay; the restart
+ * after a crash has a 3 s promise (README).
+ */
+export const nodeClientFactories: Readonly<Record<ChainFamily, () => Promise<NodeClientFactory>>> = {
+  EVM: () => import("./evm/EvmNodeClient.ts").then((module) => module.evmNodeClientFactory),
+  TRON: () => import("./tron/TronNodeClient.ts").then((module) => module.tronNodeClientFactory),
+  BTC: () => import("./btc/BtcNodeClient.ts").then((module) => module.btcNodeClientFactory),
+  SOL: () => import("./sol/SolNodeClient.ts").then((module) => module.solNodeClientFactory)
 }
 
 /** The checked client of a network named in `CHAIN_RPC_URLS`. */
 export const makeNodeClient = (input: NodeClientInput): Effect.Effect<ChainClient, ConfigInvalid> =>
   Effect.gen(function*() {
     const { network } = input
-    const factory = nodeClientFactories[network.chainFamily]
+    const factory = yield* Effect.promise(nodeClientFactories[network.chainFamily])
     const client = factory.make(input)
     const mismatch = yield* factory.identityMismatch(client, network).pipe(
       Effect.retry({ schedule: Schedule.spaced(identityRetryMillis), times: identityAttemptsMax - 1 }),

@@ -35,7 +35,7 @@ import {
 } from "../chains/ChainClient.ts"
 import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { meetsConfirmationRule } from "../deposits/DepositDecisions.ts"
-import { nativeTransferGas } from "../chains/evm/EvmWithdrawals.ts"
+import { nativeTransferGas } from "../chains/evm/EvmGas.ts"
 import { Ids } from "../domain/Ids.ts"
 import { CrashPoints, type sendCrashSteps } from "../idempotency/CrashPoints.ts"
 import { Signer } from "../signer/Signer.ts"

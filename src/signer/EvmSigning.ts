@@ -1,9 +1,16 @@
-/** EIP-1559 transfers of the native coin and of ERC-20 tokens, signed offline with a viem local account. */
+/**
+ * EIP-1559 transfers of the native coin and of ERC-20 tokens, signed offline with a viem local account. The call data
+ * and the hash come from ox (the encoding code viem itself uses), so signing loads `viem/accounts` but not viem's
+ * client (chains/NodeClients.ts says why).
+ */
 import { bytesToHex } from "@noble/hashes/utils.js"
-import { encodeFunctionData, erc20Abi, keccak256 } from "viem"
+import * as AbiFunction from "ox/AbiFunction"
+import * as Hash from "ox/Hash"
 import { privateKeyToAccount } from "viem/accounts"
 import { type KeySource, withKey } from "./KeySource.ts"
 import type { EvmTransfer, SignedTransaction } from "./TransactionRequest.ts"
+
+const erc20Transfer = AbiFunction.from("function transfer(address to, uint256 amount) returns (bool)")
 
 export const signEvmTransfer = (keys: KeySource, request: EvmTransfer): Promise<SignedTransaction> =>
   withKey(keys, request.key, { family: "EVM" }, async (derived) => {
@@ -23,12 +30,8 @@ export const signEvmTransfer = (keys: KeySource, request: EvmTransfer): Promise<
         : {
           to: token as `0x${string}`,
           value: 0n,
-          data: encodeFunctionData({
-            abi: erc20Abi,
-            functionName: "transfer",
-            args: [request.to as `0x${string}`, request.amount]
-          })
+          data: AbiFunction.encodeData(erc20Transfer, [request.to as `0x${string}`, request.amount])
         })
     })
-    return { family: "EVM", from: derived.address, txHash: keccak256(raw), raw }
+    return { family: "EVM", from: derived.address, txHash: Hash.keccak256(raw), raw }
   })

@@ -5,7 +5,7 @@
 import { Effect } from "effect"
 import type { Catalog, CatalogNetwork } from "../catalog/Catalog.ts"
 import type { ChainClient, ChainClients, ChainUnavailable, WithdrawalChain } from "../chains/ChainClient.ts"
-import { nativeTransferGas } from "../chains/evm/EvmWithdrawals.ts"
+import { nativeTransferGas } from "../chains/evm/EvmGas.ts"
 import { lamportsPerSignature } from "../chains/sol/SolWithdrawals.ts"
 
 /** One network's sending side, as sweeps need it. */

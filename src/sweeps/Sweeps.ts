@@ -30,7 +30,7 @@ import {
   type WithdrawalParameters,
   type WithdrawalTransfer
 } from "../chains/ChainClient.ts"
-import { nativeTransferGas } from "../chains/evm/EvmWithdrawals.ts"
+import { nativeTransferGas } from "../chains/evm/EvmGas.ts"
 import { lamportsPerSignature, withFeePayer } from "../chains/sol/SolWithdrawals.ts"
 import { decodeFirstRow, decodeRows, Int4, Nullable, Numeric, Text, Timestamp } from "../db/RowSchemas.ts"
 import { Ids } from "../domain/Ids.ts"

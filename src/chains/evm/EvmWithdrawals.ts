@@ -19,24 +19,11 @@ import {
   type WithdrawalParameters,
   type WithdrawalTransfer
 } from "../ChainClient.ts"
+import { nativeTransferGas, revertingCallGas, tokenTransferGasEstimate } from "./EvmGas.ts"
 
 /** How long one reading of the node's fees is used (see `feesPerGas`). */
 export const feeQuoteMillis = 2_000
 
-/** Gas of a plain transfer of the native coin to an account without code. */
-export const nativeTransferGas = 21_000n
-/**
- * Gas an ERC-20 `transfer` is priced at before its recipient is known (the hot wallet's cover, fee floors): a
- * transfer to a holder without balance writes a new storage slot (about 55,000 on OpenZeppelin and Tether's
- * contracts); rounded up.
- */
-export const tokenTransferGasEstimate = 65_000n
-/**
- * The gas limit signed when the node's estimate fails because the call reverts: the transaction is sent anyway and
- * the chain decides (an included revert is FAILED / REVERTED_ON_CHAIN with its fee booked), rather than guessing
- * from a simulation on a state that may change before inclusion.
- */
-export const revertingCallGas = 100_000n
 
 export interface EvmSendingOptions {
   readonly networkKey: string

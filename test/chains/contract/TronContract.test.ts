@@ -11,7 +11,7 @@ import { Effect, Redacted } from "effect"
 import { TronWeb } from "tronweb"
 import { loadCatalogFile } from "../../../src/catalog/Catalog.ts"
 import type { ChainClient } from "../../../src/chains/ChainClient.ts"
-import { nodeClientFactories } from "../../../src/chains/NodeClients.ts"
+import { tronNodeClientFactory } from "../../../src/chains/tron/TronNodeClient.ts"
 import { startTronNode, type TronNode } from "../../support/TronNode.ts"
 import { chainClientContract, type ContractNode, hotAddress } from "./ChainClientContract.ts"
 
@@ -32,7 +32,7 @@ const tronStandIn: ContractNode = {
   assets,
   start: async () => {
     node = await startTronNode({ tokens: [{ contract: usdt.contract!, supply: 10n ** 15n }] })
-    client = nodeClientFactories.TRON.make({ network, assets, rpcUrl: Redacted.make(node.url) })
+    client = tronNodeClientFactory.make({ network, assets, rpcUrl: Redacted.make(node.url) })
   },
   stop: () => node.stop(),
   client: () => client,
