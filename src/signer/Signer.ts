@@ -24,7 +24,7 @@ import {
   platformTenantIndex
 } from "../chains/Derivation.ts"
 import { SignerUnavailable } from "../domain/ApiError.ts"
-import { makeBoundedCache } from "./BoundedCache.ts"
+import { makeBoundedCache } from "../domain/BoundedCache.ts"
 import { signBtcTransfer } from "./BtcSigning.ts"
 import { loadOrCreateDevelopmentMnemonic, parseMnemonic } from "./DevelopmentMnemonic.ts"
 import { signEvmTransfer } from "./EvmSigning.ts"

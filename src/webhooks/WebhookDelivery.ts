@@ -7,13 +7,15 @@
  *    skipping rows another round has locked; a process that dies mid-attempt leaves the lease to expire and the
  *    delivery is due again: at least once;
  * 2. send: the body `{eventId, type, tenantId, createdAt, data}` with `data` rendered now (EventData.ts), signed over
- *    `<timestamp>.<body>` with a fresh timestamp, POSTed with a 10 s limit on Effect's Clock;
+ *    `<timestamp>.<body>` with a fresh timestamp, POSTed with a 10 s limit on Effect's Clock; the event's other
+ *    endpoints that send it in the same second get the same body and signature (`signedBody`);
  * 3. record: DELIVERED on a 2xx; otherwise the next due time from the retry schedule, or DEAD after the sixth
  *    attempt, again only if the delivery is still the one claimed.
  */
 import { Clock, Context, Deferred, Duration, Effect, Fiber, Layer, Option, Schema, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
 import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text, Timestamp } from "../db/RowSchemas.ts"
+import { makeBoundedCache } from "../domain/BoundedCache.ts"
 import { toRfc3339 } from "../domain/Time.ts"
 import { makeGroupCommitQueue } from "../db/GroupCommit.ts"
 import { Signer } from "../signer/Signer.ts"
@@ -24,6 +26,7 @@ import {
   deliveryTimeoutMillis,
   lastErrorLengthMax,
   roundBatchesMax,
+  signedBodiesMax,
   WebhookTimings
 } from "./DeliverySettings.ts"
 import { EventDataRenderer } from "./EventData.ts"
@@ -51,6 +54,12 @@ type DueRow = typeof DueRow.Type
 const endpointRow = decodeFirstRow(EndpointRow, "WebhookDelivery.deliverDue (endpoint)")
 const claimedRows = decodeRows(DueRow, "WebhookDelivery.deliverDue (claim)")
 const nextDueRow = decodeSingleRow(Schema.Struct({ next_at: Nullable(Timestamp) }), "WebhookDelivery.deliverDue (next)")
+
+/** A delivery's bytes and their signature (the X-Coffer-Signature value's `sig`). */
+interface SignedBody {
+  readonly body: Buffer
+  readonly signature: string
+}
 
 /** What one attempt writes to its delivery row. */
 interface AttemptRecord {
@@ -155,41 +164,62 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
       })
 
       /**
+       * An event's body and signature at one timestamp (a second), shared by the endpoints that send it within that
+       * second: a fan-out to 10 endpoints renders (a TRANSACTION_* event reads its transaction) and signs once instead
+       * of 10 times. Ed25519 is deterministic, so the shared signature is the one each would have made; a later
+       * second (a retry) renders and signs afresh, as spec 6 asks ("the latest transaction object at delivery time").
+       */
+      const signedBodies = makeBoundedCache<SignedBody>(signedBodiesMax)
+
+      /** The body and signature for `due` at `timestamp`; none when the signer is not available (the delivery waits). */
+      const signedBody = (due: DueRow, timestamp: string, startedAt: number) =>
+        Effect.gen(function*() {
+          const key = `${due.event_id}/${timestamp}`
+          const shared = signedBodies.get(key)
+          if (shared !== undefined) return Option.some(shared)
+          const data = yield* renderer.render({
+            id: due.event_id,
+            tenantId: due.tenant_id,
+            type: due.event_type,
+            subjectId: due.subject_id,
+            data: due.data,
+            createdAt: due.event_created_at
+          })
+          const body = Buffer.from(JSON.stringify({
+            eventId: due.event_id,
+            type: due.event_type,
+            tenantId: due.tenant_id,
+            createdAt: toRfc3339(due.event_created_at),
+            data
+          }))
+          const timings = yield* WebhookTimings
+          return yield* signer.signWebhook(Buffer.concat([Buffer.from(`${timestamp}.`), body])).pipe(
+            Effect.map((signature) => {
+              signedBodies.set(key, { body, signature })
+              return Option.some({ body, signature })
+            }),
+            Effect.catchTag("SignerUnavailable", (error) =>
+              // Our outage, not the receiver's: the delivery waits and the attempt is not counted.
+              sql`
+                UPDATE webhook_deliveries SET next_at = ${new Date(startedAt + timings.signerRetryMillis)},
+                  last_error = ${truncate(`not sent: ${error.message}`)}, updated_at = ${new Date(startedAt)}
+                WHERE id = ${due.id}::bigint AND status = 'PENDING' AND attempt = ${due.attempt}`.pipe(
+                Effect.as(Option.none<SignedBody>())
+              ))
+          )
+        })
+
+      /**
        * A delivery deliverDue claimed: send it and queue its outcome's record; answers the wait for that record. The
        * round's next POST does not wait for the record (the delivery stays leased meanwhile, so nothing can take it
        * twice); the round ends only once all of its records are written.
        */
       const attemptOne = Effect.fn("WebhookDelivery.attempt")(function*(endpoint: EndpointRow, due: DueRow) {
-        const timings = yield* WebhookTimings
-        const data = yield* renderer.render({
-          id: due.event_id,
-          tenantId: due.tenant_id,
-          type: due.event_type,
-          subjectId: due.subject_id,
-          data: due.data,
-          createdAt: due.event_created_at
-        })
-        const body = Buffer.from(JSON.stringify({
-          eventId: due.event_id,
-          type: due.event_type,
-          tenantId: due.tenant_id,
-          createdAt: toRfc3339(due.event_created_at),
-          data
-        }))
         const startedAt = yield* Clock.currentTimeMillis
         const timestamp = String(Math.floor(startedAt / 1000))
-        const signed = yield* signer.signWebhook(Buffer.concat([Buffer.from(`${timestamp}.`), body])).pipe(
-          Effect.map(Option.some),
-          Effect.catchTag("SignerUnavailable", (error) =>
-            // Our outage, not the receiver's: the delivery waits and the attempt is not counted.
-            sql`
-              UPDATE webhook_deliveries SET next_at = ${new Date(startedAt + timings.signerRetryMillis)},
-                last_error = ${truncate(`not sent: ${error.message}`)}, updated_at = ${new Date(startedAt)}
-              WHERE id = ${due.id}::bigint AND status = 'PENDING' AND attempt = ${due.attempt}`.pipe(
-              Effect.as(Option.none<string>())
-            ))
-        )
+        const signed = yield* signedBody(due, timestamp, startedAt)
         if (Option.isNone(signed)) return Effect.void
+        const { body, signature } = signed.value
 
         const outcome = yield* transport.post({
           url: endpoint.url,
@@ -199,7 +229,7 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
             [webhookHeaders.eventId]: due.event_id,
             [webhookHeaders.eventType]: due.event_type,
             [webhookHeaders.timestamp]: timestamp,
-            [webhookHeaders.signature]: `keyId=${webhookKeyId},sig=${signed.value}`
+            [webhookHeaders.signature]: `keyId=${webhookKeyId},sig=${signature}`
           },
           body
         }).pipe(Effect.timeoutOption(Duration.millis(deliveryTimeoutMillis)))

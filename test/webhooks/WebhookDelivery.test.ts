@@ -250,6 +250,29 @@ describe("webhook delivery under TestClock", () => {
       assert.strictEqual(receiver.requests.length, 0)
     }).pipe(Effect.provide(runnerLayer), Effect.provide(baseLayer({ signer: Signer.layerDisabled }))))
 
+  it.effect("an event sent to two endpoints in the same second is rendered and signed once: the same bytes to both", () => {
+    let renders = 0
+    const renderer = Layer.succeed(EventDataRenderer)({
+      render: (event) => Effect.sync(() => ({ ...(event.data as object), render: ++renders }))
+    })
+    return Effect.gen(function*() {
+      const receiver = yield* makeReceiver()
+      const { tenantId, endpointId } = yield* setup(`${receiver.url}/first`)
+      const second = yield* (yield* WebhookEndpoints).create(tenantId, { url: `${receiver.url}/second` })
+      yield* dispatchPending
+      yield* deliveryWhen(endpointId, "first endpoint delivered", (row) => row.status === "DELIVERED")
+      yield* deliveryWhen(second.id, "second endpoint delivered", (row) => row.status === "DELIVERED")
+      assert.deepStrictEqual(receiver.requests.map((request) => request.path).sort(), ["/hooks/first", "/hooks/second"])
+      const [one, two] = receiver.requests
+      assert.isTrue(one!.rawBody.equals(two!.rawBody))
+      assert.strictEqual(one!.headers["x-coffer-signature"], two!.headers["x-coffer-signature"])
+      assert.strictEqual(one!.headers["x-coffer-timestamp"], two!.headers["x-coffer-timestamp"])
+      const key = yield* publicKey
+      for (const request of receiver.requests) assert.isTrue(verifyDelivery(request, key).ok)
+      assert.strictEqual(renders, 1)
+    }).pipe(Effect.provide(runnerLayer), Effect.provide(baseLayer({ renderer })))
+  })
+
   it.effect("data is rendered at every attempt (the TRANSACTION_* seam), and each body is signed as sent", () => {
     let renders = 0
     const renderer = Layer.succeed(EventDataRenderer)({

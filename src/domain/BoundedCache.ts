@@ -1,6 +1,7 @@
 /**
- * A least-recently-used map with a fixed number of entries: what the signer memoises derivations in. A Map keeps
- * insertion order, so re-inserting on a hit moves the entry to the end and eviction drops the first one.
+ * A least-recently-used map with a fixed number of entries: what the signer memoises derivations in, and webhook
+ * delivery the bodies it signed. A Map keeps insertion order, so re-inserting on a hit moves the entry to the end
+ * and eviction drops the first one.
  */
 export interface BoundedCache<V> {
   readonly get: (key: string) => V | undefined
