@@ -16,9 +16,8 @@ export const deliveryConcurrencyPerEndpoint = 4
 /** Batches one round claims at most before it ends (and the entity looks at its mailbox again). */
 export const roundBatchesMax = 10
 /**
- * Signed bodies kept for the event's other endpoints (WebhookDelivery.ts, `signedBody`): one per event and second, so
- * this covers the events of a burst that several endpoints take in the same second; a miss only renders and signs
- * again.
+ * Signatures kept for the event's other endpoints (WebhookDelivery.ts, `signedBody`): one per event and second, so
+ * this covers the events of a burst that several endpoints take in the same second; a miss only signs again.
  */
 export const signedBodiesMax = 2_000
 /** Events fanned out per statement. */

@@ -7,8 +7,8 @@
  *    skipping rows another round has locked; a process that dies mid-attempt leaves the lease to expire and the
  *    delivery is due again: at least once;
  * 2. send: the body `{eventId, type, tenantId, createdAt, data}` with `data` rendered now (EventData.ts), signed over
- *    `<timestamp>.<body>` with a fresh timestamp, POSTed with a 10 s limit on Effect's Clock; the event's other
- *    endpoints that send it in the same second get the same body and signature (`signedBody`);
+ *    `<timestamp>.<body>` with a fresh timestamp (the signature is reused for the same bytes at the same timestamp:
+ *    `signedBody`), POSTed with a 10 s limit on Effect's Clock;
  * 3. record: DELIVERED on a 2xx; otherwise the next due time from the retry schedule, or DEAD after the sixth
  *    attempt, again only if the delivery is still the one claimed.
  */
@@ -164,19 +164,17 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
       })
 
       /**
-       * An event's body and signature at one timestamp (a second), shared by the endpoints that send it within that
-       * second: a fan-out to 10 endpoints renders (a TRANSACTION_* event reads its transaction) and signs once instead
-       * of 10 times. Ed25519 is deterministic, so the shared signature is the one each would have made; a later
-       * second (a retry) renders and signs afresh, as spec 6 asks ("the latest transaction object at delivery time").
+       * The last signature made for each event at one timestamp (a second), with the bytes it signed: the event's other
+       * endpoints, sending it within that second, reuse it when their body is the same bytes (a fan-out to 10
+       * endpoints signs once instead of 10 times). Ed25519 is deterministic, so the reused signature is the one each
+       * would have made. The body itself is rendered for every attempt (a `TRANSACTION_*` event carries the
+       * transaction as it is at that attempt, spec 6), and a different body is signed afresh.
        */
-      const signedBodies = makeBoundedCache<SignedBody>(signedBodiesMax)
+      const signatures = makeBoundedCache<SignedBody>(signedBodiesMax)
 
       /** The body and signature for `due` at `timestamp`; none when the signer is not available (the delivery waits). */
       const signedBody = (due: DueRow, timestamp: string, startedAt: number) =>
         Effect.gen(function*() {
-          const key = `${due.event_id}/${timestamp}`
-          const shared = signedBodies.get(key)
-          if (shared !== undefined) return Option.some(shared)
           const data = yield* renderer.render({
             id: due.event_id,
             tenantId: due.tenant_id,
@@ -192,10 +190,13 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
             createdAt: toRfc3339(due.event_created_at),
             data
           }))
+          const key = `${due.event_id}/${timestamp}`
+          const signed = signatures.get(key)
+          if (signed !== undefined && signed.body.equals(body)) return Option.some(signed)
           const timings = yield* WebhookTimings
           return yield* signer.signWebhook(Buffer.concat([Buffer.from(`${timestamp}.`), body])).pipe(
             Effect.map((signature) => {
-              signedBodies.set(key, { body, signature })
+              signatures.set(key, { body, signature })
               return Option.some({ body, signature })
             }),
             Effect.catchTag("SignerUnavailable", (error) =>

@@ -16,7 +16,7 @@ import { Signer } from "../../src/signer/Signer.ts"
 import { SqlClient } from "effect/sql"
 import { recordEvent } from "../../src/outbox/Outbox.ts"
 import { WebhookEndpoints } from "../../src/webhooks/WebhookEndpoints.ts"
-import { baseLayer, deliveryRows, deliveryWhen, runnerLayer, setup } from "./fixtures/DeliveryFixtures.ts"
+import { baseLayer, deliveryRows, deliveryWhen, runnerLayer, setup, testSigner } from "./fixtures/DeliveryFixtures.ts"
 import { makeReceiver, realSleep, verifyDelivery } from "./fixtures/Receiver.ts"
 
 const publicKey = Effect.flatMap(Effect.service(Signer), (signer) => Effect.orDie(signer.webhookPublicKey()))
@@ -250,11 +250,13 @@ describe("webhook delivery under TestClock", () => {
       assert.strictEqual(receiver.requests.length, 0)
     }).pipe(Effect.provide(runnerLayer), Effect.provide(baseLayer({ signer: Signer.layerDisabled }))))
 
-  it.effect("an event sent to two endpoints in the same second is rendered and signed once: the same bytes to both", () => {
-    let renders = 0
-    const renderer = Layer.succeed(EventDataRenderer)({
-      render: (event) => Effect.sync(() => ({ ...(event.data as object), render: ++renders }))
-    })
+  it.effect("an event sent to two endpoints in the same second is signed once: the same bytes and signature to both", () => {
+    let signatures = 0
+    const countingSigner = Layer.effect(Signer)(Effect.map(Effect.service(Signer), (signer) =>
+      Signer.of({
+        ...signer,
+        signWebhook: (message) => Effect.flatMap(Effect.sync(() => signatures++), () => signer.signWebhook(message))
+      }))).pipe(Layer.provide(testSigner))
     return Effect.gen(function*() {
       const receiver = yield* makeReceiver()
       const { tenantId, endpointId } = yield* setup(`${receiver.url}/first`)
@@ -269,8 +271,8 @@ describe("webhook delivery under TestClock", () => {
       assert.strictEqual(one!.headers["x-coffer-timestamp"], two!.headers["x-coffer-timestamp"])
       const key = yield* publicKey
       for (const request of receiver.requests) assert.isTrue(verifyDelivery(request, key).ok)
-      assert.strictEqual(renders, 1)
-    }).pipe(Effect.provide(runnerLayer), Effect.provide(baseLayer({ renderer })))
+      assert.strictEqual(signatures, 1)
+    }).pipe(Effect.provide(runnerLayer), Effect.provide(baseLayer({ signer: countingSigner })))
   })
 
   it.effect("data is rendered at every attempt (the TRANSACTION_* seam), and each body is signed as sent", () => {
