@@ -124,16 +124,23 @@ export interface Conflicted {
 }
 export type CheckOutcome = FinalInclusion | Conflicted | { readonly _tag: "Waiting" }
 
-// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
-const sendColumns = (sql: SqlClient.SqlClient): Statement.Fragment =>
+/** A send's own columns (`s`: outgoing_sends, or the rows an INSERT returned). */
+const sendFields = (sql: SqlClient.SqlClient): Statement.Fragment =>
   sql`s.id, s.purpose, s.owner_id, s.network_key, s.from_address, s.to_address, s.asset_id, s.amount::text AS amount,
-    s.signing_key, s.nonce::text AS nonce, s.state,
-    (SELECT coalesce(jsonb_agg(jsonb_build_object('version', v.version, 'kind', v.kind, 'tx_hash', v.tx_hash,
-        'raw', v.raw, 'gas', v.gas::text, 'max_fee_per_gas', v.max_fee_per_gas::text,
-        'max_priority_fee_per_gas', v.max_priority_fee_per_gas::text, 'network_fee_max', v.network_fee_max::text,
-        'sent_height', v.sent_height::text, 'broadcasts', v.broadcasts, 'parameters', v.parameters) ORDER BY v.version), '[]'::jsonb)
+    s.signing_key, s.nonce::text AS nonce, s.state`
+/** One version as a send's `versions` carry it (`v`: outgoing_versions, or the rows an INSERT returned). */
+const versionObject = (sql: SqlClient.SqlClient): Statement.Fragment =>
+  sql`jsonb_build_object('version', v.version, 'kind', v.kind, 'tx_hash', v.tx_hash,
+    'raw', v.raw, 'gas', v.gas::text, 'max_fee_per_gas', v.max_fee_per_gas::text,
+    'max_priority_fee_per_gas', v.max_priority_fee_per_gas::text, 'network_fee_max', v.network_fee_max::text,
+    'sent_height', v.sent_height::text, 'broadcasts', v.broadcasts, 'parameters', v.parameters)`
+const sendColumns = (sql: SqlClient.SqlClient): Statement.Fragment =>
+  sql`${sendFields(sql)},
+    (SELECT coalesce(jsonb_agg(${versionObject(sql)} ORDER BY v.version), '[]'::jsonb)
       FROM outgoing_versions v WHERE v.send_id = s.id) AS versions`
+// Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
 const sendRow = decodeFirstRow(SendRow, "OutgoingSends.load")
+const signedSendRow = decodeSingleRow(SendRow, "OutgoingSends.sign")
 const sendRows = decodeRows(SendRow, "OutgoingSends.open")
 const nonceRow = decodeSingleRow(Schema.Struct({ nonce: Numeric }), "OutgoingSends.nextNonce")
 const reservedRows = decodeRows(Schema.Struct({ asset_id: Text, amount: Numeric }), "OutgoingSends.reserved")
@@ -302,20 +309,24 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
             ? { ...parameters, nonce: Number(nonce) }
             : parameters
           const signed = yield* signRequest(spec, signedParameters)
-          // The send and its first version in one statement: this transaction holds the address's nonce row, so
-          // every round trip here is one every other signature from the address waits for.
+          // The send and its first version in one statement, which answers them as `load` would: this transaction
+          // holds the address's nonce row, so every round trip here is one every other signature from the address
+          // waits for.
           const at = yield* now
-          yield* sql`
+          const send = yield* sql`
             WITH send AS (
               INSERT INTO outgoing_sends (id, network_key, purpose, owner_id, from_address, to_address, asset_id, amount,
                 signing_key, nonce, created_at)
               VALUES (${id}, ${spec.networkKey}, ${spec.purpose}, ${spec.ownerId}, ${spec.transfer.from},
                 ${spec.transfer.to}, ${spec.transfer.assetId}, ${spec.transfer.amount.toString()},
                 ${JSON.stringify(spec.key)}::jsonb, ${nonce?.toString() ?? null}, ${at})
-              RETURNING id
+              RETURNING *
+            ), version AS (
+              ${versionInsert(sql`(SELECT id FROM send)`, spec.networkKey, 1, "PAYLOAD", signed, signedParameters, at)}
+              RETURNING *
             )
-            ${versionInsert(sql`(SELECT id FROM send)`, spec.networkKey, 1, "PAYLOAD", signed, signedParameters, at)}`
-          const send = (yield* load(sql`s.id = ${id}`))!
+            SELECT ${sendFields(sql)}, jsonb_build_array(${versionObject(sql)}) AS versions
+            FROM send s CROSS JOIN version v`.pipe(Effect.flatMap(signedSendRow))
           if (hooks.onSigned !== undefined) yield* hooks.onSigned(send)
           yield* reach(spec.purpose, "send-before-commit")
           yield* Effect.logInfo(
