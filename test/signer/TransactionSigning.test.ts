@@ -374,6 +374,18 @@ describe("SOL", () => {
 })
 
 describe("keys", () => {
+  /** A plain 1-wei transfer; the tests below add the key. */
+  const smallEvmTransfer = {
+    family: "EVM",
+    to: "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed",
+    amount: 1n,
+    chainId: 11155111,
+    nonce: 0,
+    gas: 21_000n,
+    maxFeePerGas: 2n,
+    maxPriorityFeePerGas: 1n
+  } as const
+
   it.effect("a wallet key in tenant 0 (the platform's) is a defect on every family", () =>
     Effect.gen(function*() {
       const exit = yield* Effect.exit(sign({
@@ -389,17 +401,7 @@ describe("keys", () => {
   it.effect("a tenant's GAS key signs as its GAS wallet (T=0, U=2, W=tenant index); GAS without a tenant is a defect", () =>
     Effect.gen(function*() {
       // decisions.md "Operating wallets": a GAS wallet per tenant and network pays the top-ups of token sweeps.
-      const request = {
-        family: "EVM",
-        key: gasKey(3),
-        to: "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed",
-        amount: 1n,
-        chainId: 11155111,
-        nonce: 0,
-        gas: 21_000n,
-        maxFeePerGas: 2n,
-        maxPriorityFeePerGas: 1n
-      } as const
+      const request = { ...smallEvmTransfer, key: gasKey(3) } as const
       const signed = yield* sign(request)
       const gasWallet = yield* signerEffect((signer) => signer.platformAddress({ family: "EVM", role: "GAS", tenantIndex: 3 }))
       assert.strictEqual(gasWallet.path, "m/44'/60'/0'/2'/3")
@@ -416,17 +418,7 @@ describe("keys", () => {
     Effect.gen(function*() {
       // Signer.ts memoises derived keys and withKey zeroes the bytes it was given: were the cached bytes handed out,
       // the second signature would be made with a zeroed key (refused on secp256k1, another key on ed25519).
-      const evm = {
-        family: "EVM",
-        key: walletKey(wallet),
-        to: "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed",
-        amount: 1n,
-        chainId: 11155111,
-        nonce: 0,
-        gas: 21_000n,
-        maxFeePerGas: 2n,
-        maxPriorityFeePerGas: 1n
-      } as const
+      const evm = { ...smallEvmTransfer, key: walletKey(wallet) } as const
       const sol = {
         family: "SOL",
         key: walletKey(wallet),
