@@ -138,7 +138,10 @@ export class TransferQuotes extends Context.Service<TransferQuotes, {
           }
           destination = checked.normalized
         }
-        if (yield* platformAddresses.isPlatformAddress(network.networkKey, destination)) {
+        // A wallet address the service stored is a tenant wallet's, derived under a tenant index of 1 or more, and
+        // operating addresses are derived under index 0 (chains/Derivation.ts): only an address from the request can
+        // be one. Skipping the check for stored ones saves the tenants query it runs to see new GAS wallets.
+        if (stored === undefined && (yield* platformAddresses.isPlatformAddress(network.networkKey, destination))) {
           return yield* new InternalDestinationNotAllowed({ message: "destination is a platform operating address" })
         }
 

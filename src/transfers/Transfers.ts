@@ -153,14 +153,21 @@ export class Transfers extends Context.Service<Transfers, {
           Effect.orDie
         )
 
-      /** The recipient wallet a WALLET or END_USER destination names (ONE_TIME_ADDRESS goes through the quote). */
-      const recipientWallet = (tenant: Tenant, payer: Wallet, destination: Destination) =>
+      /**
+       * The recipient wallet a WALLET or END_USER destination names (ONE_TIME_ADDRESS goes through the quote), read
+       * with its address on `networkKey` when one is given: what the quote routes and the blocked list matches.
+       */
+      const recipientWallet = (tenant: Tenant, payer: Wallet, destination: Destination, networkKey: string | undefined) =>
         Effect.gen(function*() {
+          const withAddress = (walletId: string) =>
+            networkKey === undefined
+              ? Effect.map(wallets.find(tenant.id, walletId), (wallet) => wallet === undefined ? undefined : { wallet, address: undefined })
+              : wallets.findWithAddressOn(tenant.id, walletId, networkKey)
           if (destination.type === "WALLET") {
             // An id that is not a UUID names no wallet.
-            const wallet = uuidPattern.test(destination.id) ? yield* wallets.find(tenant.id, destination.id) : undefined
-            if (wallet === undefined) return yield* new NotFound({ message: "recipient wallet not found" })
-            return wallet
+            const found = uuidPattern.test(destination.id) ? yield* withAddress(destination.id) : undefined
+            if (found === undefined) return yield* new NotFound({ message: "recipient wallet not found" })
+            return found
           }
           if (destination.type !== "END_USER") return undefined
           const user = yield* sql`
@@ -179,12 +186,8 @@ export class Transfers extends Context.Service<Transfers, {
           if (defaultWallet === undefined) {
             return yield* new RecipientNoWallet({ message: `recipient has no default ${payer.chainFamily} wallet` })
           }
-          return (yield* wallets.find(tenant.id, defaultWallet.id))!
+          return (yield* withAddress(defaultWallet.id))!
         })
-
-      /** The recipient's address on the asset's network: what the quote routes and the blocked list matches. */
-      const addressOn = (wallet: Wallet, networkKey: string) =>
-        Effect.map(wallets.addresses(wallet.id), (rows) => rows.find((row) => row.networkKey === networkKey)?.address)
 
       const submit = Effect.fn("Transfers.submit")(function*(tenant: Tenant, request: TransferRequest) {
         const payer = uuidPattern.test(request.sourceWalletId)
@@ -196,24 +199,24 @@ export class Transfers extends Context.Service<Transfers, {
         yield* twoFactor.verify(payer.userId, tenant.settings.apiRequireUser2fa === true, request.twoFactorCode, user)
         if (payer.status !== "ACTIVE") return yield* new WalletNotActive({ message: "the paying wallet is not active" })
 
-        const named = yield* recipientWallet(tenant, payer, request.destination)
+        // An unknown asset, one of another family, or the payer's own wallet is the quote's to refuse with its code.
+        const requested = catalog.asset(request.assetId)
+        const usable = requested !== undefined && catalog.network(requested.networkKey)?.chainFamily === payer.chainFamily
+        const named = yield* recipientWallet(tenant, payer, request.destination, usable ? requested.networkKey : undefined)
         let destinationAddress: string
         let knownRecipient: { wallet: Wallet; networkKey: string; address: string } | undefined
         if (named === undefined) {
           destinationAddress = (request.destination as { address: string }).address
         } else {
-          if (named.chainFamily !== payer.chainFamily) {
+          const { wallet, address } = named
+          if (wallet.chainFamily !== payer.chainFamily) {
             return yield* new AssetMismatch({ message: "payer and recipient wallets are of different chain families" })
           }
-          const asset = catalog.asset(request.assetId)
-          // An unknown asset, one of another family, or the payer's own wallet is the quote's to refuse with its code.
-          const usable = asset !== undefined && catalog.network(asset.networkKey)?.chainFamily === payer.chainFamily
-          const address = usable ? yield* addressOn(named, asset.networkKey) : undefined
-          if (named.id !== payer.id && (!canReceive(named, payer) || (usable && address === undefined))) {
+          if (wallet.id !== payer.id && (!canReceive(wallet, payer) || (usable && address === undefined))) {
             return yield* new WalletNotActive({ message: "the recipient wallet cannot receive" })
           }
-          destinationAddress = address ?? named.address ?? ""
-          if (address !== undefined) knownRecipient = { wallet: named, networkKey: asset!.networkKey, address }
+          destinationAddress = address ?? wallet.address ?? ""
+          if (address !== undefined) knownRecipient = { wallet, networkKey: requested!.networkKey, address }
         }
 
         const quote = yield* quotes.quote(tenant, {

@@ -59,6 +59,10 @@ const userRows = decodeRows(WalletRow, "WalletRepository.listByUser")
 const listedRows = decodeRows(WalletRow, "WalletRepository.list")
 const addressRows = decodeRows(AddressRow, "WalletRepository.addresses")
 const byAddressRow = decodeFirstRow(WalletRow, "WalletRepository.findByAddress")
+const withAddressRow = decodeFirstRow(
+  Schema.Struct({ ...WalletRow.fields, network_address: Nullable(Text) }),
+  "WalletRepository.findWithAddressOn"
+)
 
 export const walletFromRow = (row: WalletRow): Wallet => ({
   id: row.id,
@@ -88,6 +92,12 @@ export class WalletRepository extends Context.Service<WalletRepository, {
     options: { readonly customerRefId?: string | undefined; readonly limit: number; readonly before?: string | undefined }
   ) => Effect.Effect<{ readonly items: ReadonlyArray<Wallet>; readonly nextBefore: string | null }>
   readonly addresses: (walletId: string) => Effect.Effect<ReadonlyArray<WalletAddress>>
+  /** `find` and the wallet's address on `networkKey` (undefined when it has none there), in one statement. */
+  readonly findWithAddressOn: (
+    tenantId: string,
+    walletId: string,
+    networkKey: string
+  ) => Effect.Effect<{ readonly wallet: Wallet; readonly address: string | undefined } | undefined>
   /** The wallet of this tenant that receives on `address` on this network, if any. */
   readonly findByAddress: (tenantId: string, networkKey: string, address: string) => Effect.Effect<Wallet | undefined>
 }>()("coffer/WalletRepository") {
@@ -139,6 +149,19 @@ export class WalletRepository extends Context.Service<WalletRepository, {
         }))
       })
 
+      const findWithAddressOn = Effect.fn("WalletRepository.findWithAddressOn")(function*(
+        tenantId: string,
+        walletId: string,
+        networkKey: string
+      ) {
+        const row = yield* sql`
+          SELECT ${columns}, (SELECT a.address FROM wallet_addresses a WHERE a.wallet_id = w.id AND a.network_key = ${networkKey})
+            AS network_address
+          FROM wallets w JOIN users u ON u.id = w.user_id
+          WHERE w.tenant_id = ${tenantId} AND w.id = ${walletId}`.pipe(Effect.orDie, Effect.flatMap(withAddressRow))
+        return row === undefined ? undefined : { wallet: walletFromRow(row), address: row.network_address ?? undefined }
+      })
+
       const findByAddress = Effect.fn("WalletRepository.findByAddress")(function*(
         tenantId: string,
         networkKey: string,
@@ -152,7 +175,7 @@ export class WalletRepository extends Context.Service<WalletRepository, {
         return row === undefined ? undefined : walletFromRow(row)
       })
 
-      return WalletRepository.of({ find, listByUser, list, addresses, findByAddress })
+      return WalletRepository.of({ find, listByUser, list, addresses, findWithAddressOn, findByAddress })
     })
   )
 }
