@@ -19,8 +19,9 @@ import { Catalog } from "../../src/catalog/Catalog.ts"
 import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
 import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
 import { anvilAccounts, cloneTokenAt, deployToken, erc20Artifact, startAnvil } from "../support/Anvil.ts"
+import { deposits } from "../support/NetworkCalls.ts"
 import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
-import { call, hotAddress, waitFor, walletOf, withdraw } from "../withdrawals/WithdrawalHelpers.ts"
+import { hotAddress, waitFor, walletOf, withdraw } from "../withdrawals/WithdrawalHelpers.ts"
 import { type CheckRun, runLedgerCheck } from "./LedgerCheck.ts"
 
 const anvil = startAnvil({ chainId: 11155111 })
@@ -65,9 +66,6 @@ const lineOf = (run: CheckRun, assetId: string, address: string) => {
 }
 
 const ethBalance = (address: string) => Effect.promise(() => node.getBalance({ address: address as Hex }))
-
-const deposits = (tenant: TestTenant) =>
-  Effect.map(call(tenant, "GET", "/v1/transactions?kind=DEPOSIT"), (response) => response.json.items as Array<any>)
 
 layer(
   // Sweeps off (AUTO_SWEEPS=false): these expectations follow deposits and withdrawals alone; the sweeps' books are
