@@ -23,11 +23,10 @@ export type TransactionChange =
   }
 
 export class TransactionEvents extends Context.Service<TransactionEvents, {
-  readonly created: (tenantId: string, transactionId: string) => Effect.Effect<void>
-  /** `created` for a transaction its creator already holds as the database has it (NewTransaction.ts). */
+  /** TRANSACTION_CREATED for a transaction its creator holds as the database has it (NewTransaction.ts). */
   readonly createdAs: (transaction: Transaction) => Effect.Effect<void>
   /**
-   * `statusUpdated` for a transaction its changer already holds as the database has it after the change (an UPDATE's
+   * TRANSACTION_STATUS_UPDATED for a transaction its changer already holds as the database has it after the change (an UPDATE's
    * returned row, `transactionSelectFrom`); the event names the status and sub-status it carries.
    */
   readonly statusUpdatedAs: (transaction: Transaction) => Effect.Effect<void>
@@ -39,7 +38,7 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
   ) => Effect.Effect<void>
   /**
    * The events of many changes with one read of the transactions and one insert (a block's deposits), each the same
-   * event `created` or `statusUpdated` would record. Call inside the transaction of the changes.
+   * event `createdAs` or `statusUpdated` would record. Call inside the transaction of the changes.
    */
   readonly changes: (changes: ReadonlyArray<TransactionChange>) => Effect.Effect<void>
 }>()("coffer/TransactionEvents") {
@@ -50,39 +49,28 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
       const catalog = yield* Catalog
       const outbox = yield* Outbox
 
-      const record = (
-        tenantId: string,
-        transactionId: string,
-        type: "TRANSACTION_CREATED" | "TRANSACTION_STATUS_UPDATED",
-        dedupeKey: string
-      ): Effect.Effect<void> =>
-        Effect.gen(function*() {
-          const transaction = yield* repository.find(tenantId, transactionId)
-          if (transaction === undefined) return yield* Effect.die(new Error(`transaction ${transactionId} not found`))
-          yield* outbox.record({
-            tenantId,
-            type,
-            subjectId: transactionId,
-            dedupeKey,
-            data: transactionObject(catalog, transaction)
-          })
-        })
-
-      const recordAs = (
+      /** The dedupe key of a status change: the status and sub-status reached. */
+      const statusKey = (status: TransactionStatus, subStatus: SubStatus | null) => `${status}/${subStatus ?? ""}`
+      /** The outbox record of an event about `transaction`, carrying the transaction object as it is. */
+      const eventOf = (
         transaction: Transaction,
         type: "TRANSACTION_CREATED" | "TRANSACTION_STATUS_UPDATED",
         dedupeKey: string
-      ): Effect.Effect<void> =>
-        Effect.asVoid(outbox.record({
-          tenantId: transaction.tenantId,
-          type,
-          subjectId: transaction.id,
-          dedupeKey,
-          data: transactionObject(catalog, transaction)
-        }))
-      const createdAs = (transaction: Transaction) => recordAs(transaction, "TRANSACTION_CREATED", "created")
+      ) => ({ tenantId: transaction.tenantId, type, subjectId: transaction.id, dedupeKey, data: transactionObject(catalog, transaction) })
+
+      const createdAs = (transaction: Transaction) =>
+        Effect.asVoid(outbox.record(eventOf(transaction, "TRANSACTION_CREATED", "created")))
       const statusUpdatedAs = (transaction: Transaction) =>
-        recordAs(transaction, "TRANSACTION_STATUS_UPDATED", `${transaction.status}/${transaction.subStatus ?? ""}`)
+        Effect.asVoid(outbox.record(
+          eventOf(transaction, "TRANSACTION_STATUS_UPDATED", statusKey(transaction.status, transaction.subStatus))
+        ))
+      /** The changer did not keep the changed row: it is read now, in the change's transaction. */
+      const statusUpdated = (tenantId: string, transactionId: string, status: TransactionStatus, subStatus: SubStatus | null) =>
+        Effect.gen(function*() {
+          const transaction = yield* repository.find(tenantId, transactionId)
+          if (transaction === undefined) return yield* Effect.die(new Error(`transaction ${transactionId} not found`))
+          yield* outbox.record(eventOf(transaction, "TRANSACTION_STATUS_UPDATED", statusKey(status, subStatus)))
+        })
 
       const changes = (changes: ReadonlyArray<TransactionChange>): Effect.Effect<void> =>
         Effect.gen(function*() {
@@ -92,22 +80,16 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
           yield* outbox.recordMany(changes.map((change) => {
             const transaction = byId.get(change.transactionId)
             if (transaction === undefined) throw new Error(`transaction ${change.transactionId} not found`)
-            return {
-              tenantId: transaction.tenantId,
-              type: change.change === "created" ? "TRANSACTION_CREATED" : "TRANSACTION_STATUS_UPDATED",
-              subjectId: transaction.id,
-              dedupeKey: change.change === "created" ? "created" : `${change.status}/${change.subStatus ?? ""}`,
-              data: transactionObject(catalog, transaction)
-            }
+            return change.change === "created"
+              ? eventOf(transaction, "TRANSACTION_CREATED", "created")
+              : eventOf(transaction, "TRANSACTION_STATUS_UPDATED", statusKey(change.status, change.subStatus))
           }))
         })
 
       return TransactionEvents.of({
-        created: (tenantId, transactionId) => record(tenantId, transactionId, "TRANSACTION_CREATED", "created"),
         createdAs,
         statusUpdatedAs,
-        statusUpdated: (tenantId, transactionId, status, subStatus) =>
-          record(tenantId, transactionId, "TRANSACTION_STATUS_UPDATED", `${status}/${subStatus ?? ""}`),
+        statusUpdated,
         changes
       })
     })

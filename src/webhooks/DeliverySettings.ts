@@ -19,7 +19,7 @@ export const roundBatchesMax = 10
  * Signatures kept for the event's other endpoints (WebhookDelivery.ts, `signedBody`): one per event and second, so
  * this covers the events of a burst that several endpoints take in the same second; a miss only signs again.
  */
-export const signedBodiesMax = 2_000
+export const sharedSignaturesMax = 2_000
 /** Events fanned out per statement. */
 export const fanOutBatchMax = 500
 /** Endpoints the sweeper wakes per round. */

@@ -26,7 +26,7 @@ import {
   deliveryTimeoutMillis,
   lastErrorLengthMax,
   roundBatchesMax,
-  signedBodiesMax,
+  sharedSignaturesMax,
   WebhookTimings
 } from "./DeliverySettings.ts"
 import { EventDataRenderer } from "./EventData.ts"
@@ -170,7 +170,7 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
        * would have made. The body itself is rendered for every attempt (a `TRANSACTION_*` event carries the
        * transaction as it is at that attempt, spec 6), and a different body is signed afresh.
        */
-      const signatures = makeBoundedCache<SignedBody>(signedBodiesMax)
+      const signatures = makeBoundedCache<SignedBody>(sharedSignaturesMax)
 
       /** The body and signature for `due` at `timestamp`; none when the signer is not available (the delivery waits). */
       const signedBody = (due: DueRow, timestamp: string, startedAt: number) =>
