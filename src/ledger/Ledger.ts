@@ -55,6 +55,15 @@ export type PostResult =
   /** This (kind, reference) was booked before: nothing was posted now. */
   | { readonly _tag: "AlreadyPosted"; readonly entryId: string }
 
+/** Entries whose accounts are resolved (`Ledger.prepare`), ready to be written by `Ledger.postPrepared`. */
+export interface PreparedEntries {
+  readonly requests: ReadonlyArray<EntryRequest>
+  readonly entryIds: ReadonlyArray<string>
+  readonly at: Date
+  /** Account id by `${tenantId}/${accountKey(posting)}`. */
+  readonly accountIds: ReadonlyMap<string, string>
+}
+
 export interface Balance {
   readonly assetId: string
   /** Negative only after a deposit reversal took back funds already spent (decisions.md, Deposits). */
@@ -137,6 +146,13 @@ export class Ledger extends Context.Service<Ledger, {
    * inside the transaction of the changes it books.
    */
   readonly postMany: (requests: ReadonlyArray<EntryRequest>) => Effect.Effect<ReadonlyArray<PostResult>, InsufficientBalance>
+  /**
+   * `post` in two steps, for a transaction that holds a contended lock between them: `prepare` reads the accounts'
+   * ids (opening missing ones), `postPrepared` writes the entry. Both run inside the same transaction; what is read
+   * before the lock is then not part of the time it is held (transfers/PayerHold.ts).
+   */
+  readonly prepare: (request: EntryRequest) => Effect.Effect<PreparedEntries>
+  readonly postPrepared: (prepared: PreparedEntries) => Effect.Effect<PostResult, InsufficientBalance>
   /** A wallet's balances, one per asset that has had bookkeeping, by asset id. */
   readonly walletBalances: (walletId: string) => Effect.Effect<ReadonlyArray<Balance>>
   /** A user's balances summed over all the user's wallets, one per asset that has had bookkeeping, by asset id. */
@@ -195,22 +211,18 @@ export class Ledger extends Context.Service<Ledger, {
           return new Map(found.map((row) => [ownerRowKey(row), row.id.toString()]))
         })
 
-      /**
-       * The one path that writes the journal (entries, postings, and the accounts they open): `post` is a batch of
-       * one, so a single entry and a block's thousand credits take the same statements and the same lock order.
-       */
-      const book = (requests: ReadonlyArray<EntryRequest>) => Effect.gen(function*() {
-        if (requests.length === 0) return []
-        yield* Effect.sync(() => requests.forEach(assertBalanced))
-        const now = new Date(yield* Clock.currentTimeMillis)
-        const entryIds: Array<string> = []
-        for (let index = 0; index < requests.length; index++) {
-          entryIds.push(yield* ids.uuidV7)
-        }
-        const booked = sql.withTransaction(Effect.gen(function*() {
-          // Every account the postings touch (opened at zero on first use), by owner.
+      const ownerKey = (tenantId: string, posting: Posting) => `${tenantId}/${accountKey(posting)}`
+
+      /** The entries' ids and every account their postings touch (opened at zero on first use), by owner. */
+      const prepareMany = (requests: ReadonlyArray<EntryRequest>) =>
+        Effect.gen(function*() {
+          yield* Effect.sync(() => requests.forEach(assertBalanced))
+          const at = new Date(yield* Clock.currentTimeMillis)
+          const entryIds: Array<string> = []
+          for (let index = 0; index < requests.length; index++) {
+            entryIds.push(yield* ids.uuidV7)
+          }
           const owners = new Map<string, Owner>()
-          const ownerKey = (tenantId: string, posting: Posting) => `${tenantId}/${accountKey(posting)}`
           for (const request of requests) {
             for (const posting of request.postings) {
               owners.set(ownerKey(request.tenantId, posting), {
@@ -221,12 +233,20 @@ export class Ledger extends Context.Service<Ledger, {
               })
             }
           }
-          const idOf = yield* accountIds([...owners.values()], now)
-          // The entries and their postings in one statement: a posting is written only for an entry this statement
-          // created, so an entry booked before (same kind and reference) gets none. Accounts are locked (by the
-          // balance update of each posting) in ascending id order across the whole batch, the order of the rows the
-          // SELECT hands the INSERT, which is the order the row trigger runs in: two entries over the same accounts
-          // can never wait on each other in a cycle.
+          const accountIdsByOwner = yield* accountIds([...owners.values()], at)
+          const prepared: PreparedEntries = { requests, entryIds, at, accountIds: accountIdsByOwner }
+          return prepared
+        })
+
+      /**
+       * The entries and their postings in one statement: a posting is written only for an entry this statement
+       * created, so an entry booked before (same kind and reference) gets none. Accounts are locked (by the balance
+       * update of each posting) in ascending id order across the whole batch, the order of the rows the SELECT hands
+       * the INSERT, which is the order the row trigger runs in: two entries over the same accounts can never wait on
+       * each other in a cycle.
+       */
+      const write = ({ accountIds: idOf, at, entryIds, requests }: PreparedEntries) =>
+        Effect.gen(function*() {
           const postings = requests.flatMap((request, index) =>
             request.postings.map((posting) => ({
               entry_id: entryIds[index]!,
@@ -242,7 +262,7 @@ export class Ledger extends Context.Service<Ledger, {
           const created = yield* sql`
             WITH created AS (
               INSERT INTO ledger_entries (id, tenant_id, kind, reference_id, created_at)
-              SELECT e.id, e.tenant_id, e.kind, e.reference_id, ${now}
+              SELECT e.id, e.tenant_id, e.kind, e.reference_id, ${at}
               FROM jsonb_to_recordset(${json(requests.map((request, index) => ({
             id: entryIds[index],
             tenant_id: request.tenantId,
@@ -284,13 +304,32 @@ export class Ledger extends Context.Service<Ledger, {
             })
           }
           return results
-        }))
-        return yield* booked.pipe(
-          Effect.catchTag("SqlError", (error) =>
-            sqlStateOf(error) === insufficientBalanceSqlState
-              ? Effect.fail(new InsufficientBalance({ message: "available balance below amount plus fee" }))
-              : Effect.die(refusedBy(requests[0]!, error)))
-        )
+        })
+
+      /** A database error of a write as the ledger's answer: an overdraft is InsufficientBalance, the rest defects. */
+      const refused = (requests: ReadonlyArray<EntryRequest>) => (error: SqlError.SqlError) =>
+        sqlStateOf(error) === insufficientBalanceSqlState
+          ? Effect.fail(new InsufficientBalance({ message: "available balance below amount plus fee" }))
+          : Effect.die(refusedBy(requests[0]!, error))
+
+      /**
+       * The one path that writes the journal (entries, postings, and the accounts they open): `post` is a batch of
+       * one, so a single entry and a block's thousand credits take the same statements and the same lock order.
+       */
+      const book = (requests: ReadonlyArray<EntryRequest>) =>
+        requests.length === 0
+          ? Effect.succeed([])
+          : sql.withTransaction(Effect.flatMap(prepareMany(requests), write)).pipe(
+            Effect.catchTag("SqlError", refused(requests))
+          )
+
+      const prepare = Effect.fn("Ledger.prepare")(function*(request: EntryRequest) {
+        return yield* prepareMany([request]).pipe(Effect.orDie)
+      })
+
+      const postPrepared = Effect.fn("Ledger.postPrepared")(function*(prepared: PreparedEntries) {
+        const [result] = yield* write(prepared).pipe(Effect.catchTag("SqlError", refused(prepared.requests)))
+        return result!
       })
 
       const post = Effect.fn("Ledger.post")(function*(request: EntryRequest) {
@@ -318,7 +357,7 @@ export class Ledger extends Context.Service<Ledger, {
         return rows.map(balanceFromRow)
       })
 
-      return { post, postMany, walletBalances, userBalances }
+      return { post, postMany, prepare, postPrepared, walletBalances, userBalances }
     })
   )
 }

@@ -38,13 +38,22 @@ export interface DailyLimitRequest {
  */
 export const spentTodayQuery = (
   sql: SqlClient.SqlClient,
-  request: { readonly tenantId: string; readonly userId: string; readonly assetId: string; readonly nowMillis: number }
+  request: {
+    readonly tenantId: string
+    readonly userId: string
+    readonly assetId: string
+    readonly nowMillis: number
+    /** The new movement's own row, when its transaction has inserted it already: counted as `amount`, not here. */
+    readonly excludingId?: string | undefined
+  }
 ) =>
   sql`
     SELECT coalesce(sum(amount), 0)::text FROM transactions
     WHERE tenant_id = ${request.tenantId} AND source_user_id = ${request.userId} AND asset_id = ${request.assetId}
       AND created_at >= ${startOfUtcDay(request.nowMillis)}
-      AND status NOT IN ('FAILED', 'REJECTED', 'CANCELLED')
+      AND status NOT IN ('FAILED', 'REJECTED', 'CANCELLED')${
+    request.excludingId === undefined ? sql`` : sql` AND id <> ${request.excludingId}`
+  }
       AND (kind = 'WITHDRAWAL'
         OR (kind = 'INTERNAL_TRANSFER' AND destination_user_id IS DISTINCT FROM source_user_id))`
 
@@ -71,13 +80,14 @@ export const fitsDailyLimit = (request: DailyLimitRequest) =>
   )
 
 /**
- * The binding check, in two steps inside the transaction that inserts the movement, before anything else there:
- * `lockDailyLimit`, then the sum (`spentTodayQuery`, read in a later statement, PayerHold.ts) compared by
- * `exceedsDailyLimit`. A transaction-scoped advisory lock per (user, asset) serializes the creators of movements that
- * count against the same limit; each reads the sum only in a statement that starts once it holds the lock, and in
- * READ COMMITTED that statement sees every movement an earlier holder committed. The lock is released at commit or
- * rollback, so the insert that follows is counted by the next holder. Releases (FAILED, REJECTED, CANCELLED) need no
- * lock: they only lower the sum.
+ * The binding check, in two steps inside the transaction that inserts the movement, before its funds move there:
+ * `lockDailyLimit`, then the sum of the other movements (`spentTodayQuery` without the new row, read in a later
+ * statement, PayerHold.ts) compared by `exceedsDailyLimit`. A transaction-scoped advisory lock per (user, asset)
+ * serializes the creators of movements that count against the same limit; each reads the sum only in a statement
+ * that starts once it holds the lock, and in READ COMMITTED that statement sees every movement an earlier holder
+ * committed. The lock is released at commit or rollback, so the movement's row (inserted before the lock or after,
+ * in the same transaction) is counted by the next holder. Releases (FAILED, REJECTED, CANCELLED) need no lock: they
+ * only lower the sum.
  *
  * An advisory lock rather than a row of its own: it needs no table and no row to create first, and a hash collision
  * between two (user, asset) pairs only serializes them, never lets one pass wrongly. It is always taken before the

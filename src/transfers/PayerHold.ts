@@ -21,10 +21,14 @@ const payerRow = decodeFirstRow(
 )
 
 /**
- * The first steps of every transaction that moves a payer's funds (an internal transfer, a withdrawal), in the lock
+ * The first locks of every transaction that moves a payer's funds (an internal transfer, a withdrawal), in the lock
  * order of docs/ledger.md: the daily limit's lock when the asset has a limit (DailyLimit.ts), then one statement that
  * takes the payer's standing `FOR SHARE` and, started only once the lock is held, reads the day's sum. The limit is
  * checked first, then the user, then the wallet.
+ *
+ * The transaction inserts the movement's own rows (transaction, event, idempotency receipt) before this: they lock
+ * nothing another creator waits on, and done first they are not part of the time the lock is held, which is what
+ * bounds one payer's movements per second. The movement's row is left out of the sum (`movementId`).
  */
 export const holdPayerSpending = (request: {
   readonly tenantId: string
@@ -34,6 +38,8 @@ export const holdPayerSpending = (request: {
   readonly amount: bigint
   readonly dailyLimit: bigint | undefined
   readonly nowMillis: number
+  /** The movement this transaction inserted already. */
+  readonly movementId: string
 }): Effect.Effect<void, LimitExceeded | Forbidden | NotFound | WalletNotActive | SqlError.SqlError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -41,7 +47,7 @@ export const holdPayerSpending = (request: {
     if (limit !== undefined) yield* lockDailyLimit(request)
     const row = yield* sql`
       SELECT w.status AS wallet_status, u.status AS user_status,
-        ${limit === undefined ? sql`NULL::text` : sql`(${spentTodayQuery(sql, request)})`} AS spent
+        ${limit === undefined ? sql`NULL::text` : sql`(${spentTodayQuery(sql, { ...request, excludingId: request.movementId })})`} AS spent
       FROM wallets w JOIN users u ON u.id = w.user_id
       WHERE w.id = ${request.walletId}
       FOR SHARE OF w, u`.pipe(Effect.flatMap(payerRow))

@@ -269,16 +269,8 @@ export class Transfers extends Context.Service<Transfers, {
           fee: fee.toString()
         }
         yield* sql.withTransaction(Effect.gen(function*() {
-          // First in the transaction (lock order, docs/ledger.md).
-          yield* holdPayerSpending({
-            tenantId: tenant.id,
-            walletId: payer.id,
-            userId: payer.userId,
-            assetId: asset.assetId,
-            amount,
-            dailyLimit: quote.dailyLimit,
-            nowMillis
-          }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          // The rows that lock nothing another transfer waits on first, then the payer's locks (lock order,
+          // docs/ledger.md), then the funds: PayerHold.ts says why.
           const created = yield* insertTransaction({
             id,
             tenantId: tenant.id,
@@ -295,9 +287,20 @@ export class Transfers extends Context.Service<Transfers, {
             note: request.note,
             at: now
           }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-          yield* ledger.post(entryRequest(tenant.id, id, entry))
           yield* transactionEvents.createdAs(created)
           if (request.recordReceipt !== undefined) yield* request.recordReceipt(receipt)
+          const booking = yield* ledger.prepare(entryRequest(tenant.id, id, entry))
+          yield* holdPayerSpending({
+            tenantId: tenant.id,
+            walletId: payer.id,
+            userId: payer.userId,
+            assetId: asset.assetId,
+            amount,
+            dailyLimit: quote.dailyLimit,
+            nowMillis,
+            movementId: id
+          }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          yield* ledger.postPrepared(booking)
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         return receipt
       })

@@ -136,16 +136,8 @@ export class Withdrawals extends Context.Service<Withdrawals, {
         }
         const submitted = receipt(row, "SUBMITTED", null)
         yield* sql.withTransaction(Effect.gen(function*() {
-          // First in the transaction (lock order, docs/ledger.md).
-          yield* holdPayerSpending({
-            tenantId: tenant.id,
-            walletId: payer.id,
-            userId: payer.userId,
-            assetId: asset.assetId,
-            amount: submission.amount,
-            dailyLimit: submission.dailyLimit,
-            nowMillis
-          }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          // The rows that lock nothing another withdrawal waits on first, then the payer's locks (lock order,
+          // docs/ledger.md), then the funds: PayerHold.ts says why.
           const created = yield* insertTransaction({
             id,
             tenantId: tenant.id,
@@ -163,11 +155,21 @@ export class Withdrawals extends Context.Service<Withdrawals, {
             at: now
           }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           yield* sql`INSERT INTO withdrawals (transaction_id) VALUES (${id})`
+          yield* transactionEvents.createdAs(created)
+          if (submission.recordReceipt !== undefined) yield* submission.recordReceipt(submitted)
+          yield* holdPayerSpending({
+            tenantId: tenant.id,
+            walletId: payer.id,
+            userId: payer.userId,
+            assetId: asset.assetId,
+            amount: submission.amount,
+            dailyLimit: submission.dailyLimit,
+            nowMillis,
+            movementId: id
+          }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
           for (const entry of ledgerEntries(creation.ledger, paymentOf(row))) {
             yield* ledger.post(entryRequest(tenant.id, id, entry))
           }
-          yield* transactionEvents.createdAs(created)
-          if (submission.recordReceipt !== undefined) yield* submission.recordReceipt(submitted)
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         // Asked in the background: the cluster's send of a persisted message returns only once the runner's storage
         // read has seen it (up to a read cycle, 1-2 s under a burst), and the tenant's answer does not depend on it:
