@@ -1,8 +1,8 @@
 /**
  * decisions.md "Daily limit": per user and asset, the sum of `amountRaw` of on-chain withdrawals and cross-user
  * internal transfers created in the current UTC day that did not end FAILED, REJECTED or CANCELLED, including the new
- * one. The quote reads the sum to refuse early (and for `estimate_fee`); the binding check (`lockDailyLimit`, then the
- * sum) runs inside the database transaction that creates the movement, so N parallel requests that each fit but
+ * one. The quote reads the sum to refuse early (and for `estimate_fee`); the binding check (the limit's lock, then the
+ * sum, `hold_payer`) runs inside the database transaction that creates the movement, so N parallel requests that each fit but
  * together exceed the limit never all pass (docs/transfers.md "Limits under concurrency").
  */
 import { Effect, Schema } from "effect"
@@ -33,31 +33,9 @@ export interface DailyLimitRequest {
 }
 
 /**
- * The statement that sums what counts against the user's daily limit of the asset today (a scalar subquery where
- * another statement needs it, PayerHold.ts).
+ * What counts against the user's daily limit of the asset today, as the database has it now. What counts is defined
+ * once, in SQL (`daily_spent`, sql/0020_payer_hold.sql), which the binding check (`hold_payer`, PayerHold.ts) uses too.
  */
-export const spentTodayQuery = (
-  sql: SqlClient.SqlClient,
-  request: {
-    readonly tenantId: string
-    readonly userId: string
-    readonly assetId: string
-    readonly nowMillis: number
-    /** The new movement's own row, when its transaction has inserted it already: counted as `amount`, not here. */
-    readonly excludingId?: string | undefined
-  }
-) =>
-  sql`
-    SELECT coalesce(sum(amount), 0)::text FROM transactions
-    WHERE tenant_id = ${request.tenantId} AND source_user_id = ${request.userId} AND asset_id = ${request.assetId}
-      AND created_at >= ${startOfUtcDay(request.nowMillis)}
-      AND status NOT IN ('FAILED', 'REJECTED', 'CANCELLED')${
-    request.excludingId === undefined ? sql`` : sql` AND id <> ${request.excludingId}`
-  }
-      AND (kind = 'WITHDRAWAL'
-        OR (kind = 'INTERNAL_TRANSFER' AND destination_user_id IS DISTINCT FROM source_user_id))`
-
-/** What counts against the user's daily limit of the asset today, as the database has it now. */
 export const spentToday = (
   tenantId: string,
   userId: string,
@@ -66,7 +44,8 @@ export const spentToday = (
 ): Effect.Effect<bigint, SqlError.SqlError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const row = yield* sql`SELECT (${spentTodayQuery(sql, { tenantId, userId, assetId, nowMillis })}) AS total`.pipe(
+    const row = yield* sql`
+      SELECT daily_spent(${tenantId}, ${userId}, ${assetId}, ${startOfUtcDay(nowMillis)}, NULL)::text AS total`.pipe(
       Effect.flatMap(spentRow)
     )
     return row.total
@@ -80,28 +59,22 @@ export const fitsDailyLimit = (request: DailyLimitRequest) =>
   )
 
 /**
- * The binding check, in two steps inside the transaction that inserts the movement, before its funds move there:
- * `lockDailyLimit`, then the sum of the other movements (`spentTodayQuery` without the new row, read in a later
- * statement, PayerHold.ts) compared by `exceedsDailyLimit`. A transaction-scoped advisory lock per (user, asset)
- * serializes the creators of movements that count against the same limit; each reads the sum only in a statement
- * that starts once it holds the lock, and in READ COMMITTED that statement sees every movement an earlier holder
- * committed. The lock is released at commit or rollback, so the movement's row (inserted before the lock or after,
- * in the same transaction) is counted by the next holder. Releases (FAILED, REJECTED, CANCELLED) need no lock: they
- * only lower the sum.
+ * The binding check, inside the transaction that inserts the movement, before its funds move there: the daily limit's
+ * lock (`dailyLimitLockKey`), then the sum of the other movements, in one call (`hold_payer`, PayerHold.ts), compared
+ * by `exceedsDailyLimit`. A transaction-scoped advisory lock per (user, asset) serializes the creators of movements
+ * that count against the same limit; each reads the sum only in a statement that starts once it holds the lock, and
+ * in READ COMMITTED that statement sees every movement an earlier holder committed. The lock is released at commit or
+ * rollback, so the movement's row (inserted before the lock, in the same transaction) is counted by the next holder.
+ * Releases (FAILED, REJECTED, CANCELLED) need no lock: they only lower the sum.
  *
  * An advisory lock rather than a row of its own: it needs no table and no row to create first, and a hash collision
- * between two (user, asset) pairs only serializes them, never lets one pass wrongly. It is always taken before the
- * ledger's account rows (lock order in docs/ledger.md).
+ * between two (user, asset) pairs only serializes them, never lets one pass wrongly (the key is hashed with
+ * `hashtextextended(key, 0)`). It is always taken before the ledger's account rows (lock order in docs/ledger.md).
  */
-export const lockDailyLimit = (
-  request: { readonly userId: string; readonly assetId: string }
-): Effect.Effect<void, SqlError.SqlError, SqlClient.SqlClient> =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    yield* sql`SELECT pg_advisory_xact_lock(hashtextextended(${`coffer-daily-limit:${request.userId}:${request.assetId}`}, 0))`
-  })
+export const dailyLimitLockKey = (request: { readonly userId: string; readonly assetId: string }): string =>
+  `coffer-daily-limit:${request.userId}:${request.assetId}`
 
-/** The binding comparison, on a sum read after `lockDailyLimit`. */
+/** The binding comparison, on the other movements' sum read under the lock (`hold_payer`). */
 export const exceedsDailyLimit = (request: DailyLimitRequest, spent: bigint): Effect.Effect<void, LimitExceeded> =>
   spent + request.amount <= request.limit
     ? Effect.void

@@ -10,7 +10,7 @@ import { SqlClient, type SqlError } from "effect/sql"
 import { decodeFirstRow, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { Forbidden, type LimitExceeded, NotFound, WalletNotActive } from "../domain/ApiError.ts"
 import { userFrozenMessage } from "../users/UserRules.ts"
-import { exceedsDailyLimit, lockDailyLimit, spentTodayQuery } from "./DailyLimit.ts"
+import { dailyLimitLockKey, exceedsDailyLimit, startOfUtcDay } from "./DailyLimit.ts"
 
 export const payerNotActiveMessage = "the paying wallet is not active"
 
@@ -22,9 +22,9 @@ const payerRow = decodeFirstRow(
 
 /**
  * The first locks of every transaction that moves a payer's funds (an internal transfer, a withdrawal), in the lock
- * order of docs/ledger.md: the daily limit's lock when the asset has a limit (DailyLimit.ts), then one statement that
- * takes the payer's standing `FOR SHARE` and, started only once the lock is held, reads the day's sum. The limit is
- * checked first, then the user, then the wallet.
+ * order of docs/ledger.md, in one call (`hold_payer`, sql/0020_payer_hold.sql): the daily limit's lock when the asset
+ * has a limit (DailyLimit.ts), then, in a statement started only once the lock is held, the payer's standing
+ * `FOR SHARE` and the day's sum. The limit is checked first, then the user, then the wallet.
  *
  * The transaction inserts the movement's own rows (transaction, event, idempotency receipt) before this: they lock
  * nothing another creator waits on, and done first they are not part of the time the lock is held, which is what
@@ -44,13 +44,12 @@ export const holdPayerSpending = (request: {
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const limit = request.dailyLimit
-    if (limit !== undefined) yield* lockDailyLimit(request)
     const row = yield* sql`
-      SELECT w.status AS wallet_status, u.status AS user_status,
-        ${limit === undefined ? sql`NULL::text` : sql`(${spentTodayQuery(sql, { ...request, excludingId: request.movementId })})`} AS spent
-      FROM wallets w JOIN users u ON u.id = w.user_id
-      WHERE w.id = ${request.walletId}
-      FOR SHARE OF w, u`.pipe(Effect.flatMap(payerRow))
+      SELECT wallet_status, user_status, spent::text AS spent
+      FROM hold_payer(${request.walletId}, ${limit === undefined ? null : dailyLimitLockKey(request)}, ${request.tenantId},
+        ${request.userId}, ${request.assetId}, ${startOfUtcDay(request.nowMillis)}, ${request.movementId})`.pipe(
+      Effect.flatMap(payerRow)
+    )
     if (row === undefined) return yield* new NotFound({ message: "wallet not found" })
     if (limit !== undefined) yield* exceedsDailyLimit({ ...request, limit }, row.spent ?? 0n)
     if (row.user_status !== "ACTIVE") return yield* new Forbidden({ message: userFrozenMessage })
