@@ -201,7 +201,12 @@ export const Listeners = Layer.unwrap(Effect.gen(function*() {
     listener(PublicRoutes, PublicAddress, config.host, config.port),
     listener(OpsRoutes, OpsAddress, config.opsHost, config.opsPort)
   )
-}))
+})).pipe(
+  // The last line of a start: a start that stops short of it shows where in its log.
+  Layer.tap((context) =>
+    Effect.logInfo(`listening: the API on ${Context.get(context, PublicAddress)}, ops on ${Context.get(context, OpsAddress)}`)
+  )
+)
 
 /**
  * Everything but configuration, storage, signer and entropy: what tests build over a test database. The listeners open only after

@@ -112,6 +112,8 @@ const hasExited = (service: ServiceProcess) => service.child.exitCode !== null |
  */
 export const waitForHealth = async (service: ServiceProcess, token: string, timeoutMs: number): Promise<number> => {
   const deadline = performance.now() + timeoutMs
+  // What the last probe got: a failure says whether the service never listened or listened and did not answer.
+  let last = "no probe yet"
   for (;;) {
     if (hasExited(service)) {
       throw new Error(`the service exited before it was healthy:\n${service.output()}`)
@@ -123,11 +125,14 @@ export const waitForHealth = async (service: ServiceProcess, token: string, time
       })
       await response.arrayBuffer()
       if (response.status === 200) return performance.now() - service.spawnedAt
-    } catch {
-      // Not listening yet.
+      last = `HTTP ${response.status}`
+    } catch (error) {
+      // Not listening yet, or no answer within the probe's second.
+      const cause = error instanceof Error && error.cause instanceof Error ? `: ${error.cause.message}` : ""
+      last = `${error instanceof Error ? error.message : String(error)}${cause}`
     }
     if (performance.now() > deadline) {
-      throw new Error(`GET /ops/health did not answer 200 within ${timeoutMs} ms:\n${service.output()}`)
+      throw new Error(`GET /ops/health did not answer 200 within ${timeoutMs} ms (last probe: ${last}):\n${service.output()}`)
     }
     await sleep(pollIntervalMs)
   }
