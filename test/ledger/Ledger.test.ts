@@ -206,6 +206,28 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("ledger", (it) => {
         assert.deepStrictEqual(yield* walletBalances(tenant, walletId), [{ assetId: eth, available: "0", frozen: "0" }])
       }))
 
+    it.effect("prepare then postPrepared, in one transaction, books as post does: a new account opened, a repeat AlreadyPosted, an overdraft InsufficientBalance", () =>
+      Effect.gen(function*() {
+        const ledger = yield* Ledger
+        const sql = yield* SqlClient.SqlClient
+        const tenant = yield* provisionTenant()
+        const walletId = yield* walletFor(tenant, "frank")
+        const credit = yield* depositCredit(tenant.tenantId, walletId, eth, 30n)
+        const inOneTransaction = (request: EntryRequest) =>
+          sql.withTransaction(Effect.flatMap(ledger.prepare(request), ledger.postPrepared))
+        // The wallet's account does not exist before: prepare opens it, postPrepared books on it.
+        assert.strictEqual((yield* inOneTransaction(credit))._tag, "Posted")
+        assert.strictEqual((yield* inOneTransaction(credit))._tag, "AlreadyPosted")
+        assert.deepStrictEqual(yield* walletBalances(tenant, walletId), [{ assetId: eth, available: "30", frozen: "0" }])
+
+        const tooMuch = yield* debit(tenant.tenantId, walletId, eth, 31n)
+        const error = yield* Effect.flip(inOneTransaction(tooMuch))
+        assert.strictEqual(error._tag, "InsufficientBalance")
+        assert.lengthOf(yield* sql`SELECT 1 FROM ledger_entries WHERE reference_id = ${tooMuch.referenceId}`, 0)
+        assert.strictEqual((yield* inOneTransaction(yield* debit(tenant.tenantId, walletId, eth, 30n)))._tag, "Posted")
+        assert.deepStrictEqual(yield* walletBalances(tenant, walletId), [{ assetId: eth, available: "0", frozen: "0" }])
+      }))
+
     it.effect("40 concurrent transfers in both directions between two wallets all book: accounts lock in one order", () =>
       Effect.gen(function*() {
         const ledger = yield* Ledger
