@@ -2,8 +2,8 @@
  * decisions.md "Daily limit": per user and asset, the sum of `amountRaw` of on-chain withdrawals and cross-user
  * internal transfers created in the current UTC day that did not end FAILED, REJECTED or CANCELLED, including the new
  * one. The quote reads the sum to refuse early (and for `estimate_fee`); the binding check (the limit's lock, then the
- * sum, `hold_payer`) runs inside the database transaction that creates the movement, so N parallel requests that each fit but
- * together exceed the limit never all pass (docs/transfers.md "Limits under concurrency").
+ * sum, `hold_payer`) runs inside the database transaction that creates the movement, so N parallel requests that each
+ * fit but together exceed the limit never all pass (docs/transfers.md "Limits under concurrency").
  */
 import { Effect, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
