@@ -1,6 +1,8 @@
 /** Handlers of the operator's switches (operator-interface.md, "Switches"; docs/operations.md). */
 import { Effect } from "effect"
+import { Sharding } from "effect/cluster"
 import { HttpApiBuilder } from "effect/http-api"
+import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { FeeFloors } from "../catalog/FeeFloors.ts"
 import { Switches } from "../catalog/Switches.ts"
@@ -9,6 +11,7 @@ import { BadRequest } from "../domain/ApiError.ts"
 import { walletObject } from "../http/WalletViews.ts"
 import { Tenants } from "../tenants/Tenants.ts"
 import { switchableWalletStatuses, WalletSwitch } from "../wallets/WalletSwitch.ts"
+import { retryQueuedWithdrawals } from "../withdrawals/WithdrawalSupervisor.ts"
 import { OpsApi } from "./OpsApi.ts"
 
 const isSwitchableWalletStatus = (status: string): status is (typeof switchableWalletStatuses)[number] =>
@@ -21,17 +24,33 @@ export const OpsSwitchHandlers = HttpApiBuilder.group(OpsApi, "switches", (handl
     const walletSwitch = yield* WalletSwitch
     const tenants = yield* Tenants
     const feeFloors = yield* FeeFloors
+    const sql = yield* SqlClient.SqlClient
+    const sharding = yield* Sharding.Sharding
+    // Withdrawals held QUEUED while the switch was off (WithdrawalProcessor) go on now rather than at the next sweep.
+    const releaseQueued = (networkKey: string) =>
+      retryQueuedWithdrawals(networkKey).pipe(
+        Effect.provideService(SqlClient.SqlClient, sql),
+        Effect.provideService(Sharding.Sharding, sharding),
+        Effect.orDie
+      )
     return handlers
       .handle("network", ({ params, payload }) =>
-        Effect.map(switches.setNetwork(params.networkKey, payload), (state) => ({
-          networkKey: params.networkKey,
-          depositEnabled: state.depositEnabled,
-          withdrawEnabled: state.withdrawEnabled,
-          watch: state.watch
-        })))
+        Effect.gen(function*() {
+          const state = yield* switches.setNetwork(params.networkKey, payload)
+          if (payload.withdrawEnabled === true) yield* releaseQueued(params.networkKey)
+          return {
+            networkKey: params.networkKey,
+            depositEnabled: state.depositEnabled,
+            withdrawEnabled: state.withdrawEnabled,
+            watch: state.watch
+          }
+        }))
       .handle("asset", ({ params, payload }) =>
         Effect.gen(function*() {
           yield* switches.setAsset(params.assetId, payload)
+          if (payload.withdrawEnabled === true || payload.status === "ENABLED") {
+            yield* releaseQueued(catalog.asset(params.assetId)!.networkKey)
+          }
           // As /v1 shows it, with the platform's default fees: the operator is no tenant.
           const asset = catalog.asset(params.assetId)!
           return assetObject(catalog, { settings: {} }, asset, yield* feeFloors.floor(asset), yield* switches.view)

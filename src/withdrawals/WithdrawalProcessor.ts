@@ -20,6 +20,7 @@
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
+import { Switches } from "../catalog/Switches.ts"
 import { type ChainUnavailable, ChainClients, type WithdrawalTransfer } from "../chains/ChainClient.ts"
 import { decodeFirstRow, decodeRows, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { Ledger } from "../ledger/Ledger.ts"
@@ -122,6 +123,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
       const platformAddresses = yield* PlatformAddresses
       const transactionEvents = yield* TransactionEvents
       const sends = yield* OutgoingSends
+      const switches = yield* Switches
 
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -222,6 +224,12 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
               const from = yield* hotAddress(row.network_key)
               if (chain === undefined || from === undefined) {
                 yield* Effect.logWarning(`withdrawal ${row.id}: ${row.network_key} cannot send withdrawals; it waits QUEUED`)
+                return "STOP" as const
+              }
+              // The operator's switches hold what is not signed yet (docs/operations.md): switching withdrawals off
+              // in an incident stops the outflow, not only new requests. Switching them on re-asks these at once.
+              if (!(yield* switches.view).withdrawable(catalog.asset(row.asset_id)!, catalog.network(row.network_key)!)) {
+                yield* Effect.logInfo(`withdrawal ${row.id}: withdrawals of ${row.asset_id} are switched off; it waits QUEUED`)
                 return "STOP" as const
               }
               const transfer = transferOf(row, from)

@@ -24,6 +24,8 @@ import {
   testOpsToken
 } from "../support/TestApp.ts"
 import { freePort, makeDataDir, spawnService, stopService, waitForHealth } from "../e2e/ServiceProcess.ts"
+import { hotWalletBalanceDefault } from "../../src/chains/simulated/SimulatedChain.ts"
+import { devnet, getTransaction, waitFor } from "../withdrawals/WithdrawalHelpers.ts"
 
 const ops = (method: string, target: string, body?: unknown) =>
   Effect.flatMap(OpsAddress, (baseUrl) =>
@@ -212,6 +214,35 @@ layer(makeTestAppLayer(), { excludeTestServices: true, timeout: 120_000 })("oper
         assert.strictEqual(accepted.status, 202, accepted.text)
         assert.strictEqual(accepted.json.status, "SUBMITTED")
       })))
+
+    it.effect("withdraw switch off: a withdrawal already QUEUED waits there, nothing signed, though the hot wallet covers it; on again: it goes on at once", () =>
+      restoringBtc(Effect.gen(function*() {
+        const tenant = yield* provisionTenant()
+        const { walletId } = yield* walletOf(tenant, "quentin")
+        yield* fund(tenant, walletId, btc, 1_000_000n)
+        // QUEUED first, held by the hot wallet's cover (the only way to catch a withdrawal before it signs).
+        yield* devnet("BTC_TESTNET", { hotWalletBalance: { [btc]: 0n } })
+        const submitted = yield* withdraw(tenant, walletId)
+        assert.strictEqual(submitted.status, 202, submitted.text)
+        const id = submitted.json.transactionId as string
+        yield* waitFor(tenant, id, "QUEUED", "INSUFFICIENT_FUNDS_PLATFORM")
+
+        yield* switchNetwork("BTC_TESTNET", { withdrawEnabled: false })
+        // Covering it re-asks the withdrawal at once (DevnetHandlers): with the switch off it must stay QUEUED.
+        yield* devnet("BTC_TESTNET", { hotWalletBalance: { [btc]: hotWalletBalanceDefault } })
+        yield* Effect.sleep("1500 millis")
+        const held = yield* getTransaction(tenant, id)
+        assert.deepStrictEqual([held.status, held.txHash], ["QUEUED", null])
+        const sql = yield* SqlClient.SqlClient
+        assert.lengthOf(yield* sql`SELECT 1 FROM outgoing_sends WHERE owner_id = ${id}`.pipe(Effect.orDie), 0)
+
+        // Switching on asks it again at once; the supervisor's sweep would take 10-20 s (withdrawalStuckAfterMillis).
+        const switchedOn = Date.now()
+        yield* switchNetwork("BTC_TESTNET", { withdrawEnabled: true })
+        const sent = yield* waitFor(tenant, id, "CONFIRMING")
+        assert.isString(sent.txHash)
+        assert.isBelow(Date.now() - switchedOn, 5_000)
+      }).pipe(Effect.ensuring(devnet("BTC_TESTNET", { hotWalletBalance: { [btc]: hotWalletBalanceDefault } })))))
 
     it.effect("watch FROZEN: addresses show watchStatus FROZEN without the address, deposit_address hands out none; a deposit ends COMPLETED/MANUAL_REVIEW, credited only by the operator", () =>
       restoringBtc(Effect.gen(function*() {

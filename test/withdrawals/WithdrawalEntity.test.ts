@@ -11,6 +11,7 @@ import { TestRunner } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import { keccak256, parseTransaction, recoverTransactionAddress } from "viem"
+import { Switches } from "../../src/catalog/Switches.ts"
 import { Catalog } from "../../src/catalog/Catalog.ts"
 import { chainClientsLayer } from "../../src/chains/ChainClientsLayer.ts"
 import { SimulatedChain } from "../../src/chains/simulated/SimulatedChain.ts"
@@ -61,6 +62,7 @@ const entityLayer = (signer: Layer.Layer<Signer>) =>
     Layer.provideMerge(WithdrawalProcessor.layer),
     Layer.provideMerge(OutgoingSends.layer),
     Layer.provideMerge(TransactionEvents.layer),
+    Layer.provideMerge(Switches.layer),
     Layer.provideMerge(chainClientsLayer),
     Layer.provideMerge(SimulatedChain.layer),
     Layer.provideMerge(Layer.mergeAll(PlatformAddresses.layer, Ledger.layer, TransactionRepository.layer)),
