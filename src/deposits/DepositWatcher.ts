@@ -119,13 +119,10 @@ const topUpRows = decodeRows(Schema.Struct({ tx_hash: Text }), "DepositWatcher.r
 const settlingRows = decodeRows(SettlingRow, "DepositWatcher.settleMany")
 const waitingRows = decodeRows(Schema.Struct({ id: Text, block_height: Numeric }), "DepositWatcher.settleConfirmed")
 const scannedCursorRow = decodeSingleRow(CursorRow, "DepositWatcher.scan (cursor)")
-const cursorRows = decodeRows(Schema.Struct({ network_key: Text, ...CursorRow.fields }), "DepositWatcher.status")
 
 export class DepositWatcher extends Context.Service<DepositWatcher, {
   /** Scans one network now (see the module comment); the background loop calls the same. */
   readonly scan: (networkKey: string) => Effect.Effect<ScanResult>
-  /** Where each watched network's scan stands, for /ops/health. */
-  readonly status: Effect.Effect<ReadonlyArray<{ networkKey: string; height: bigint; headHeight: bigint }>>
 }>()("coffer/DepositWatcher") {
   static readonly layer = Layer.effect(
     DepositWatcher,
@@ -528,17 +525,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
         }
       }, (effect) => effect.pipe(Effect.orDie, Effect.provideService(SqlClient.SqlClient, sql)))
 
-      const status = Effect.map(
-        sql`
-          SELECT network_key, height::text AS height, head_height::text AS head_height FROM chain_cursors
-          ORDER BY network_key`.pipe(Effect.flatMap(cursorRows)),
-        (rows) =>
-          rows
-            .filter((row) => clients.get(row.network_key) !== undefined)
-            .map((row) => ({ networkKey: row.network_key, height: row.height, headHeight: row.head_height }))
-      ).pipe(Effect.orDie)
-
-      return DepositWatcher.of({ scan, status })
+      return DepositWatcher.of({ scan })
     })
   )
 }

@@ -62,9 +62,21 @@ export const watchedHealth = (lagMillis: number, blockTimeMillis: number): "ACTI
 const CursorRow = Schema.Struct({ network_key: Text, height: Numeric, head_height: Numeric, updated_at: Timestamp })
 const cursorRows = decodeRows(CursorRow, "WatchHealth.view")
 
+/** A watched network's line in `GET /ops/health`: where its watcher is, and its health by the same rule. */
+export interface WatchReport {
+  readonly networkKey: string
+  /** The last block the watcher processed. */
+  readonly height: bigint
+  /** The head it saw then. */
+  readonly headHeight: bigint
+  readonly health: "ACTIVE" | "DEGRADED"
+}
+
 export class WatchHealth extends Context.Service<WatchHealth, {
   /** Every network's watch health as of now (one query); a network outside the catalog is `UNWATCHED`. */
   readonly view: Effect.Effect<(networkKey: string) => NetworkWatchHealth>
+  /** Every network a client watches and whose watcher has run, in catalog order (one query). */
+  readonly report: Effect.Effect<ReadonlyArray<WatchReport>>
 }>()("coffer/WatchHealth") {
   static readonly layer = Layer.effect(
     WatchHealth,
@@ -75,7 +87,7 @@ export class WatchHealth extends Context.Service<WatchHealth, {
       // When this process (and its watcher loop, DepositWatcherLoop.ts) started: silence counts from here at most.
       const startedAtMillis = yield* Clock.currentTimeMillis
 
-      const view = Effect.gen(function*() {
+      const read = Effect.gen(function*() {
         const rows = yield* sql`
           SELECT network_key, height::text AS height, head_height::text AS head_height, updated_at FROM chain_cursors`
           .pipe(Effect.orDie, Effect.flatMap(cursorRows))
@@ -85,7 +97,7 @@ export class WatchHealth extends Context.Service<WatchHealth, {
           headHeight: row.head_height,
           updatedAtMillis: row.updated_at.getTime()
         }]))
-        return (networkKey: string): NetworkWatchHealth => {
+        const health = (networkKey: string): NetworkWatchHealth => {
           const network = catalog.network(networkKey)
           if (network === undefined || clients.get(networkKey) === undefined) return "UNWATCHED"
           const lag = watchLagMillis({
@@ -96,9 +108,25 @@ export class WatchHealth extends Context.Service<WatchHealth, {
           })
           return watchedHealth(lag, network.blockTimeMillis)
         }
-      }).pipe(Effect.withSpan("WatchHealth.view"))
+        return { cursors, health }
+      })
 
-      return WatchHealth.of({ view })
+      const view = read.pipe(Effect.map(({ health }) => health), Effect.withSpan("WatchHealth.view"))
+
+      const report = read.pipe(
+        Effect.map(({ cursors, health }) =>
+          clients.networkKeys.flatMap((networkKey): ReadonlyArray<WatchReport> => {
+            const cursor = cursors.get(networkKey)
+            const state = health(networkKey)
+            return cursor === undefined || state === "UNWATCHED"
+              ? []
+              : [{ networkKey, height: cursor.height, headHeight: cursor.headHeight, health: state }]
+          })
+        ),
+        Effect.withSpan("WatchHealth.report")
+      )
+
+      return WatchHealth.of({ view, report })
     })
   )
 }

@@ -1,5 +1,5 @@
 /** Handlers of the operator interface, its bearer-token check and its schema-error mapping. */
-import { DepositWatcher } from "../deposits/DepositWatcher.ts"
+import { WatchHealth } from "../deposits/WatchHealth.ts"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { HttpServerRequest } from "effect/http"
 import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
@@ -169,15 +169,12 @@ export const OpsUsersHandlers = HttpApiBuilder.group(OpsApi, "users", (handlers)
         }))
   }))
 
-/** A watcher further behind its chain's head than this is reported `lagging` in /ops/health. */
-export const healthyLagBlocksMax = 10
-
 export const OpsPlatformHandlers = HttpApiBuilder.group(OpsApi, "platform", (handlers) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const signer = yield* Signer
     const platformAddresses = yield* PlatformAddresses
-    const watcher = yield* DepositWatcher
+    const watchHealth = yield* WatchHealth
     return handlers
       .handle("addresses", () => platformAddresses.list)
       .handle("health", () =>
@@ -188,15 +185,14 @@ export const OpsPlatformHandlers = HttpApiBuilder.group(OpsApi, "platform", (han
           Effect.orElseSucceed(() => "unavailable" as const)
         )
         const signerStatus = yield* signer.status()
-        const watched = database === "ok" ? yield* watcher.status : []
-        const chains = Object.fromEntries(watched.map((network) => {
-          const lagBlocks = Number(network.headHeight - network.height)
-          return [network.networkKey, {
-            height: Number(network.headHeight),
-            lagBlocks,
-            status: lagBlocks <= healthyLagBlocksMax ? "ok" : "lagging"
-          }]
-        }))
+        const watched = database === "ok" ? yield* watchHealth.report : []
+        // `lagging` is watchStatus's DEGRADED (deposits/WatchHealth.ts): blocks behind or silent past the network's
+        // lag budget, one rule for both.
+        const chains = Object.fromEntries(watched.map((network) => [network.networkKey, {
+          height: Number(network.headHeight),
+          lagBlocks: Number(network.headHeight - network.height),
+          status: network.health === "ACTIVE" ? "ok" : "lagging"
+        }]))
         return {
           status: database === "ok" ? "ok" as const : "degraded" as const,
           database,

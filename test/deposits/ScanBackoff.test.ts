@@ -20,8 +20,7 @@ const stubs = (failures: number) => {
         scannedAt.push(now)
         if (scannedAt.length <= failures) return yield* Effect.die(new Error("node down"))
         return { networkKey, height: 0n, headHeight: 0n, recorded: 0, settled: 0, rewound: 0 }
-      }),
-    status: Effect.succeed([])
+      })
   })
   const clients = Layer.succeed(ChainClients)({
     get: () => undefined,

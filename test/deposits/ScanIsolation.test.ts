@@ -23,8 +23,7 @@ describe("deposit scan loop", () => {
             // A node that never answers (no timeout of its own): the scan never returns.
             if (networkKey === "HUNG") return yield* Effect.never
             return { networkKey, height: 0n, headHeight: 0n, recorded: 0, settled: 0, rewound: 0 }
-          }),
-        status: Effect.succeed([])
+          })
       })
       // The hung network first: a loop that scans networks one after another never reaches the others.
       const clients = Layer.succeed(ChainClients)({
@@ -56,8 +55,7 @@ describe("deposit scan loop", () => {
             // A slow node: each scan takes 3 s.
             yield* Effect.sleep("3 seconds")
             return { networkKey, height: 0n, headHeight: 0n, recorded: 0, settled: 0, rewound: 0 }
-          }).pipe(Effect.ensuring(Effect.sync(() => running--))),
-        status: Effect.succeed([])
+          }).pipe(Effect.ensuring(Effect.sync(() => running--)))
       })
       const networkKeys = Array.from({ length: scansConcurrentMax + 3 }, (_, index) => `NET_${index}`)
       const clients = Layer.succeed(ChainClients)({ get: () => undefined, networkKeys, isSimulated: () => true })

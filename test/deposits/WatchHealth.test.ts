@@ -109,11 +109,20 @@ layer(makeTestAppLayer({ simulatedChains: false }), { excludeTestServices: true 
       assert.strictEqual(yield* health("ETH_SEPOLIA"), "ACTIVE")
       yield* TestClock.adjust(1)
       assert.strictEqual(yield* health("ETH_SEPOLIA"), "DEGRADED")
+      // /ops/health's lines (`report`) follow the same rule: silent past the budget is DEGRADED there too ("lagging"),
+      // though the watcher was at the head when it last wrote.
+      assert.deepStrictEqual(yield* service.report, [
+        { networkKey: "ETH_SEPOLIA", height: 100n, headHeight: 100n, health: "DEGRADED" }
+      ])
       // Fresh, but 11 blocks behind the head it saw: DEGRADED; 10: ACTIVE.
       const later = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
       yield* setCursor(100, 111, later)
       assert.strictEqual(yield* health("ETH_SEPOLIA"), "DEGRADED")
+      assert.strictEqual((yield* service.report)[0]!.health, "DEGRADED")
       yield* setCursor(101, 111, later)
       assert.strictEqual(yield* health("ETH_SEPOLIA"), "ACTIVE")
+      assert.deepStrictEqual(yield* service.report, [
+        { networkKey: "ETH_SEPOLIA", height: 101n, headHeight: 111n, health: "ACTIVE" }
+      ])
     }).pipe(Effect.provide(TestClock.layer())))
 })
