@@ -14,6 +14,7 @@ import { ApiKeyRegistry } from "./auth/ApiKeyRegistry.ts"
 import { ApiKeys } from "./auth/ApiKeys.ts"
 import { NonceStore } from "./auth/NonceStore.ts"
 import { RateLimiter } from "./auth/RateLimiter.ts"
+import { ConfigChanges } from "./auth/ConfigChanges.ts"
 import { SignatureAuthLayer } from "./auth/SignatureAuthLayer.ts"
 import { Catalog } from "./catalog/Catalog.ts"
 import { FeeFloors } from "./catalog/FeeFloors.ts"
@@ -133,6 +134,7 @@ export const DomainLayer = Layer.mergeAll(
     TransactionRepository.layer
   )),
   Layer.provideMerge(Layer.mergeAll(Tenants.layer, ApiKeys.layer, Catalog.layer)),
+  Layer.provideMerge(ConfigChanges.layer),
   // Provided once, here: ids, the outbox and the transaction events are services, never passed by hand.
   Layer.provideMerge(Outbox.layer),
   Layer.provideMerge(Ids.layer)

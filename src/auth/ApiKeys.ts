@@ -8,7 +8,7 @@ import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { KeyObject } from "node:crypto"
 import { decodeFirstRow, Int4, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
-import { onConfigChange } from "./ConfigChanges.ts"
+import { ConfigChanges } from "./ConfigChanges.ts"
 import { publicKeyFromHex } from "./Ed25519.ts"
 import { type IpMatcher, makeIpMatcher } from "./IpAllowList.ts"
 
@@ -96,7 +96,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
       const lookup = (keyId: string) => Effect.flatMap(Clock.currentTimeMillis, (now) => lookupAt(keyId, now))
 
       const invalidate = Effect.sync(() => cache.clear())
-      yield* onConfigChange(invalidate)
+      yield* (yield* ConfigChanges).onChange(invalidate)
       return ApiKeys.of({ lookup, lookupAt, invalidate })
     })
   )

@@ -5,7 +5,7 @@
  * notification be lost with a connection.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Queue, Schedule } from "effect"
+import { Context, Effect, Layer, Queue, Schedule, type Scope } from "effect"
 
 export const configChangedChannel = "coffer_config_changed"
 
@@ -14,21 +14,43 @@ export const announceConfigChange = Effect.gen(function*() {
   yield* pg.notify(configChangedChannel, "changed")
 }).pipe(Effect.catchCause((cause) => Effect.logWarning("could not announce a configuration change", cause)))
 
-/** Runs `clear` on every announcement, for the life of the enclosing scope (reconnecting after failures). */
-export const onConfigChange = (clear: Effect.Effect<void>) =>
-  Effect.gen(function*() {
-    const pg = yield* PgClient.PgClient
-    yield* Effect.scoped(Effect.gen(function*() {
-      const notifications = yield* pg.listen(configChangedChannel)
-      // Anything may have changed while not listening.
-      yield* clear
-      for (;;) {
-        yield* Queue.take(notifications)
-        yield* clear
-      }
-    })).pipe(
-      Effect.tapCause((cause) => Effect.logWarning("configuration change listener failed; reconnecting", cause)),
-      Effect.retry(Schedule.spaced("1 second")),
-      Effect.forkScoped
-    )
-  })
+/**
+ * One listener per process, shared by every cache: each `pg.listen` pins one of the pool's connections for good, and
+ * a pool of 10 already had five pinned (the cluster's shard locks, the instance's liveness lock, the outbox and two
+ * listeners on this one channel), which left five for requests and workers.
+ */
+export class ConfigChanges extends Context.Service<ConfigChanges, {
+  /**
+   * Runs `clear` on every announcement, and whenever the listener (re)connects (anything may have changed while it
+   * was not listening), for the life of the enclosing scope.
+   */
+  readonly onChange: (clear: Effect.Effect<void>) => Effect.Effect<void, never, Scope.Scope>
+}>()("coffer/ConfigChanges") {
+  static readonly layer = Layer.effect(
+    ConfigChanges,
+    Effect.gen(function*() {
+      const pg = yield* PgClient.PgClient
+      const subscribers = new Set<Effect.Effect<void>>()
+      const clearAll = Effect.suspend(() => Effect.forEach([...subscribers], (clear) => clear, { discard: true }))
+      yield* Effect.scoped(Effect.gen(function*() {
+        const notifications = yield* pg.listen(configChangedChannel)
+        yield* clearAll
+        for (;;) {
+          yield* Queue.take(notifications)
+          yield* clearAll
+        }
+      })).pipe(
+        Effect.tapCause((cause) => Effect.logWarning("configuration change listener failed; reconnecting", cause)),
+        Effect.retry(Schedule.spaced("1 second")),
+        Effect.forkScoped
+      )
+      return ConfigChanges.of({
+        onChange: (clear) =>
+          Effect.acquireRelease(
+            Effect.sync(() => subscribers.add(clear)),
+            () => Effect.sync(() => subscribers.delete(clear))
+          ).pipe(Effect.asVoid)
+      })
+    })
+  )
+}

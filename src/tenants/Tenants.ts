@@ -5,7 +5,7 @@
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { PgClient } from "@effect/sql-pg"
 import { SqlClient } from "effect/sql"
-import { announceConfigChange, onConfigChange } from "../auth/ConfigChanges.ts"
+import { announceConfigChange, ConfigChanges } from "../auth/ConfigChanges.ts"
 import { decodeFirstRow, decodeSingleRow, Int4, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
 import { NotFound } from "../domain/ApiError.ts"
 import { Ids } from "../domain/Ids.ts"
@@ -137,7 +137,7 @@ export class Tenants extends Context.Service<Tenants, {
       })
 
       const invalidate = Effect.sync(() => cache.clear())
-      yield* onConfigChange(invalidate)
+      yield* (yield* ConfigChanges).onChange(invalidate)
       const require = (tenantId: string): Effect.Effect<Tenant, NotFound> =>
         Effect.flatMap(get(tenantId), (tenant) =>
           tenant === undefined ? Effect.fail(new NotFound({ message: "tenant not found" })) : Effect.succeed(tenant))

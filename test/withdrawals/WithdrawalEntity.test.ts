@@ -11,6 +11,7 @@ import { TestRunner } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import { keccak256, parseTransaction, recoverTransactionAddress } from "viem"
+import { ConfigChanges } from "../../src/auth/ConfigChanges.ts"
 import { Switches } from "../../src/catalog/Switches.ts"
 import { Catalog } from "../../src/catalog/Catalog.ts"
 import { chainClientsLayer } from "../../src/chains/ChainClientsLayer.ts"
@@ -67,6 +68,7 @@ const entityLayer = (signer: Layer.Layer<Signer>) =>
     Layer.provideMerge(SimulatedChain.layer),
     Layer.provideMerge(Layer.mergeAll(PlatformAddresses.layer, Ledger.layer, TransactionRepository.layer)),
     Layer.provideMerge(Layer.mergeAll(Tenants.layer, Catalog.layer)),
+    Layer.provideMerge(ConfigChanges.layer),
     Layer.provideMerge(signer),
     Layer.provideMerge(Outbox.layer),
     Layer.provideMerge(Ids.layer),
