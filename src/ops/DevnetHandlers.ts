@@ -4,8 +4,6 @@
  * soon as the call returns (the background scan would get there within a second anyway).
  */
 import { Effect } from "effect"
-import { Sharding } from "effect/cluster"
-import { SqlClient } from "effect/sql"
 import { HttpApiBuilder } from "effect/http-api"
 import { Catalog } from "../catalog/Catalog.ts"
 import { validateAddress } from "../chains/AddressValidation.ts"
@@ -14,7 +12,7 @@ import { SimulatedChain, type SimulatedChainState } from "../chains/simulated/Si
 import { DepositWatcher } from "../deposits/DepositWatcher.ts"
 import { AssetNotSupported, BadRequest, InvalidAddress, NotFound } from "../domain/ApiError.ts"
 import { WithdrawalProcessor } from "../withdrawals/WithdrawalProcessor.ts"
-import { retryQueuedWithdrawals } from "../withdrawals/WithdrawalSupervisor.ts"
+import { queuedWithdrawalsRelease } from "../withdrawals/WithdrawalSupervisor.ts"
 import { OpsApi } from "./OpsApi.ts"
 
 const stateObject = (state: SimulatedChainState) => ({
@@ -35,8 +33,7 @@ export const OpsDevnetHandlers = HttpApiBuilder.group(OpsApi, "devnet", (handler
     const catalog = yield* Catalog
     const watcher = yield* DepositWatcher
     const withdrawals = yield* WithdrawalProcessor
-    const sql = yield* SqlClient.SqlClient
-    const sharding = yield* Sharding.Sharding
+    const releaseQueued = yield* queuedWithdrawalsRelease
     /** After the chain changed: deposits scanned, withdrawals confirmed (or rebroadcast after a reorg). */
     const follow = (networkKey: string) =>
       Effect.andThen(watcher.scan(networkKey), withdrawals.confirm(networkKey))
@@ -102,11 +99,7 @@ export const OpsDevnetHandlers = HttpApiBuilder.group(OpsApi, "devnet", (handler
           })
           // Withdrawals waiting for the hot wallet try again now rather than at the next sweep.
           if (payload.hotWalletBalance !== undefined) {
-            yield* retryQueuedWithdrawals(network.networkKey).pipe(
-              Effect.provideService(SqlClient.SqlClient, sql),
-              Effect.provideService(Sharding.Sharding, sharding),
-              Effect.orDie
-            )
+            yield* releaseQueued(network.networkKey)
           }
           return stateObject(state)
         }))

@@ -1,8 +1,6 @@
 /** Handlers of the operator's switches (operator-interface.md, "Switches"; docs/operations.md). */
 import { Effect } from "effect"
-import { Sharding } from "effect/cluster"
 import { HttpApiBuilder } from "effect/http-api"
-import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { FeeFloors } from "../catalog/FeeFloors.ts"
 import { Switches } from "../catalog/Switches.ts"
@@ -11,7 +9,7 @@ import { BadRequest } from "../domain/ApiError.ts"
 import { walletObject } from "../http/WalletViews.ts"
 import { Tenants } from "../tenants/Tenants.ts"
 import { switchableWalletStatuses, WalletSwitch } from "../wallets/WalletSwitch.ts"
-import { retryQueuedWithdrawals } from "../withdrawals/WithdrawalSupervisor.ts"
+import { queuedWithdrawalsRelease } from "../withdrawals/WithdrawalSupervisor.ts"
 import { OpsApi } from "./OpsApi.ts"
 
 const isSwitchableWalletStatus = (status: string): status is (typeof switchableWalletStatuses)[number] =>
@@ -24,15 +22,8 @@ export const OpsSwitchHandlers = HttpApiBuilder.group(OpsApi, "switches", (handl
     const walletSwitch = yield* WalletSwitch
     const tenants = yield* Tenants
     const feeFloors = yield* FeeFloors
-    const sql = yield* SqlClient.SqlClient
-    const sharding = yield* Sharding.Sharding
     // Withdrawals held QUEUED while the switch was off (WithdrawalProcessor) go on now rather than at the next sweep.
-    const releaseQueued = (networkKey: string) =>
-      retryQueuedWithdrawals(networkKey).pipe(
-        Effect.provideService(SqlClient.SqlClient, sql),
-        Effect.provideService(Sharding.Sharding, sharding),
-        Effect.orDie
-      )
+    const releaseQueued = yield* queuedWithdrawalsRelease
     return handlers
       .handle("network", ({ params, payload }) =>
         Effect.gen(function*() {

@@ -8,6 +8,7 @@
  * - the confirmation check completes CONFIRMING withdrawals after each network's confirmation rule.
  */
 import { Clock, Effect, Layer, Schedule, Schema } from "effect"
+import { Sharding } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { ChainClients } from "../chains/ChainClient.ts"
 import { decodeRows, Text } from "../db/RowSchemas.ts"
@@ -52,6 +53,25 @@ export const retryQueuedWithdrawals = (networkKey: string) =>
     yield* ask(queued, `hot-wallet:${now}`)
     return queued.length
   })
+
+/**
+ * For a handler whose change lets QUEUED withdrawals go on (a hot wallet topped up, withdrawals switched on): re-asks
+ * the network's QUEUED withdrawals now. Never fails: the change is already stored, so a failure here is logged and
+ * the supervisor's sweep asks them again within 20 s.
+ */
+export const queuedWithdrawalsRelease = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const sharding = yield* Sharding.Sharding
+  return (networkKey: string): Effect.Effect<void> =>
+    retryQueuedWithdrawals(networkKey).pipe(
+      Effect.provideService(SqlClient.SqlClient, sql),
+      Effect.provideService(Sharding.Sharding, sharding),
+      Effect.catchCause((cause) =>
+        Effect.logWarning(`could not re-ask the QUEUED withdrawals of ${networkKey}; the sweep will`, cause)
+      ),
+      Effect.asVoid
+    )
+})
 
 export const WithdrawalSupervisor = Layer.effectDiscard(Effect.gen(function*() {
   const processor = yield* WithdrawalProcessor
