@@ -5,10 +5,11 @@
  * caller's bug fails loudly before it reaches the database, and turns "not enough available" into the spec's
  * INSUFFICIENT_BALANCE.
  */
-import { Array as Arr, Clock, Context, Effect, Layer, Schema } from "effect"
-import { SqlClient, type SqlError } from "effect/sql"
+import { Array as Arr, Clock, Context, Effect, Layer, Option, Schema } from "effect"
+import { SqlClient, type SqlError, type Statement } from "effect/sql"
 import { decodeRows, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { InsufficientBalance } from "../domain/ApiError.ts"
+import { makeBoundedCache } from "../domain/BoundedCache.ts"
 import { Ids } from "../domain/Ids.ts"
 
 export type AccountKind = "WALLET" | "FEES" | "NETWORK_FEES" | "CHAIN"
@@ -71,6 +72,12 @@ export interface Balance {
   readonly frozen: bigint
 }
 
+/**
+ * Account ids remembered per process: an account is never deleted and never changes owner (sql/0003_ledger.sql,
+ * `ledger_guard_account`), so an id once committed stays right, and a posting to known accounts needs no lookup.
+ */
+const knownAccountsMax = 200_000
+
 /** PostgreSQL error raised by ledger_apply_posting when a debit would overdraw an account. */
 const insufficientBalanceSqlState = "CF001"
 
@@ -123,6 +130,10 @@ const balanceFromRow = (row: BalanceRow): Balance => ({
 // Each query's rows, decoded at this edge (db/RowSchemas.ts); compiled once here, not per call.
 const EntryIdRow = Schema.Struct({ id: Text })
 const createdEntries = decodeRows(EntryIdRow, "Ledger.postMany (insert entries)")
+const guardedEntry = decodeRows(
+  Schema.Struct({ first: Schema.Unknown, id: Nullable(Text) }),
+  "Ledger.postPreparedAfter"
+)
 const existingEntries = decodeRows(
   Schema.Struct({ id: Text, tenant_id: Text, kind: Text, reference_id: Text }),
   "Ledger.postMany (existing entries)"
@@ -153,6 +164,16 @@ export class Ledger extends Context.Service<Ledger, {
    */
   readonly prepare: (request: EntryRequest) => Effect.Effect<PreparedEntries>
   readonly postPrepared: (prepared: PreparedEntries) => Effect.Effect<PostResult, InsufficientBalance>
+  /**
+   * `postPrepared` of one entry behind `first`, a query answering at most one row, in one statement: `first` runs
+   * before the entry is written (its locks come first), and the entry is written only if it answered a row. Answers
+   * that row as JSON (undefined for none, when nothing was posted) and the result. For a hold that decides whether
+   * the posting stands (transfers/PayerHold.ts): the caller fails, rolling the transaction back, when it does not.
+   */
+  readonly postPreparedAfter: (
+    prepared: PreparedEntries,
+    first: Statement.Fragment
+  ) => Effect.Effect<{ readonly first: unknown; readonly result: PostResult | undefined }, InsufficientBalance>
   /** A wallet's balances, one per asset that has had bookkeeping, by asset id. */
   readonly walletBalances: (walletId: string) => Effect.Effect<ReadonlyArray<Balance>>
   /** A user's balances summed over all the user's wallets, one per asset that has had bookkeeping, by asset id. */
@@ -163,7 +184,7 @@ export class Ledger extends Context.Service<Ledger, {
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const ids = yield* Ids
-
+      const knownAccounts = makeBoundedCache<string>(knownAccountsMax)
 
       /** JSON text of a list, expanded by PostgreSQL: one parameter whatever the number of rows. */
       const json = (value: unknown) => JSON.stringify(value)
@@ -197,9 +218,18 @@ export class Ledger extends Context.Service<Ledger, {
        */
       const accountIds = (owners: ReadonlyArray<Owner>, now: Date) =>
         Effect.gen(function*() {
-          const ownerRows = json(owners)
+          const byOwner = new Map<string, string>()
+          const unknown: Array<Owner> = []
+          for (const owner of owners) {
+            const key = ownerRowKey(owner)
+            const id = knownAccounts.get(key)
+            if (id === undefined) unknown.push(owner)
+            else byOwner.set(key, id)
+          }
+          if (unknown.length === 0) return byOwner
+          const ownerRows = json(unknown)
           let found = yield* findAccounts(ownerRows)
-          if (found.length < owners.length) {
+          if (found.length < unknown.length) {
             yield* sql`
               INSERT INTO ledger_accounts (tenant_id, kind, wallet_id, asset_id, created_at)
               SELECT o.tenant_id, o.kind, o.wallet_id, o.asset_id, ${now}
@@ -208,7 +238,11 @@ export class Ledger extends Context.Service<Ledger, {
               ON CONFLICT ON CONSTRAINT ledger_accounts_owner_key DO NOTHING`
             found = yield* findAccounts(ownerRows)
           }
-          return new Map(found.map((row) => [ownerRowKey(row), row.id.toString()]))
+          const read = found.map((row) => [ownerRowKey(row), row.id.toString()] as const)
+          for (const [key, id] of read) byOwner.set(key, id)
+          // Remembered once committed: an account this transaction opened is gone again if it rolls back.
+          yield* sql.afterCommit(Effect.sync(() => read.forEach(([key, id]) => knownAccounts.set(key, id))))
+          return byOwner
         })
 
       const ownerKey = (tenantId: string, posting: Posting) => `${tenantId}/${accountKey(posting)}`
@@ -245,7 +279,7 @@ export class Ledger extends Context.Service<Ledger, {
        * the INSERT, which is the order the row trigger runs in: two entries over the same accounts can never wait on
        * each other in a cycle.
        */
-      const write = ({ accountIds: idOf, at, entryIds, requests }: PreparedEntries) =>
+      const write = ({ accountIds: idOf, at, entryIds, requests }: PreparedEntries, first?: Statement.Fragment) =>
         Effect.gen(function*() {
           const postings = requests.flatMap((request, index) =>
             request.postings.map((posting) => ({
@@ -259,8 +293,10 @@ export class Ledger extends Context.Service<Ledger, {
             const [x, y] = [BigInt(a.account_id), BigInt(b.account_id)]
             return x < y ? -1 : x > y ? 1 : a.bucket.localeCompare(b.bucket)
           })
-          const created = yield* sql`
-            WITH created AS (
+          // With `first`: materialized, so it runs once, and before the first entry row (the EXISTS is evaluated
+          // then), so its locks come before the accounts' (taken by the postings' trigger at the statement's end).
+          const statement = sql`
+            WITH ${first === undefined ? sql`` : sql`first AS MATERIALIZED (${first}),`} created AS (
               INSERT INTO ledger_entries (id, tenant_id, kind, reference_id, created_at)
               SELECT e.id, e.tenant_id, e.kind, e.reference_id, ${at}
               FROM jsonb_to_recordset(${json(requests.map((request, index) => ({
@@ -269,6 +305,7 @@ export class Ledger extends Context.Service<Ledger, {
             kind: request.kind,
             reference_id: request.referenceId
           })))}::jsonb) AS e(id uuid, tenant_id uuid, kind text, reference_id uuid)
+              ${first === undefined ? sql`` : sql`WHERE EXISTS (SELECT FROM first)`}
               ON CONFLICT ON CONSTRAINT ledger_entries_kind_reference_key DO NOTHING
               RETURNING id
             ), posted AS (
@@ -279,7 +316,22 @@ export class Ledger extends Context.Service<Ledger, {
               WHERE p.entry_id IN (SELECT id FROM created)
               ORDER BY p."order"
             )
-            SELECT id FROM created`.pipe(Effect.flatMap(createdEntries))
+            ${
+            first === undefined
+              ? sql`SELECT id FROM created`
+              : sql`SELECT (SELECT to_jsonb(f) FROM first f) AS first, c.id FROM (VALUES (1)) AS one LEFT JOIN created c ON true`
+          }`
+          let firstRow: unknown = undefined
+          let created: ReadonlyArray<{ readonly id: string }>
+          if (first === undefined) {
+            created = yield* Effect.flatMap(statement, createdEntries)
+          } else {
+            const rows = yield* Effect.flatMap(statement, guardedEntry)
+            firstRow = rows[0]?.first ?? undefined
+            // Nothing was posted: `first` answered no row.
+            if (firstRow === undefined) return { first: undefined, results: [] }
+            created = rows.flatMap((row) => row.id === null ? [] : [{ id: row.id }])
+          }
           const posted = new Set(created.map((row) => row.id))
           const results: Array<PostResult> = requests.map((_, index) =>
             posted.has(entryIds[index]!)
@@ -303,7 +355,7 @@ export class Ledger extends Context.Service<Ledger, {
               results[index] = { _tag: "AlreadyPosted", entryId: row.id }
             })
           }
-          return results
+          return { first: firstRow, results }
         })
 
       /** A database error of a write as the ledger's answer: an overdraft is InsufficientBalance, the rest defects. */
@@ -316,20 +368,34 @@ export class Ledger extends Context.Service<Ledger, {
        * The one path that writes the journal (entries, postings, and the accounts they open): `post` is a batch of
        * one, so a single entry and a block's thousand credits take the same statements and the same lock order.
        */
-      const book = (requests: ReadonlyArray<EntryRequest>) =>
+      const book = (requests: ReadonlyArray<EntryRequest>): Effect.Effect<ReadonlyArray<PostResult>, InsufficientBalance> =>
         requests.length === 0
           ? Effect.succeed([])
-          : sql.withTransaction(Effect.flatMap(prepareMany(requests), write)).pipe(
-            Effect.catchTag("SqlError", refused(requests))
-          )
+          : Effect.flatMap(Effect.serviceOption(sql.transactionService), (outer) => {
+            const booking = Effect.map(Effect.flatMap(prepareMany(requests), (prepared) => write(prepared)), (written) => written.results)
+            // Inside the caller's transaction no savepoint: two round trips more, and no caller goes on after a refusal
+            // (an overdraft or a defect fails its transaction whole).
+            return (Option.isSome(outer) ? booking : sql.withTransaction(booking)).pipe(
+              Effect.catchTag("SqlError", refused(requests))
+            )
+          })
 
       const prepare = Effect.fn("Ledger.prepare")(function*(request: EntryRequest) {
         return yield* prepareMany([request]).pipe(Effect.orDie)
       })
 
       const postPrepared = Effect.fn("Ledger.postPrepared")(function*(prepared: PreparedEntries) {
-        const [result] = yield* write(prepared).pipe(Effect.catchTag("SqlError", refused(prepared.requests)))
-        return result!
+        const { results } = yield* write(prepared).pipe(Effect.catchTag("SqlError", refused(prepared.requests)))
+        return results[0]!
+      })
+
+      const postPreparedAfter = Effect.fn("Ledger.postPreparedAfter")(function*(
+        prepared: PreparedEntries,
+        first: Statement.Fragment
+      ) {
+        if (prepared.requests.length !== 1) return yield* Effect.die(new Error("postPreparedAfter books one entry"))
+        const written = yield* write(prepared, first).pipe(Effect.catchTag("SqlError", refused(prepared.requests)))
+        return { first: written.first, result: written.results[0] }
       })
 
       const post = Effect.fn("Ledger.post")(function*(request: EntryRequest) {
@@ -357,7 +423,7 @@ export class Ledger extends Context.Service<Ledger, {
         return rows.map(balanceFromRow)
       })
 
-      return { post, postMany, prepare, postPrepared, walletBalances, userBalances }
+      return { post, postMany, prepare, postPrepared, postPreparedAfter, walletBalances, userBalances }
     })
   )
 }

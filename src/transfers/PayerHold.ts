@@ -8,17 +8,19 @@
 import { Effect, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { decodeFirstRow, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
-import { Forbidden, type LimitExceeded, NotFound, WalletNotActive } from "../domain/ApiError.ts"
+import { Forbidden, type InsufficientBalance, type LimitExceeded, NotFound, WalletNotActive } from "../domain/ApiError.ts"
+import { Ledger, type PostResult, type PreparedEntries } from "../ledger/Ledger.ts"
 import { userFrozenMessage } from "../users/UserRules.ts"
 import { dailyLimitLockKey, exceedsDailyLimit, startOfUtcDay } from "./DailyLimit.ts"
 
 export const payerNotActiveMessage = "the paying wallet is not active"
 
+const PayerRow = Schema.Struct({ wallet_status: Text, user_status: Text, spent: Nullable(Numeric) })
+type PayerRow = typeof PayerRow.Type
+
 // Compiled once (db/RowSchemas.ts): the row decoded at this edge, a mismatch a defect naming the query.
-const payerRow = decodeFirstRow(
-  Schema.Struct({ wallet_status: Text, user_status: Text, spent: Nullable(Numeric) }),
-  "PayerHold.holdPayerSpending"
-)
+const payerRow = decodeFirstRow(PayerRow, "PayerHold.holdPayerSpending")
+const heldRow = decodeFirstRow(PayerRow, "PayerHold.holdPayerAndPost")
 
 /**
  * The first locks of every transaction that moves a payer's funds (an internal transfer, a withdrawal), in the lock
@@ -30,7 +32,36 @@ const payerRow = decodeFirstRow(
  * nothing another creator waits on, and done first they are not part of the time the lock is held, which is what
  * bounds one payer's movements per second. The movement's row is left out of the sum (`movementId`).
  */
-export const holdPayerSpending = (request: {
+export const holdPayerSpending = (
+  request: HoldRequest
+): Effect.Effect<void, HoldRefusal | SqlError.SqlError, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* refuseUnlessHeld(request, yield* Effect.flatMap(holdStatement(sql, request), payerRow))
+  })
+
+/**
+ * `holdPayerSpending`, then the movement's one ledger entry (`Ledger.prepare`d before), in one statement
+ * (`Ledger.postPreparedAfter`): the hold's locks still come first, and the lock is held for one round trip less.
+ * The entry is written before the hold's answer is looked at; a refusal fails the caller's transaction, which takes
+ * it back. Only an overdraft reaches the caller before the hold's own refusals then: it fails the statement, so a
+ * payer short of funds who also lost a race to the daily limit or to a freeze hears INSUFFICIENT_BALANCE.
+ */
+export const holdPayerAndPost = (
+  request: HoldRequest,
+  prepared: PreparedEntries
+): Effect.Effect<PostResult, HoldRefusal | InsufficientBalance, SqlClient.SqlClient | Ledger> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const ledger = yield* Ledger
+    const { first, result } = yield* ledger.postPreparedAfter(prepared, holdStatement(sql, request))
+    yield* refuseUnlessHeld(request, yield* heldRow(first === undefined ? [] : [first]))
+    return result!
+  })
+
+export type HoldRefusal = LimitExceeded | Forbidden | NotFound | WalletNotActive
+
+export interface HoldRequest {
   readonly tenantId: string
   readonly walletId: string
   readonly userId: string
@@ -40,17 +71,22 @@ export const holdPayerSpending = (request: {
   readonly nowMillis: number
   /** The movement this transaction inserted already. */
   readonly movementId: string
-}): Effect.Effect<void, LimitExceeded | Forbidden | NotFound | WalletNotActive | SqlError.SqlError, SqlClient.SqlClient> =>
+}
+
+/** The hold as a query: the lock, then the payer's standing and the day's sum (sql/0020_payer_hold.sql). */
+const holdStatement = (sql: SqlClient.SqlClient, request: HoldRequest) => {
+  const limit = request.dailyLimit
+  return sql`
+    SELECT wallet_status, user_status, spent::text AS spent
+    FROM hold_payer(${request.walletId}, ${limit === undefined ? null : dailyLimitLockKey(request)}, ${request.tenantId},
+      ${request.userId}, ${request.assetId}, ${startOfUtcDay(request.nowMillis)}, ${request.movementId})`
+}
+
+/** The hold's answer, in the order of the checks: the limit first, then the user, then the wallet. */
+const refuseUnlessHeld = (request: HoldRequest, row: PayerRow | undefined): Effect.Effect<void, HoldRefusal> =>
   Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const limit = request.dailyLimit
-    const row = yield* sql`
-      SELECT wallet_status, user_status, spent::text AS spent
-      FROM hold_payer(${request.walletId}, ${limit === undefined ? null : dailyLimitLockKey(request)}, ${request.tenantId},
-        ${request.userId}, ${request.assetId}, ${startOfUtcDay(request.nowMillis)}, ${request.movementId})`.pipe(
-      Effect.flatMap(payerRow)
-    )
     if (row === undefined) return yield* new NotFound({ message: "wallet not found" })
+    const limit = request.dailyLimit
     if (limit !== undefined) yield* exceedsDailyLimit({ ...request, limit }, row.spent ?? 0n)
     if (row.user_status !== "ACTIVE") return yield* new Forbidden({ message: userFrozenMessage })
     if (row.wallet_status !== "ACTIVE") return yield* new WalletNotActive({ message: payerNotActiveMessage })

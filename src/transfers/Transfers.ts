@@ -42,9 +42,9 @@ import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 import { PayerTotp, TwoFactor, type TwoFactorError } from "../users/TwoFactor.ts"
 import { userFrozenMessage } from "../users/UserRules.ts"
-import { type Wallet, WalletRepository } from "../wallets/WalletRepository.ts"
+import { type Wallet, walletColumns, walletFromRow, WalletRepository, WalletRow } from "../wallets/WalletRepository.ts"
 import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
-import { holdPayerSpending } from "./PayerHold.ts"
+import { holdPayerAndPost } from "./PayerHold.ts"
 import { type QuoteError, TransferQuotes } from "./TransferQuotes.ts"
 
 export type Destination =
@@ -101,9 +101,9 @@ const canReceive = (wallet: Wallet, payer: Wallet) =>
   wallet.status === "ACTIVE" || (wallet.status === "HIDDEN" && wallet.userId === payer.userId)
 
 // Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
-const userStatusRow = decodeFirstRow(
-  Schema.Struct({ status: Text, ...PayerTotp.fields }),
-  "Transfers.payerUser"
+const payerRow = decodeFirstRow(
+  Schema.Struct({ ...WalletRow.fields, user_status: Text, ...PayerTotp.fields }),
+  "Transfers.payer"
 )
 const recipientUserRow = decodeFirstRow(Schema.Struct({ id: Text, status: Text }), "Transfers.recipientWallet (user)")
 const defaultWalletRow = decodeFirstRow(Schema.Struct({ id: Text }), "Transfers.recipientWallet (default wallet)")
@@ -146,10 +146,17 @@ export class Transfers extends Context.Service<Transfers, {
       const transactionEvents = yield* TransactionEvents
       const withdrawals = yield* Withdrawals
 
-      /** The payer's user: its status, and its TOTP columns for the two-step check that follows. */
-      const payerUser = (userId: string) =>
-        sql`SELECT status, totp_secret, cooldown_until FROM users WHERE id = ${userId}`.pipe(
-          Effect.flatMap(userStatusRow),
+      /**
+       * The paying wallet of this tenant with its user's status and TOTP columns (for the two-step check that
+       * follows), in one statement: the wallet as `WalletRepository.find` reads it.
+       */
+      const payerOf = (tenantId: string, walletId: string) =>
+        sql`
+          SELECT ${walletColumns(sql)}, u.status AS user_status, u.totp_secret, u.cooldown_until
+          FROM wallets w JOIN users u ON u.id = w.user_id
+          WHERE w.tenant_id = ${tenantId} AND w.id = ${walletId}`.pipe(
+          Effect.flatMap(payerRow),
+          Effect.map((row) => row === undefined ? undefined : { wallet: walletFromRow(row), user: row }),
           Effect.orDie
         )
 
@@ -190,12 +197,10 @@ export class Transfers extends Context.Service<Transfers, {
         })
 
       const submit = Effect.fn("Transfers.submit")(function*(tenant: Tenant, request: TransferRequest) {
-        const payer = uuidPattern.test(request.sourceWalletId)
-          ? yield* wallets.find(tenant.id, request.sourceWalletId)
-          : undefined
-        if (payer === undefined) return yield* new NotFound({ message: "wallet not found" })
-        const user = yield* payerUser(payer.userId)
-        if (user?.status !== "ACTIVE") return yield* new Forbidden({ message: userFrozenMessage })
+        const found = uuidPattern.test(request.sourceWalletId) ? yield* payerOf(tenant.id, request.sourceWalletId) : undefined
+        if (found === undefined) return yield* new NotFound({ message: "wallet not found" })
+        const { user, wallet: payer } = found
+        if (user.user_status !== "ACTIVE") return yield* new Forbidden({ message: userFrozenMessage })
         yield* twoFactor.verify(payer.userId, tenant.settings.apiRequireUser2fa === true, request.twoFactorCode, user)
         if (payer.status !== "ACTIVE") return yield* new WalletNotActive({ message: "the paying wallet is not active" })
 
@@ -290,7 +295,7 @@ export class Transfers extends Context.Service<Transfers, {
           yield* transactionEvents.createdAs(created)
           if (request.recordReceipt !== undefined) yield* request.recordReceipt(receipt)
           const booking = yield* ledger.prepare(entryRequest(tenant.id, id, entry))
-          yield* holdPayerSpending({
+          yield* holdPayerAndPost({
             tenantId: tenant.id,
             walletId: payer.id,
             userId: payer.userId,
@@ -299,8 +304,7 @@ export class Transfers extends Context.Service<Transfers, {
             dailyLimit: quote.dailyLimit,
             nowMillis,
             movementId: id
-          }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-          yield* ledger.postPrepared(booking)
+          }, booking).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(Ledger, ledger))
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         return receipt
       })

@@ -24,7 +24,7 @@ import { requestProcessing } from "../entities/WithdrawalEntity.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest } from "../ledger/Postings.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
-import { holdPayerSpending } from "../transfers/PayerHold.ts"
+import { holdPayerAndPost, holdPayerSpending } from "../transfers/PayerHold.ts"
 import { insertTransaction } from "../transactions/NewTransaction.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
@@ -157,7 +157,7 @@ export class Withdrawals extends Context.Service<Withdrawals, {
           yield* sql`INSERT INTO withdrawals (transaction_id) VALUES (${id})`
           yield* transactionEvents.createdAs(created)
           if (submission.recordReceipt !== undefined) yield* submission.recordReceipt(submitted)
-          yield* holdPayerSpending({
+          const hold = {
             tenantId: tenant.id,
             walletId: payer.id,
             userId: payer.userId,
@@ -166,9 +166,18 @@ export class Withdrawals extends Context.Service<Withdrawals, {
             dailyLimit: submission.dailyLimit,
             nowMillis,
             movementId: id
-          }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-          for (const entry of ledgerEntries(creation.ledger, paymentOf(row))) {
-            yield* ledger.post(entryRequest(tenant.id, id, entry))
+          }
+          const entries = ledgerEntries(creation.ledger, paymentOf(row))
+          if (entries.length === 1) {
+            // The freeze's accounts are read before the payer's locks, and written in the hold's statement.
+            const booking = yield* ledger.prepare(entryRequest(tenant.id, id, entries[0]!))
+            yield* holdPayerAndPost(hold, booking).pipe(
+              Effect.provideService(SqlClient.SqlClient, sql),
+              Effect.provideService(Ledger, ledger)
+            )
+          } else {
+            yield* holdPayerSpending(hold).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+            for (const entry of entries) yield* ledger.post(entryRequest(tenant.id, id, entry))
           }
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         // Asked in the background: the cluster's send of a persisted message returns only once the runner's storage

@@ -183,7 +183,7 @@ export const startStatements = (db: Database) =>
     yield* sql`SELECT pg_stat_statements_reset()`
   }))
 
-export const printStatements = async (db: Database, phase: string, top = 30) => {
+export const printStatements = async (db: Database, phase: string, top = 45) => {
   const rows = await db.run(Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     return yield* sql<{ calls: string; ms: string; mean: string; text: string }>`

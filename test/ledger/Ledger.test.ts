@@ -228,6 +228,49 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("ledger", (it) => {
         assert.deepStrictEqual(yield* walletBalances(tenant, walletId), [{ assetId: eth, available: "0", frozen: "0" }])
       }))
 
+    it.effect("an account opened by a transaction that rolled back is not remembered: the next posting opens it again", () =>
+      Effect.gen(function*() {
+        const ledger = yield* Ledger
+        const sql = yield* SqlClient.SqlClient
+        const tenant = yield* provisionTenant()
+        const walletId = yield* walletFor(tenant, "gina")
+        const credit = yield* depositCredit(tenant.tenantId, walletId, usdt, 5n)
+        // The account is opened and posted to, then the transaction fails: both are gone.
+        const failed = yield* Effect.exit(sql.withTransaction(Effect.andThen(ledger.post(credit), Effect.fail("abort" as const))))
+        assert.isTrue(Exit.isFailure(failed))
+        assert.lengthOf(yield* sql`SELECT 1 FROM ledger_accounts WHERE wallet_id = ${walletId} AND asset_id = ${usdt}`, 0)
+        // Had the rolled-back id been remembered, this posting would name an account that does not exist (a defect).
+        assert.strictEqual((yield* ledger.post(credit))._tag, "Posted")
+        assert.deepStrictEqual(yield* walletBalances(tenant, walletId), [{ assetId: usdt, available: "5", frozen: "0" }])
+      }))
+
+    it.effect("postPreparedAfter writes the entry only when the query before it answers a row, and answers that row", () =>
+      Effect.gen(function*() {
+        const ledger = yield* Ledger
+        const sql = yield* SqlClient.SqlClient
+        const tenant = yield* provisionTenant()
+        const walletId = yield* walletFor(tenant, "hugo")
+        const guarded = (request: EntryRequest, answers: boolean) =>
+          sql.withTransaction(Effect.flatMap(
+            ledger.prepare(request),
+            (prepared) => ledger.postPreparedAfter(prepared, sql`SELECT 'held' AS word, 7 AS n WHERE ${answers}`)
+          ))
+        const credit = yield* depositCredit(tenant.tenantId, walletId, eth, 9n)
+        const none = yield* guarded(credit, false)
+        assert.isUndefined(none.first)
+        assert.isUndefined(none.result)
+        assert.lengthOf(yield* sql`SELECT 1 FROM ledger_entries WHERE reference_id = ${credit.referenceId}`, 0)
+
+        const held = yield* guarded(credit, true)
+        assert.deepStrictEqual(held.first, { word: "held", n: 7 })
+        assert.strictEqual(held.result?._tag, "Posted")
+        assert.strictEqual((yield* guarded(credit, true)).result?._tag, "AlreadyPosted")
+        assert.deepStrictEqual(yield* walletBalances(tenant, walletId), [{ assetId: eth, available: "9", frozen: "0" }])
+
+        const error = yield* Effect.flip(guarded(yield* debit(tenant.tenantId, walletId, eth, 10n), true))
+        assert.strictEqual(error._tag, "InsufficientBalance")
+      }))
+
     it.effect("40 concurrent transfers in both directions between two wallets all book: accounts lock in one order", () =>
       Effect.gen(function*() {
         const ledger = yield* Ledger

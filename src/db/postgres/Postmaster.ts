@@ -74,8 +74,12 @@ export const spawnPostmaster = (
       "-c",
       "min_wal_size=32MB",
       // `npm run bench -- --statements` (test/bench/BenchSupport.ts): per-statement times, to see where the database's
-      // share of a figure goes. Loading the library changes nothing until the extension is created.
-      ...(process.env.COFFER_PG_STATEMENTS === "1" ? ["-c", "shared_preload_libraries=pg_stat_statements"] : [])
+      // share of a figure goes. Loading the library changes nothing until the extension is created. Nested statements
+      // too (triggers, foreign-key checks, functions), each under its own text: a statement's own time then includes
+      // theirs, and they show where it goes.
+      ...(process.env.COFFER_PG_STATEMENTS === "1"
+        ? ["-c", "shared_preload_libraries=pg_stat_statements", "-c", "pg_stat_statements.track=all"]
+        : [])
     ], {
       ...serverProcessOptions(account),
       // Its own process group: a Ctrl-C in the terminal reaches node, which stops the server after draining.
