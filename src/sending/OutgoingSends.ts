@@ -21,7 +21,7 @@
  * Somewhat over 300 lines on purpose: signing, broadcast, replacement and fill share the stored-version rules and
  * read best side by side.
  */
-import { Clock, Context, Data, Effect, Layer, Schema, Semaphore } from "effect"
+import { Clock, Context, Data, Effect, Exit, Layer, Schema } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
 import {
@@ -33,6 +33,7 @@ import {
   type WithdrawalParameters,
   type WithdrawalTransfer
 } from "../chains/ChainClient.ts"
+import { makeGroupCommit } from "../db/GroupCommit.ts"
 import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { meetsConfirmationRule } from "../deposits/DepositDecisions.ts"
 import { nativeTransferGas } from "../chains/evm/EvmGas.ts"
@@ -142,11 +143,32 @@ const sendColumns = (sql: SqlClient.SqlClient): Statement.Fragment =>
 const sendRow = decodeFirstRow(SendRow, "OutgoingSends.load")
 const signedSendRow = decodeSingleRow(SendRow, "OutgoingSends.sign")
 const sendRows = decodeRows(SendRow, "OutgoingSends.open")
-const nonceRow = decodeSingleRow(Schema.Struct({ nonce: Numeric }), "OutgoingSends.nextNonce")
+const heldNonceRow = decodeSingleRow(Schema.Struct({ nonce: Numeric }), "OutgoingSends.holdNonce")
+const storedRows = decodeRows(SendRow, "OutgoingSends.signBatch (stored)")
 const reservedRows = decodeRows(Schema.Struct({ asset_id: Text, amount: Numeric }), "OutgoingSends.reserved")
 
-/** In-process signing locks (see `signingLock`). */
-const signingLockStripes = 32
+/** In-process signing queues (see `signingQueue`). */
+const signingStripes = 32
+/** Signings one batch takes at most. */
+const signingBatchMax = 50
+
+/** What `sign` hands its stripe's batch: the spec with the parameters chosen and the nonce's seed read before. */
+interface PendingSigning {
+  readonly spec: SendSpec
+  readonly hooks: SignHooks
+  readonly parameters: WithdrawalParameters
+  /**
+   * Where the address's nonce sequence starts if it has none yet (the node's pending count; 0n when it has one);
+   * undefined where nonces are not the service's sequence (the simulated chain, non-EVM families).
+   */
+  readonly seed: bigint | undefined
+  readonly id: string
+}
+
+interface SignHooks {
+  readonly guard: Effect.Effect<boolean>
+  readonly onSigned?: ((send: Send) => Effect.Effect<void>) | undefined
+}
 
 const latest = (send: Send): SendVersion => send.versions[send.versions.length - 1]!
 
@@ -163,15 +185,10 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
   readonly forOwner: (purpose: SendPurpose, ownerId: string) => Effect.Effect<Send | undefined>
   /**
    * Signs and stores the owner's send, once. `guard` runs first in the same database transaction, locks the owner's
-   * row and says whether it may still be signed; `onSigned` runs last in it (the owner's own record of the bytes).
+   * row and says whether it may still be signed; `onSigned` runs after the send is stored, in it (the owner's own
+   * record of the bytes). Concurrent signings from one address share that transaction (see `signBatch`).
    */
-  readonly sign: (
-    spec: SendSpec,
-    hooks: {
-      readonly guard: Effect.Effect<boolean>
-      readonly onSigned?: ((send: Send) => Effect.Effect<void>) | undefined
-    }
-  ) => Effect.Effect<SignOutcome, ChainUnavailable>
+  readonly sign: (spec: SendSpec, hooks: SignHooks) => Effect.Effect<SignOutcome, ChainUnavailable>
   /** Broadcasts the latest version; a refusal for good marks the send and fills its EVM nonce. */
   readonly broadcast: (send: Send) => Effect.Effect<BroadcastOutcome>
   /** Where the send stands on the current chain at `head` (see the module's comment). */
@@ -204,19 +221,6 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
 
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
-      // One signing transaction at a time per sending address in this process. The nonce row lock is what keeps
-      // signatures in order (also across processes); without this, a burst of withdrawals has every fiber hold a
-      // pooled connection while it waits on that lock, and the pool (db/Database.ts) is gone for everything else:
-      // measured, submissions took 1-2 s each behind 200 withdrawals signing. Waiting here costs no connection.
-      // Striped rather than one per address: sweeps sign from every deposit address, and a map of those would only
-      // grow. Two addresses sharing a stripe merely take turns.
-      const signingLocks = Array.from({ length: signingLockStripes }, () => Semaphore.makeUnsafe(1))
-      const signingLock = (networkKey: string, address: string) => {
-        let hash = 0
-        for (const char of `${networkKey}:${address}`) hash = (hash * 31 + char.charCodeAt(0)) | 0
-        return signingLocks[Math.abs(hash) % signingLockStripes]!
-      }
-
       const load = (where: Statement.Fragment) =>
         sql`SELECT ${sendColumns(sql)} FROM outgoing_sends s WHERE ${where}`.pipe(Effect.orDie, Effect.flatMap(sendRow))
 
@@ -233,13 +237,6 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         }
         return { client, chain: client.withdrawals, network }
       }
-
-      /** The next nonce of (network, address): the stored sequence, seeded from the node's pending count. */
-      const nextNonce = (networkKey: string, address: string, seed: bigint) =>
-        sql`
-          INSERT INTO evm_nonces (network_key, address, next_nonce) VALUES (${networkKey}, ${address}, ${(seed + 1n).toString()})
-          ON CONFLICT (network_key, address) DO UPDATE SET next_nonce = evm_nonces.next_nonce + 1
-          RETURNING (next_nonce - 1)::text AS nonce`.pipe(Effect.flatMap(nonceRow), Effect.map((row) => row.nonce))
 
       const signRequest = (spec: Pick<SendSpec, "networkKey" | "key" | "transfer">, parameters: WithdrawalParameters) =>
         Effect.gen(function*() {
@@ -283,10 +280,153 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       ) =>
         Effect.flatMap(now, (at) => versionInsert(sendId, networkKey, version, kind, signed, parameters, at))
 
-      const sign = Effect.fn("OutgoingSends.sign")(function*(
-        spec: SendSpec,
-        hooks: { readonly guard: Effect.Effect<boolean>; readonly onSigned?: ((send: Send) => Effect.Effect<void>) | undefined }
-      ) {
+      /**
+       * The address's nonce row, locked (created at `seed` on its first send), and the next nonce it holds. The lock
+       * is what keeps an address's signatures in order, across processes too; `advanceNonce` moves it past the ones
+       * this transaction used.
+       */
+      const holdNonce = (networkKey: string, address: string, seed: bigint) =>
+        sql`
+          INSERT INTO evm_nonces (network_key, address, next_nonce) VALUES (${networkKey}, ${address}, ${seed.toString()})
+          ON CONFLICT (network_key, address) DO UPDATE SET next_nonce = evm_nonces.next_nonce
+          RETURNING next_nonce::text AS nonce`.pipe(Effect.flatMap(heldNonceRow), Effect.map((row) => row.nonce))
+      const advanceNonce = (networkKey: string, address: string, next: bigint) =>
+        sql`UPDATE evm_nonces SET next_nonce = ${next.toString()} WHERE network_key = ${networkKey} AND address = ${address}`
+
+      /** The sends some of these owners have already, by `purpose/ownerId`. */
+      const storedFor = (specs: ReadonlyArray<SendSpec>) =>
+        specs.length === 0
+          ? Effect.succeed(new Map<string, Send>())
+          : sql`
+            SELECT ${sendColumns(sql)} FROM outgoing_sends s
+            WHERE (s.purpose, s.owner_id) IN (
+              SELECT o.purpose, o.owner_id FROM jsonb_to_recordset(${
+            JSON.stringify(specs.map((spec) => ({ purpose: spec.purpose, owner_id: spec.ownerId })))
+          }::jsonb) AS o(purpose text, owner_id uuid))`.pipe(
+            Effect.flatMap(storedRows),
+            Effect.map((rows) => new Map(rows.map((row) => [`${row.purpose}/${row.owner_id}`, row])))
+          )
+
+      const signedOutcome = (stopped: SigningStopped): SignOutcome =>
+        stopped.outcome === "Superseded" ? { _tag: "Superseded" } : { _tag: stopped.outcome, message: stopped.message }
+
+      /**
+       * One database transaction for every signing queued on a stripe (GroupCommit.ts): under a burst of withdrawals
+       * the address's nonce row is taken once for the batch instead of once per signature, and the statements every
+       * other signature from the address waits for are a handful per batch (the guards, the stored sends, the nonce,
+       * then per signature its insert and its owner's record), not seven each with a BEGIN and a COMMIT.
+       *
+       * Each owner's guard runs first (in owner order, so two batches never wait on each other in a cycle), then
+       * per address (in address order) the nonce row, each signature with the next nonce, the send and its first
+       * version, `onSigned`. A signature the signer refuses or cannot make now takes no nonce and stores nothing; the
+       * others go on. Commit, and each caller gets its own outcome.
+       */
+      const signBatch = (batch: ReadonlyArray<PendingSigning>) =>
+        sql.withTransaction(Effect.gen(function*() {
+          const outcomes: Array<SignOutcome> = batch.map(() => ({ _tag: "Superseded" }))
+          const order = batch.map((_, index) => index)
+            .sort((a, b) => batch[a]!.spec.ownerId < batch[b]!.spec.ownerId ? -1 : batch[a]!.spec.ownerId > batch[b]!.spec.ownerId ? 1 : 0)
+          const live: Array<number> = []
+          for (const index of order) if (yield* batch[index]!.hooks.guard) live.push(index)
+          // Signed by a run that committed while this one waited for the owner's lock: that one stands.
+          const stored = yield* storedFor(live.map((index) => batch[index]!.spec))
+          const byAddress = new Map<string, Array<number>>()
+          for (const index of live) {
+            const { spec } = batch[index]!
+            const send = stored.get(`${spec.purpose}/${spec.ownerId}`)
+            if (send !== undefined) {
+              outcomes[index] = { _tag: "Signed", send }
+              continue
+            }
+            const address = `${spec.networkKey}/${spec.transfer.from}`
+            byAddress.set(address, [...(byAddress.get(address) ?? []), index])
+          }
+          let withdrawalSigned = false
+          for (const address of [...byAddress.keys()].sort()) {
+            const indices = byAddress.get(address)!
+            const { spec: first } = batch[indices[0]!]!
+            const seeds = indices.flatMap((index) => {
+              const item = batch[index]!
+              return item.seed === undefined || item.parameters.family !== "EVM" ? [] : [item.seed]
+            })
+            const sequenceStart = seeds.length === 0
+              ? undefined
+              : yield* holdNonce(first.networkKey, first.transfer.from, seeds.reduce((a, b) => a > b ? a : b))
+            let next = sequenceStart
+            for (const index of indices) {
+              const { spec, hooks, parameters, id } = batch[index]!
+              const sequenced = next !== undefined && batch[index]!.seed !== undefined && parameters.family === "EVM"
+              const nonce = parameters.family !== "EVM" ? null : sequenced ? next! : BigInt(parameters.nonce)
+              const signedParameters: WithdrawalParameters = parameters.family === "EVM" && nonce !== null
+                ? { ...parameters, nonce: Number(nonce) }
+                : parameters
+              const signed = yield* signRequest(spec, signedParameters).pipe(
+                Effect.map((signed) => ({ _tag: "Ok", signed }) as const),
+                Effect.catchTag("SigningStopped", (stopped) => Effect.succeed({ _tag: "Stopped", stopped } as const))
+              )
+              if (signed._tag === "Stopped") {
+                outcomes[index] = signedOutcome(signed.stopped)
+                continue
+              }
+              if (sequenced) next = next! + 1n
+              const at = yield* now
+              const send = yield* sql`
+                WITH send AS (
+                  INSERT INTO outgoing_sends (id, network_key, purpose, owner_id, from_address, to_address, asset_id,
+                    amount, signing_key, nonce, created_at)
+                  VALUES (${id}, ${spec.networkKey}, ${spec.purpose}, ${spec.ownerId}, ${spec.transfer.from},
+                    ${spec.transfer.to}, ${spec.transfer.assetId}, ${spec.transfer.amount.toString()},
+                    ${JSON.stringify(spec.key)}::jsonb, ${nonce?.toString() ?? null}, ${at})
+                  RETURNING *
+                ), version AS (
+                  ${versionInsert(sql`(SELECT id FROM send)`, spec.networkKey, 1, "PAYLOAD", signed.signed, signedParameters, at)}
+                  RETURNING *
+                )
+                SELECT ${sendFields(sql)}, jsonb_build_array(${versionObject(sql)}) AS versions
+                FROM send s CROSS JOIN version v`.pipe(Effect.flatMap(signedSendRow))
+              if (hooks.onSigned !== undefined) yield* hooks.onSigned(send)
+              if (spec.purpose === "WITHDRAWAL") withdrawalSigned = true
+              yield* Effect.logInfo(
+                `${spec.purpose.toLowerCase()} ${spec.ownerId}: signed ${signed.signed.txHash} on ${spec.networkKey}` +
+                  (nonce === null ? "" : ` with nonce ${nonce}`)
+              )
+              outcomes[index] = { _tag: "Signed", send }
+            }
+            if (next !== undefined && next !== sequenceStart) yield* advanceNonce(first.networkKey, first.transfer.from, next)
+          }
+          if (withdrawalSigned) yield* reach("WITHDRAWAL", "send-before-commit")
+          return outcomes
+        })).pipe(
+          Effect.catchTag("SqlError", Effect.die),
+          // The batch runs on the fiber of whichever caller started the flush: never inside that caller's transaction.
+          Effect.updateContext((context: Context.Context<never>) =>
+            Context.omit(sql.transactionService)(context) as Context.Context<never>)
+        )
+
+      /**
+       * A batch that fails (a defect, a deadlock) is tried again one signing at a time, so one owner that cannot be
+       * signed fails alone instead of taking every signing it was batched with down each time it is asked again.
+       */
+      const signBatchIsolated = (batch: ReadonlyArray<PendingSigning>) =>
+        Effect.exit(signBatch(batch)).pipe(Effect.flatMap((exit) =>
+          Exit.isSuccess(exit)
+            ? Effect.succeed(exit.value.map((outcome) => Exit.succeed(outcome)))
+            : batch.length === 1
+            ? Effect.succeed([Exit.failCause(exit.cause)])
+            : Effect.forEach(batch, (item) => Effect.map(Effect.exit(signBatch([item])), (one) => Exit.map(one, (outcomes) => outcomes[0]!)))
+        ))
+
+      // Striped rather than one queue per address: sweeps sign from every deposit address, and a map of those would
+      // only grow. Addresses sharing a stripe share its batches, each still in its own nonce order.
+      const signingQueues = yield* Effect.forEach(Array.from({ length: signingStripes }), () =>
+        makeGroupCommit<PendingSigning, Exit.Exit<SignOutcome>>({ batchMax: signingBatchMax, write: signBatchIsolated }))
+      const signingQueue = (networkKey: string, address: string) => {
+        let hash = 0
+        for (const char of `${networkKey}:${address}`) hash = (hash * 31 + char.charCodeAt(0)) | 0
+        return signingQueues[Math.abs(hash) % signingStripes]!
+      }
+
+      const sign = Effect.fn("OutgoingSends.sign")(function*(spec: SendSpec, hooks: SignHooks) {
         const existing = yield* forOwner(spec.purpose, spec.ownerId)
         if (existing !== undefined) return { _tag: "Signed", send: existing } as SignOutcome
         const { chain } = sendingChain(spec.networkKey)
@@ -297,54 +437,11 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           .pipe(Effect.orDie)).length > 0
         const seed = chain.accountNonce === undefined ? undefined : sequenced ? 0n : yield* chain.accountNonce(spec.transfer.from)
         const id = yield* ids.uuidV7
-        return yield* Semaphore.withPermit(signingLock(spec.networkKey, spec.transfer.from))(sql.withTransaction(Effect.gen(function*() {
-          if (!(yield* hooks.guard)) return yield* new SigningStopped({ outcome: "Superseded", message: "" })
-          // Signed by a run that committed while this one waited for the owner's lock: that one stands.
-          const stored = yield* forOwner(spec.purpose, spec.ownerId)
-          if (stored !== undefined) return stored
-          const nonce = seed === undefined || parameters.family !== "EVM"
-            ? (parameters.family === "EVM" ? BigInt(parameters.nonce) : null)
-            : yield* nextNonce(spec.networkKey, spec.transfer.from, seed)
-          const signedParameters: WithdrawalParameters = parameters.family === "EVM" && nonce !== null
-            ? { ...parameters, nonce: Number(nonce) }
-            : parameters
-          const signed = yield* signRequest(spec, signedParameters)
-          // The send and its first version in one statement, which answers them as `load` would: this transaction
-          // holds the address's nonce row, so every round trip here is one every other signature from the address
-          // waits for.
-          const at = yield* now
-          const send = yield* sql`
-            WITH send AS (
-              INSERT INTO outgoing_sends (id, network_key, purpose, owner_id, from_address, to_address, asset_id, amount,
-                signing_key, nonce, created_at)
-              VALUES (${id}, ${spec.networkKey}, ${spec.purpose}, ${spec.ownerId}, ${spec.transfer.from},
-                ${spec.transfer.to}, ${spec.transfer.assetId}, ${spec.transfer.amount.toString()},
-                ${JSON.stringify(spec.key)}::jsonb, ${nonce?.toString() ?? null}, ${at})
-              RETURNING *
-            ), version AS (
-              ${versionInsert(sql`(SELECT id FROM send)`, spec.networkKey, 1, "PAYLOAD", signed, signedParameters, at)}
-              RETURNING *
-            )
-            SELECT ${sendFields(sql)}, jsonb_build_array(${versionObject(sql)}) AS versions
-            FROM send s CROSS JOIN version v`.pipe(Effect.flatMap(signedSendRow))
-          if (hooks.onSigned !== undefined) yield* hooks.onSigned(send)
-          yield* reach(spec.purpose, "send-before-commit")
-          yield* Effect.logInfo(
-            `${spec.purpose.toLowerCase()} ${spec.ownerId}: signed ${signed.txHash} on ${spec.networkKey}` +
-              (nonce === null ? "" : ` with nonce ${nonce}`)
-          )
-          return send
-        }))).pipe(
-          Effect.tap(() => reach(spec.purpose, "send-after-commit")),
-          Effect.map((send): SignOutcome => ({ _tag: "Signed", send })),
-          Effect.catchTag("SigningStopped", (stopped): Effect.Effect<SignOutcome> =>
-            Effect.succeed(
-              stopped.outcome === "Superseded"
-                ? { _tag: "Superseded" }
-                : { _tag: stopped.outcome, message: stopped.message }
-            )),
-          Effect.catchTag("SqlError", Effect.die)
+        const outcome = yield* Effect.flatten(
+          signingQueue(spec.networkKey, spec.transfer.from)({ spec, hooks, parameters, seed, id })
         )
+        if (outcome._tag === "Signed") yield* reach(spec.purpose, "send-after-commit")
+        return outcome
       })
 
       const signedOf = (send: Send, version: SendVersion) => ({

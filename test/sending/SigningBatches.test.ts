@@ -1,0 +1,147 @@
+/**
+ * Signings from one address share a database transaction (sending/OutgoingSends.ts `signBatch`): the nonce row is
+ * taken once per batch. What must hold whatever the batching: the nonces of the signatures an address made are
+ * consecutive from its sequence, with no gap for a signature the signer refused or an owner whose guard said no; a
+ * batch that fails is tried again one signing at a time, so one owner that cannot be signed fails alone. The chain is
+ * the simulated one with an EVM `accountNonce` added, so the service's own nonce sequence is used as on a real node.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Cause, Effect, Exit, Layer, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { Catalog } from "../../src/catalog/Catalog.ts"
+import { ChainClients } from "../../src/chains/ChainClient.ts"
+import { SimulatedChain } from "../../src/chains/simulated/SimulatedChain.ts"
+import { AppConfig } from "../../src/Config.ts"
+import * as Database from "../../src/db/Database.ts"
+import { Entropy } from "../../src/domain/Entropy.ts"
+import { Ids, uuidV7 } from "../../src/domain/Ids.ts"
+import { OutgoingSends, type Send } from "../../src/sending/OutgoingSends.ts"
+import { Signer, SignerRefused } from "../../src/signer/Signer.ts"
+import { platformKey } from "../../src/signer/TransactionRequest.ts"
+import { testMnemonic } from "../support/TestApp.ts"
+
+/** The node's pending count of every address here: where a new address's sequence starts. */
+const nodeCount = 7n
+/** The amount the signer refuses. */
+const refusedAmount = 13n
+
+const clientsLayer = Layer.effect(
+  ChainClients,
+  Effect.map(Effect.service(SimulatedChain), (chain) =>
+    ChainClients.of({
+      get: (networkKey) => {
+        const client = chain.client(networkKey)
+        return { ...client, withdrawals: { ...client.withdrawals!, accountNonce: () => Effect.succeed(nodeCount) } }
+      },
+      networkKeys: ["ETH_SEPOLIA"],
+      isSimulated: () => true
+    }))
+)
+
+const refusingSigner = Layer.effect(
+  Signer,
+  Effect.map(Effect.service(Signer), (signer) =>
+    Signer.of({
+      ...signer,
+      signTransaction: (request) =>
+        request.family === "EVM" && request.amount === refusedAmount
+          ? Effect.fail(new SignerRefused({ message: "refused by the test" }))
+          : signer.signTransaction(request)
+    }))
+).pipe(Layer.provide(Signer.layerLocalHd(Redacted.make(testMnemonic))))
+
+const layer = OutgoingSends.layer.pipe(
+  Layer.provideMerge(clientsLayer),
+  Layer.provideMerge(SimulatedChain.layer),
+  Layer.provideMerge(Catalog.layer),
+  Layer.provideMerge(refusingSigner),
+  Layer.provideMerge(Ids.layer),
+  Layer.provideMerge(Entropy.layer),
+  Layer.provideMerge(Database.layerFromUrl(Redacted.make(process.env.DATABASE_URL!))),
+  Layer.provideMerge(AppConfig.layerTest()),
+  Layer.orDie
+)
+
+/** A sending address of its own per test, so its nonce sequence starts here. */
+const freshAddress = Effect.map(uuidV7, (id) => `0x${id.replaceAll("-", "").padEnd(40, "0").slice(0, 40)}`)
+
+const signFrom = (
+  from: string,
+  ownerId: string,
+  amount: bigint,
+  hooks: { readonly guard?: Effect.Effect<boolean>; readonly onSigned?: (send: Send) => Effect.Effect<void> } = {}
+) =>
+  Effect.flatMap(Effect.service(OutgoingSends), (sends) =>
+    sends.sign({
+      purpose: "WITHDRAWAL",
+      ownerId,
+      networkKey: "ETH_SEPOLIA",
+      key: platformKey("HOT"),
+      transfer: { withdrawalId: ownerId, from, to: "0x00000000000000000000000000000000000000b1", assetId: "ETH_SEPOLIA_ETH", amount }
+    }, { guard: hooks.guard ?? Effect.succeed(true), onSigned: hooks.onSigned }))
+
+const nonceOf = (exit: Exit.Exit<unknown, unknown>) =>
+  Exit.isSuccess(exit) && (exit.value as { _tag: string })._tag === "Signed"
+    ? BigInt((exit.value as { send: Send }).send.nonce!)
+    : undefined
+
+const storedOwners = (owners: ReadonlyArray<string>) =>
+  Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
+    sql<{ owner_id: string; tx: string }>`
+      SELECT owner_id, xmin::text AS tx FROM outgoing_sends WHERE owner_id IN (SELECT unnest(${`{${owners.join(",")}}`}::uuid[]))`)
+
+describe("signing batches", () => {
+  it.effect("12 signings at once from one address: consecutive nonces from the node's count, none for the refused or the superseded, in fewer transactions than signatures", () =>
+    Effect.gen(function*() {
+      const from = yield* freshAddress
+      const owners = yield* Effect.forEach(Array.from({ length: 12 }), () => uuidV7)
+      const exits = yield* Effect.all(
+        owners.map((owner, index) =>
+          Effect.exit(signFrom(from, owner, index === 3 ? refusedAmount : 1000n + BigInt(index), {
+            guard: Effect.succeed(index !== 5)
+          }))
+        ),
+        { concurrency: "unbounded" }
+      )
+      assert.deepStrictEqual(exits[3], Exit.succeed({ _tag: "Refused", message: "refused by the test" }))
+      assert.deepStrictEqual(exits[5], Exit.succeed({ _tag: "Superseded" }))
+      const nonces = exits.flatMap((exit) => {
+        const nonce = nonceOf(exit)
+        return nonce === undefined ? [] : [nonce]
+      }).sort((a, b) => a < b ? -1 : a > b ? 1 : 0)
+      assert.deepStrictEqual(nonces, Array.from({ length: 10 }, (_, index) => nodeCount + BigInt(index)))
+
+      const sql = yield* SqlClient.SqlClient
+      const [row] = yield* sql<{ next: string }>`
+        SELECT next_nonce::text AS next FROM evm_nonces WHERE network_key = 'ETH_SEPOLIA' AND address = ${from}`
+      assert.strictEqual(row?.next, (nodeCount + 10n).toString())
+      const stored = yield* storedOwners(owners)
+      assert.sameMembers(stored.map((send) => send.owner_id), owners.filter((_, index) => index !== 3 && index !== 5))
+      // One transaction each would give ten.
+      assert.isBelow(new Set(stored.map((send) => send.tx)).size, 10)
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("a batch that fails is tried again one by one: the owner whose record fails dies alone, the others are signed with consecutive nonces", () =>
+    Effect.gen(function*() {
+      const from = yield* freshAddress
+      const owners = yield* Effect.forEach(Array.from({ length: 6 }), () => uuidV7)
+      const poisoned = owners[2]!
+      const exits = yield* Effect.all(
+        owners.map((owner, index) =>
+          Effect.exit(signFrom(from, owner, 2000n + BigInt(index), {
+            onSigned: () => owner === poisoned ? Effect.die(new Error("the owner's record cannot be written")) : Effect.void
+          }))
+        ),
+        { concurrency: "unbounded" }
+      )
+      const failed = exits[2]!
+      assert.isTrue(Exit.isFailure(failed) && Cause.hasDies(failed.cause))
+      const nonces = exits.flatMap((exit) => {
+        const nonce = nonceOf(exit)
+        return nonce === undefined ? [] : [nonce]
+      }).sort((a, b) => a < b ? -1 : a > b ? 1 : 0)
+      assert.deepStrictEqual(nonces, Array.from({ length: 5 }, (_, index) => nodeCount + BigInt(index)))
+      const stored = yield* storedOwners(owners)
+      assert.sameMembers(stored.map((send) => send.owner_id), owners.filter((owner) => owner !== poisoned))
+    }).pipe(Effect.provide(layer)))
+})
