@@ -8,7 +8,7 @@
  * provide anything by hand.
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type Statement } from "effect/sql"
 import { decodeFirstRow, Text } from "../db/RowSchemas.ts"
 import type { EventType } from "../webhooks/EventTypes.ts"
 import { Ids } from "../domain/Ids.ts"
@@ -38,6 +38,11 @@ export class Outbox extends Context.Service<Outbox, {
    * dedupe key was used before. Call inside the transaction of the change.
    */
   readonly recordReturningId: (event: OutboxEvent) => Effect.Effect<string | undefined>
+  /**
+   * `record` as a statement to put in the caller's own (a data-modifying `WITH`), inserting only `when` it holds:
+   * a change and its event in one statement, one round trip with no transaction around it.
+   */
+  readonly recordWhen: (event: OutboxEvent, when: Statement.Fragment) => Effect.Effect<Statement.Fragment>
 }>()("coffer/Outbox") {
   static readonly layer = Layer.effect(
     Outbox,
@@ -56,6 +61,18 @@ export class Outbox extends Context.Service<Outbox, {
             ON CONFLICT ON CONSTRAINT outbox_events_dedupe_key DO NOTHING
             RETURNING id`.pipe(Effect.orDie, Effect.flatMap(insertedEvent))
           return row?.id
+        })
+
+      const recordWhen = (event: OutboxEvent, when: Statement.Fragment): Effect.Effect<Statement.Fragment> =>
+        Effect.gen(function*() {
+          const id = yield* ids.uuidV7
+          const now = new Date(yield* Clock.currentTimeMillis)
+          return sql`
+            INSERT INTO outbox_events (id, tenant_id, event_type, subject_id, dedupe_key, data, created_at)
+            SELECT ${id}, ${event.tenantId}, ${event.type}, ${event.subjectId}, ${event.dedupeKey},
+              ${JSON.stringify(event.data)}::jsonb, ${now}
+            WHERE ${when}
+            ON CONFLICT ON CONSTRAINT outbox_events_dedupe_key DO NOTHING`
         })
 
       const record = (event: OutboxEvent): Effect.Effect<boolean> =>
@@ -87,7 +104,7 @@ export class Outbox extends Context.Service<Outbox, {
           return inserted.length
         })
 
-      return Outbox.of({ record, recordMany, recordReturningId })
+      return Outbox.of({ record, recordMany, recordReturningId, recordWhen })
     })
   )
 }

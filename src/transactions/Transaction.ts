@@ -138,7 +138,10 @@ export const transactionFromRow = (row: TransactionRow): Transaction => ({
 export const transactionSelect = (sql: SqlClient.SqlClient) => transactionSelectFrom(sql, "transactions")
 
 /** The same select over `relation`: the table, or a CTE of rows an INSERT returned (NewTransaction.ts). */
-export const transactionSelectFrom = (sql: SqlClient.SqlClient, relation: "transactions" | "created" | "changed") =>
+export const transactionSelectFrom = (
+  sql: SqlClient.SqlClient,
+  relation: "transactions" | "created" | "changed" | "loaded"
+) =>
   sql`SELECT t.id, t.tenant_id, t.kind, t.settlement, t.status, t.sub_status, t.asset_id, t.network_key,
       t.amount::text AS amount, t.fee::text AS fee, t.network_fee::text AS network_fee, t.network_fee_asset_id,
       t.source_wallet_id, t.source_address, su.customer_ref_id AS source_customer_ref_id, su.uid AS source_uid,

@@ -6,6 +6,7 @@
  * insert, run on the caller's transaction connection.
  */
 import { Context, Effect, Layer } from "effect"
+import type { Statement } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { Outbox } from "../outbox/Outbox.ts"
 import type { SubStatus, Transaction, TransactionStatus } from "./Transaction.ts"
@@ -30,6 +31,11 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
    * returned row, `transactionSelectFrom`); the event names the status and sub-status it carries.
    */
   readonly statusUpdatedAs: (transaction: Transaction) => Effect.Effect<void>
+  /**
+   * `statusUpdatedAs` as a statement for the change's own (Outbox `recordWhen`): the event of `transaction` as the
+   * change will leave it, inserted only `when` the change happened.
+   */
+  readonly statusUpdatedWhen: (transaction: Transaction, when: Statement.Fragment) => Effect.Effect<Statement.Fragment>
   readonly statusUpdated: (
     tenantId: string,
     transactionId: string,
@@ -64,6 +70,11 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
         Effect.asVoid(outbox.record(
           eventOf(transaction, "TRANSACTION_STATUS_UPDATED", statusKey(transaction.status, transaction.subStatus))
         ))
+      const statusUpdatedWhen = (transaction: Transaction, when: Statement.Fragment) =>
+        outbox.recordWhen(
+          eventOf(transaction, "TRANSACTION_STATUS_UPDATED", statusKey(transaction.status, transaction.subStatus)),
+          when
+        )
       /** The changer did not keep the changed row: it is read now, in the change's transaction. */
       const statusUpdated = (tenantId: string, transactionId: string, status: TransactionStatus, subStatus: SubStatus | null) =>
         Effect.gen(function*() {
@@ -89,6 +100,7 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
       return TransactionEvents.of({
         createdAs,
         statusUpdatedAs,
+        statusUpdatedWhen,
         statusUpdated,
         changes
       })

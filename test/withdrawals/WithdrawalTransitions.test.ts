@@ -6,6 +6,10 @@
  */
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Cause, Effect, Exit } from "effect"
+import { SqlClient } from "effect/sql"
+import { Catalog } from "../../src/catalog/Catalog.ts"
+import { TransactionRepository } from "../../src/transactions/TransactionRepository.ts"
+import { transactionObject } from "../../src/transactions/TransactionView.ts"
 import { hotWalletBalanceDefault } from "../../src/chains/simulated/SimulatedChain.ts"
 import type { SubStatus, TransactionStatus } from "../../src/transactions/Transaction.ts"
 import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
@@ -115,6 +119,39 @@ describe("withdrawal transition table (decisions.md \"Withdrawal life cycle\")",
 })
 
 layer(makeTestAppLayer(), { excludeTestServices: true })("applying the table (WithdrawalProcessor.transition)", (it) => {
+  it.effect("a transition of the entity's steps is one statement whose event carries the transaction as the database has it after; a lost race records no event", () =>
+    Effect.gen(function*() {
+      const trx = "TRON_NILE_TRX"
+      const tenant = yield* provisionTenant()
+      const payer = yield* walletOf(tenant, "one-statement", "TRON_NILE")
+      yield* fund(tenant, payer.walletId, trx, 10n ** 12n)
+      // The hot wallet empty: the entity's steps queue it and then hold it QUEUED / INSUFFICIENT_FUNDS_PLATFORM (both
+      // one-statement transitions), so nothing moves it while the test reads.
+      yield* devnet("TRON_NILE", { hotWalletBalance: { [trx]: 0n } })
+      const response = yield* withdraw(tenant, payer.walletId, trx, "TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7", 10n ** 8n, "one-1")
+      const id = response.json.transactionId
+      yield* waitFor(tenant, id, "QUEUED", "INSUFFICIENT_FUNDS_PLATFORM")
+      const sql = yield* SqlClient.SqlClient
+      const catalog = yield* Catalog
+      const stored = (yield* (yield* TransactionRepository).find(tenant.tenantId, id))!
+      const [event] = yield* sql<{ data: unknown }>`
+        SELECT data FROM outbox_events WHERE subject_id = ${id} AND event_type = 'TRANSACTION_STATUS_UPDATED'
+          AND dedupe_key = 'QUEUED/INSUFFICIENT_FUNDS_PLATFORM'`
+      assert.deepStrictEqual(event?.data, JSON.parse(JSON.stringify(transactionObject(catalog, stored))))
+
+      // A step from a read that is not true (PENDING_SIGNATURE): the UPDATE matches nothing, no event is written.
+      const processor = yield* WithdrawalProcessor
+      const queued = (yield* processor.load(id))!
+      const before = yield* statusEvents(tenant, id)
+      assert.deepStrictEqual(before, ["CREATED:SUBMITTED/", "UPDATED:QUEUED/", "UPDATED:QUEUED/INSUFFICIENT_FUNDS_PLATFORM"])
+      assert.isFalse(yield* processor.transition({ ...queued, status: "PENDING_SIGNATURE", sub_status: null }, "broadcast", {
+        txHash: "0xfeed"
+      }))
+      assert.deepStrictEqual(yield* statusEvents(tenant, id), before)
+      assert.strictEqual((yield* getTransaction(tenant, id)).subStatus, "INSUFFICIENT_FUNDS_PLATFORM")
+      yield* devnet("TRON_NILE", { hotWalletBalance: { [trx]: hotWalletBalanceDefault } })
+    }))
+
   it.effect("a legal transition books its declared effect and emits its event once; a stale repeat is a lost race; an illegal one dies with IllegalTransition and changes nothing", () =>
     Effect.gen(function*() {
       const eth = "ETH_SEPOLIA_ETH"
