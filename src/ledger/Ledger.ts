@@ -76,7 +76,7 @@ export interface Balance {
  * Account ids remembered per process: an account is never deleted and never changes owner (sql/0003_ledger.sql,
  * `ledger_guard_account`), so an id once committed stays right, and a posting to known accounts needs no lookup.
  */
-const knownAccountsMax = 200_000
+const knownAccountsMax = 50_000
 
 /** PostgreSQL error raised by ledger_apply_posting when a debit would overdraw an account. */
 const insufficientBalanceSqlState = "CF001"
