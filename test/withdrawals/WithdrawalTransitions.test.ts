@@ -118,19 +118,29 @@ describe("withdrawal transition table (decisions.md \"Withdrawal life cycle\")",
   })
 })
 
+/**
+ * A withdrawal of `amount` to `to` from a funded wallet of a new tenant, held QUEUED / INSUFFICIENT_FUNDS_PLATFORM
+ * (the network's hot wallet emptied first), so nothing else moves it while a test works on it. The caller puts the
+ * hot wallet back.
+ */
+const heldWithdrawal = (networkKey: string, assetId: string, to: string, amount: bigint) =>
+  Effect.gen(function*() {
+    const tenant = yield* provisionTenant()
+    const payer = yield* walletOf(tenant, "held", networkKey)
+    yield* fund(tenant, payer.walletId, assetId, amount * 100n)
+    yield* devnet(networkKey, { hotWalletBalance: { [assetId]: 0n } })
+    const response = yield* withdraw(tenant, payer.walletId, assetId, to, amount, "held-1")
+    const id: string = response.json.transactionId
+    yield* waitFor(tenant, id, "QUEUED", "INSUFFICIENT_FUNDS_PLATFORM")
+    return { id, payer, tenant }
+  })
+
 layer(makeTestAppLayer(), { excludeTestServices: true })("applying the table (WithdrawalProcessor.transition)", (it) => {
   it.effect("a transition of the entity's steps is one statement whose event carries the transaction as the database has it after; a lost race records no event", () =>
     Effect.gen(function*() {
       const trx = "TRON_NILE_TRX"
-      const tenant = yield* provisionTenant()
-      const payer = yield* walletOf(tenant, "one-statement", "TRON_NILE")
-      yield* fund(tenant, payer.walletId, trx, 10n ** 12n)
-      // The hot wallet empty: the entity's steps queue it and then hold it QUEUED / INSUFFICIENT_FUNDS_PLATFORM (both
-      // one-statement transitions), so nothing moves it while the test reads.
-      yield* devnet("TRON_NILE", { hotWalletBalance: { [trx]: 0n } })
-      const response = yield* withdraw(tenant, payer.walletId, trx, "TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7", 10n ** 8n, "one-1")
-      const id = response.json.transactionId
-      yield* waitFor(tenant, id, "QUEUED", "INSUFFICIENT_FUNDS_PLATFORM")
+      // The entity's steps queue it and then hold it (both one-statement transitions).
+      const { id, tenant } = yield* heldWithdrawal("TRON_NILE", trx, "TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7", 10n ** 8n)
       const sql = yield* SqlClient.SqlClient
       const catalog = yield* Catalog
       const stored = (yield* (yield* TransactionRepository).find(tenant.tenantId, id))!
@@ -155,14 +165,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("applying the table (Wi
   it.effect("a legal transition books its declared effect and emits its event once; a stale repeat is a lost race; an illegal one dies with IllegalTransition and changes nothing", () =>
     Effect.gen(function*() {
       const eth = "ETH_SEPOLIA_ETH"
-      const tenant = yield* provisionTenant()
-      const payer = yield* walletOf(tenant, "illegal", "ETH_SEPOLIA")
-      yield* fund(tenant, payer.walletId, eth, 10n ** 18n)
-      // Held in QUEUED / INSUFFICIENT_FUNDS_PLATFORM (the hot wallet is empty), so nothing else moves it meanwhile.
-      yield* devnet("ETH_SEPOLIA", { hotWalletBalance: { [eth]: 0n } })
-      const response = yield* withdraw(tenant, payer.walletId, eth, "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed", 10n ** 16n, "r-1")
-      const id = response.json.transactionId
-      yield* waitFor(tenant, id, "QUEUED", "INSUFFICIENT_FUNDS_PLATFORM")
+      const { id, payer, tenant } = yield* heldWithdrawal("ETH_SEPOLIA", eth, "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed", 10n ** 16n)
       const processor = yield* WithdrawalProcessor
       const queued = (yield* processor.load(id))!
       const frozen = yield* balance(tenant, payer.walletId, eth)
