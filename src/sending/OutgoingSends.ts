@@ -6,9 +6,10 @@
  * refused for good, a 0-value self-transfer taking its nonce (FILL), so later nonces are not stuck behind a gap.
  *
  * - `sign`: in one database transaction the owner's guard (its row locked, still in the state that may be signed),
- *   the next nonce of the sending address (EVM), the signature and the stored bytes. A crash or a signer that is down
- *   rolls all of it back: the nonce is not used, and the next attempt signs the same nonce. Once committed, the bytes
- *   are the only ones ever broadcast for that nonce and payload.
+ *   the next nonce of the sending address (EVM), the signature and the stored bytes; signings from one address that
+ *   wait for each other share that transaction (`signBatch`). A crash rolls all of it back: the nonce is not used,
+ *   and the next attempt signs the same nonce; a signer that is down or refuses takes no nonce. Once committed, the
+ *   bytes are the only ones ever broadcast for that nonce and payload.
  * - `broadcast`: the latest version's bytes; accepted, not now (retried later), or refused for good.
  * - `check`: where the send stands on the current chain: final (succeeded or reverted, with the actual fee),
  *   waiting; on the way it gives a node that forgot the transaction the same bytes again (a reorganization, a
