@@ -150,9 +150,10 @@ export class Transfers extends Context.Service<Transfers, {
        * The paying wallet of this tenant with its user's status and TOTP columns (for the two-step check that
        * follows), in one statement: the wallet as `WalletRepository.find` reads it.
        */
+      const walletSelect = walletColumns(sql)
       const payerOf = (tenantId: string, walletId: string) =>
         sql`
-          SELECT ${walletColumns(sql)}, u.status AS user_status, u.totp_secret, u.cooldown_until
+          SELECT ${walletSelect}, u.status AS user_status, u.totp_secret, u.cooldown_until
           FROM wallets w JOIN users u ON u.id = w.user_id
           WHERE w.tenant_id = ${tenantId} AND w.id = ${walletId}`.pipe(
           Effect.flatMap(payerRow),
