@@ -35,6 +35,7 @@ import {
   type WithdrawalTransfer
 } from "../chains/ChainClient.ts"
 import { makeGroupCommit } from "../db/GroupCommit.ts"
+import { makeBoundedCache } from "../domain/BoundedCache.ts"
 import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { meetsConfirmationRule } from "../deposits/DepositDecisions.ts"
 import { nativeTransferGas } from "../chains/evm/EvmGas.ts"
@@ -152,6 +153,8 @@ const reservedRows = decodeRows(Schema.Struct({ asset_id: Text, amount: Numeric 
 const signingStripes = 32
 /** Signings one batch takes at most. */
 const signingBatchMax = 50
+/** Sending addresses whose nonce sequence a process remembers having seen (sweeps sign from every deposit address). */
+const sequencedAddressesMax = 20_000
 
 /** What `sign` hands its stripe's batch: the spec with the parameters chosen and the nonce's seed read before. */
 interface PendingSigning {
@@ -421,6 +424,8 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       // only grow. Addresses sharing a stripe share its batches, each still in its own nonce order.
       const signingQueues = yield* Effect.forEach(Array.from({ length: signingStripes }), () =>
         makeGroupCommit<PendingSigning, Exit.Exit<SignOutcome>>({ batchMax: signingBatchMax, write: signBatchIsolated }))
+      /** Addresses whose nonce sequence exists (`${networkKey}/${address}`), so `sign` does not look again. */
+      const sequencedAddresses = makeBoundedCache<true>(sequencedAddressesMax)
       const signingQueue = (networkKey: string, address: string) => {
         let hash = 0
         for (const char of `${networkKey}:${address}`) hash = (hash * 31 + char.charCodeAt(0)) | 0
@@ -433,9 +438,12 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         const { chain } = sendingChain(spec.networkKey)
         const parameters = spec.parameters ?? (yield* chain.withdrawalParameters(spec.transfer))
         // The node's count seeds the sequence on an address's first send only; afterwards PostgreSQL alone decides.
-        const sequenced = chain.accountNonce !== undefined && (yield* sql`
+        // A sequence row is never deleted, so one seen once need not be looked for again.
+        const sequenceKey = `${spec.networkKey}/${spec.transfer.from}`
+        const sequenced = chain.accountNonce !== undefined && (sequencedAddresses.get(sequenceKey) === true || (yield* sql`
           SELECT 1 FROM evm_nonces WHERE network_key = ${spec.networkKey} AND address = ${spec.transfer.from}`
-          .pipe(Effect.orDie)).length > 0
+          .pipe(Effect.orDie, Effect.map((rows) => rows.length > 0))))
+        if (sequenced) sequencedAddresses.set(sequenceKey, true)
         const seed = chain.accountNonce === undefined ? undefined : sequenced ? 0n : yield* chain.accountNonce(spec.transfer.from)
         const id = yield* ids.uuidV7
         const outcome = yield* Effect.flatten(

@@ -119,6 +119,11 @@ describe("signing batches", () => {
       assert.sameMembers(stored.map((send) => send.owner_id), owners.filter((_, index) => index !== 3 && index !== 5))
       // One transaction each would give ten.
       assert.isBelow(new Set(stored.map((send) => send.tx)).size, 10)
+
+      // Later signings go on from the sequence, whatever the node's count says.
+      for (const expected of [17n, 18n]) {
+        assert.strictEqual(nonceOf(yield* Effect.exit(signFrom(from, yield* uuidV7, 3000n))), expected)
+      }
     }).pipe(Effect.provide(layer)))
 
   it.effect("a batch that fails is tried again one by one: the owner whose record fails dies alone, the others are signed with consecutive nonces", () =>
