@@ -192,8 +192,10 @@ layer(
       front.paySol(gas, 100_000_000n)
       const gasBefore = front.lamports(gas)
       yield* pass
-      assert.deepStrictEqual((yield* sweepsOf(address)).map((row) => row.status), ["PENDING"])
-      yield* pass
+      // PENDING after this pass, or already sent when a background pass came first (module comment): seen once in CI.
+      const [funded] = (yield* sweepsOf(address)).map((row) => row.status)
+      assert.oneOf(funded, ["PENDING", "CONFIRMING"])
+      if (funded === "PENDING") yield* pass
       assert.deepStrictEqual((yield* sweepsOf(address)).map((row) => row.status), ["CONFIRMING"])
       yield* finalizeAndPass
       const [sweep] = yield* sweepsOf(address)
