@@ -56,7 +56,7 @@ export type PostResult =
   /** This (kind, reference) was booked before: nothing was posted now. */
   | { readonly _tag: "AlreadyPosted"; readonly entryId: string }
 
-/** Entries whose accounts are resolved (`Ledger.prepare`), ready to be written by `Ledger.postPrepared`. */
+/** Entries whose accounts are resolved (`Ledger.prepare`), ready to be written by `Ledger.postPreparedAfter`. */
 export interface PreparedEntries {
   readonly requests: ReadonlyArray<EntryRequest>
   readonly entryIds: ReadonlyArray<string>
@@ -158,14 +158,13 @@ export class Ledger extends Context.Service<Ledger, {
    */
   readonly postMany: (requests: ReadonlyArray<EntryRequest>) => Effect.Effect<ReadonlyArray<PostResult>, InsufficientBalance>
   /**
-   * `post` in two steps, for a transaction that holds a contended lock between them: `prepare` reads the accounts'
-   * ids (opening missing ones), `postPrepared` writes the entry. Both run inside the same transaction; what is read
-   * before the lock is then not part of the time it is held (transfers/PayerHold.ts).
+   * `post` in two steps, for a transaction that takes a contended lock just before the entry: `prepare` reads the
+   * accounts' ids (opening missing ones) before it, `postPreparedAfter` writes the entry. Both run inside the same
+   * transaction; what is read before the lock is then not part of the time it is held (transfers/PayerHold.ts).
    */
   readonly prepare: (request: EntryRequest) => Effect.Effect<PreparedEntries>
-  readonly postPrepared: (prepared: PreparedEntries) => Effect.Effect<PostResult, InsufficientBalance>
   /**
-   * `postPrepared` of one entry behind `first`, a query answering at most one row, in one statement: `first` runs
+   * The prepared entry (one) behind `first`, a query answering at most one row, in one statement: `first` runs
    * before the entry is written (its locks come first), and the entry is written only if it answered a row. Answers
    * that row as JSON (undefined for none, when nothing was posted) and the result. For a hold that decides whether
    * the posting stands (transfers/PayerHold.ts): the caller fails, rolling the transaction back, when it does not.
@@ -384,11 +383,6 @@ export class Ledger extends Context.Service<Ledger, {
         return yield* prepareMany([request]).pipe(Effect.orDie)
       })
 
-      const postPrepared = Effect.fn("Ledger.postPrepared")(function*(prepared: PreparedEntries) {
-        const { results } = yield* write(prepared).pipe(Effect.catchTag("SqlError", refused(prepared.requests)))
-        return results[0]!
-      })
-
       const postPreparedAfter = Effect.fn("Ledger.postPreparedAfter")(function*(
         prepared: PreparedEntries,
         first: Statement.Fragment
@@ -423,7 +417,7 @@ export class Ledger extends Context.Service<Ledger, {
         return rows.map(balanceFromRow)
       })
 
-      return { post, postMany, prepare, postPrepared, postPreparedAfter, walletBalances, userBalances }
+      return { post, postMany, prepare, postPreparedAfter, walletBalances, userBalances }
     })
   )
 }

@@ -6,7 +6,7 @@
  * fails with the same error the early check gives (operator-interface.md, "Switches": a `FROZEN` wallet cannot send).
  */
 import { Effect, Schema } from "effect"
-import { SqlClient, type SqlError } from "effect/sql"
+import { SqlClient } from "effect/sql"
 import { decodeFirstRow, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { Forbidden, type InsufficientBalance, type LimitExceeded, NotFound, WalletNotActive } from "../domain/ApiError.ts"
 import { Ledger, type PostResult, type PreparedEntries } from "../ledger/Ledger.ts"
@@ -19,7 +19,6 @@ const PayerRow = Schema.Struct({ wallet_status: Text, user_status: Text, spent: 
 type PayerRow = typeof PayerRow.Type
 
 // Compiled once (db/RowSchemas.ts): the row decoded at this edge, a mismatch a defect naming the query.
-const payerRow = decodeFirstRow(PayerRow, "PayerHold.holdPayerSpending")
 const heldRow = decodeFirstRow(PayerRow, "PayerHold.holdPayerAndPost")
 
 /**
@@ -28,24 +27,16 @@ const heldRow = decodeFirstRow(PayerRow, "PayerHold.holdPayerAndPost")
  * has a limit (DailyLimit.ts), then, in a statement started only once the lock is held, the payer's standing
  * `FOR SHARE` and the day's sum. The limit is checked first, then the user, then the wallet.
  *
- * The transaction inserts the movement's own rows (transaction, event, idempotency receipt) before this: they lock
- * nothing another creator waits on, and done first they are not part of the time the lock is held, which is what
- * bounds one payer's movements per second. The movement's row is left out of the sum (`movementId`).
- */
-export const holdPayerSpending = (
-  request: HoldRequest
-): Effect.Effect<void, HoldRefusal | SqlError.SqlError, SqlClient.SqlClient> =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    yield* refuseUnlessHeld(request, yield* Effect.flatMap(holdStatement(sql, request), payerRow))
-  })
-
-/**
- * `holdPayerSpending`, then the movement's one ledger entry (`Ledger.prepare`d before), in one statement
- * (`Ledger.postPreparedAfter`): the hold's locks still come first, and the lock is held for one round trip less.
- * The entry is written before the hold's answer is looked at; a refusal fails the caller's transaction, which takes
- * it back. Only an overdraft reaches the caller before the hold's own refusals then: it fails the statement, so a
- * payer short of funds who also lost a race to the daily limit or to a freeze hears INSUFFICIENT_BALANCE.
+ * The transaction inserts the movement's own rows (transaction, event, idempotency receipt) and reads the entry's
+ * accounts (`Ledger.prepare`) before this: they lock nothing another creator waits on, and done first they are not
+ * part of the time the lock is held, which is what bounds one payer's movements per second. The movement's row is
+ * left out of the sum (`movementId`).
+ *
+ * The hold and the movement's one ledger entry are one statement (`Ledger.postPreparedAfter`): the hold's locks
+ * still come first, and the lock is then held for the commit's round trip only. The entry is written before the
+ * hold's answer is looked at; a refusal fails the caller's transaction, which takes it back. Only an overdraft
+ * reaches the caller before the hold's own refusals then: it fails the statement, so a payer short of funds who also
+ * lost a race to the daily limit or to a freeze hears INSUFFICIENT_BALANCE.
  */
 export const holdPayerAndPost = (
   request: HoldRequest,

@@ -24,7 +24,7 @@ import { requestProcessing } from "../entities/WithdrawalEntity.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest } from "../ledger/Postings.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
-import { holdPayerAndPost, holdPayerSpending } from "../transfers/PayerHold.ts"
+import { holdPayerAndPost } from "../transfers/PayerHold.ts"
 import { insertTransaction } from "../transactions/NewTransaction.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
@@ -167,18 +167,17 @@ export class Withdrawals extends Context.Service<Withdrawals, {
             nowMillis,
             movementId: id
           }
-          const entries = ledgerEntries(creation.ledger, paymentOf(row))
-          if (entries.length === 1) {
-            // The freeze's accounts are read before the payer's locks, and written in the hold's statement.
-            const booking = yield* ledger.prepare(entryRequest(tenant.id, id, entries[0]!))
-            yield* holdPayerAndPost(hold, booking).pipe(
-              Effect.provideService(SqlClient.SqlClient, sql),
-              Effect.provideService(Ledger, ledger)
-            )
-          } else {
-            yield* holdPayerSpending(hold).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-            for (const entry of entries) yield* ledger.post(entryRequest(tenant.id, id, entry))
+          // The creation books one entry, the freeze (WithdrawalTransitions.ts `creation`): its accounts are read
+          // before the payer's locks, and it is written in the hold's statement.
+          const [freeze, ...more] = ledgerEntries(creation.ledger, paymentOf(row))
+          if (freeze === undefined || more.length > 0) {
+            return yield* Effect.die(new Error("a withdrawal's creation books exactly one entry, its freeze"))
           }
+          const booking = yield* ledger.prepare(entryRequest(tenant.id, id, freeze))
+          yield* holdPayerAndPost(hold, booking).pipe(
+            Effect.provideService(SqlClient.SqlClient, sql),
+            Effect.provideService(Ledger, ledger)
+          )
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         // Asked in the background: the cluster's send of a persisted message returns only once the runner's storage
         // read has seen it (up to a read cycle, 1-2 s under a burst), and the tenant's answer does not depend on it:
