@@ -125,7 +125,16 @@ export interface FinalInclusion {
 export interface Conflicted {
   readonly _tag: "Conflicted"
 }
-export type CheckOutcome = FinalInclusion | Conflicted | { readonly _tag: "Waiting" }
+/**
+ * Not final yet. `includedAt`: the height of the block that holds a version now, when one does; until the chain's
+ * head meets the confirmation rule for that height, checking again can only answer Waiting or find it reorganized
+ * away, which the check at that height finds too (WithdrawalProcessor.ts `confirm` skips them meanwhile).
+ */
+export interface Waiting {
+  readonly _tag: "Waiting"
+  readonly includedAt?: bigint | undefined
+}
+export type CheckOutcome = FinalInclusion | Conflicted | Waiting
 
 /** A send's own columns (`s`: outgoing_sends, or the rows an INSERT returned). */
 const sendFields = (sql: SqlClient.SqlClient): Statement.Fragment =>
@@ -654,7 +663,9 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         const { chain, client, network } = sendingChain(send.network_key)
         const found = yield* included(chain, send)
         if (found !== undefined) {
-          if (!meetsConfirmationRule(network, head, found.inclusion.height)) return { _tag: "Waiting" } as CheckOutcome
+          if (!meetsConfirmationRule(network, head, found.inclusion.height)) {
+            return { _tag: "Waiting", includedAt: found.inclusion.height } as CheckOutcome
+          }
           return {
             _tag: "Final",
             succeeded: found.inclusion.succeeded,

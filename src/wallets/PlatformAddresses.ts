@@ -83,29 +83,41 @@ export class PlatformAddresses extends Context.Service<PlatformAddresses, {
       const gasIndex = new Set<string>()
       let seenSeq = 0
       const refreshLock = yield* Semaphore.make(1)
-      const refreshGas = refreshLock.withPermit(Effect.gen(function*() {
+      /** Derives the GAS wallets of tenants after `seenSeq`, in order; under the lock, so each is derived once. */
+      const deriveNew = (fresh: ReadonlyArray<{ readonly id: string; readonly seq: number }>) =>
+        refreshLock.withPermit(Effect.gen(function*() {
+          for (const tenant of fresh) {
+            // Another caller's refresh may have derived it while this one waited for the lock.
+            if (tenant.seq <= seenSeq) continue
+            const wallets = new Map<string, GasWallet>()
+            for (const network of catalog.networks) {
+              const gas = yield* signer.platformAddress({ ...target(network), role: "GAS", tenantIndex: tenant.seq })
+                .pipe(Effect.orDie)
+              const wallet = {
+                tenantId: tenant.id,
+                tenantIndex: tenant.seq,
+                networkKey: network.networkKey,
+                address: gas.address
+              }
+              wallets.set(network.networkKey, wallet)
+              gasWallets.push(wallet)
+              gasIndex.add(key(network.networkKey, gas.address))
+            }
+            gasByTenant.set(tenant.id, wallets)
+            seenSeq = tenant.seq
+          }
+        }))
+      /**
+       * The query runs outside the lock: it is almost always empty, and behind one lock every withdrawal's quote
+       * waited for the others' queries in turn (16 withdrawals in flight: 370 ms a quote, measured 2026-11-26).
+       * Each caller still sees every tenant committed before its own query.
+       */
+      const refreshGas = Effect.gen(function*() {
         if ((yield* signer.status()) !== "ACTIVE") return
         const fresh = yield* sql`SELECT id, seq FROM tenants WHERE seq > ${seenSeq} ORDER BY seq`
           .pipe(Effect.orDie, Effect.flatMap(newTenantRows))
-        for (const tenant of fresh) {
-          const wallets = new Map<string, GasWallet>()
-          for (const network of catalog.networks) {
-            const gas = yield* signer.platformAddress({ ...target(network), role: "GAS", tenantIndex: tenant.seq })
-              .pipe(Effect.orDie)
-            const wallet = {
-              tenantId: tenant.id,
-              tenantIndex: tenant.seq,
-              networkKey: network.networkKey,
-              address: gas.address
-            }
-            wallets.set(network.networkKey, wallet)
-            gasWallets.push(wallet)
-            gasIndex.add(key(network.networkKey, gas.address))
-          }
-          gasByTenant.set(tenant.id, wallets)
-          seenSeq = tenant.seq
-        }
-      }))
+        if (fresh.length > 0) yield* deriveNew(fresh)
+      })
 
       return PlatformAddresses.of({
         list: Effect.gen(function*() {

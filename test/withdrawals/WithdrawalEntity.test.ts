@@ -14,9 +14,10 @@ import { keccak256, parseTransaction, recoverTransactionAddress } from "viem"
 import { ConfigChanges } from "../../src/auth/ConfigChanges.ts"
 import { Switches } from "../../src/catalog/Switches.ts"
 import { Catalog } from "../../src/catalog/Catalog.ts"
+import { ChainClients } from "../../src/chains/ChainClient.ts"
 import { chainClientsLayer } from "../../src/chains/ChainClientsLayer.ts"
 import { SimulatedChain } from "../../src/chains/simulated/SimulatedChain.ts"
-import { AppConfig } from "../../src/Config.ts"
+import { AppConfig, type ConfigInvalid } from "../../src/Config.ts"
 import * as Database from "../../src/db/Database.ts"
 import { SignerUnavailable } from "../../src/domain/ApiError.ts"
 import { Entropy } from "../../src/domain/Entropy.ts"
@@ -56,15 +57,40 @@ const signerWith = (state: { calls: number }, sign: (real: Signer["Service"]) =>
       }))
   ).pipe(Layer.provide(Signer.layerLocalHd(Redacted.make(testMnemonic))), Layer.orDie)
 
+/** The chain clients with each withdrawal client's `inclusion` counting its questions per transaction hash. */
+const countingInclusions = (asked: Map<string, number>) =>
+  Layer.effect(
+    ChainClients,
+    Effect.map(Effect.service(ChainClients), (real) =>
+      ChainClients.of({
+        ...real,
+        get: (networkKey) => {
+          const client = real.get(networkKey)
+          if (client?.withdrawals === undefined) return client
+          const withdrawals = client.withdrawals
+          return {
+            ...client,
+            withdrawals: {
+              ...withdrawals,
+              inclusion: (txHash: string) => Effect.suspend(() => {
+                asked.set(txHash, (asked.get(txHash) ?? 0) + 1)
+                return withdrawals.inclusion(txHash)
+              })
+            }
+          }
+        }
+      }))
+  ).pipe(Layer.provide(chainClientsLayer))
+
 /** The entity, its processor and the simulated chain over the test database, on the cluster's TestRunner. */
-const entityLayer = (signer: Layer.Layer<Signer>) =>
+const entityLayer = (signer: Layer.Layer<Signer>, clients: Layer.Layer<ChainClients, ConfigInvalid, any> = chainClientsLayer) =>
   WithdrawalEntityLayer.pipe(
     Layer.provideMerge(TestRunner.layer),
     Layer.provideMerge(WithdrawalProcessor.layer),
     Layer.provideMerge(OutgoingSends.layer),
     Layer.provideMerge(TransactionEvents.layer),
     Layer.provideMerge(Switches.layer),
-    Layer.provideMerge(chainClientsLayer),
+    Layer.provideMerge(clients),
     Layer.provideMerge(SimulatedChain.layer),
     Layer.provideMerge(Layer.mergeAll(PlatformAddresses.layer, Ledger.layer, TransactionRepository.layer)),
     Layer.provideMerge(Layer.mergeAll(Tenants.layer, Catalog.layer)),
@@ -260,5 +286,45 @@ describe("withdrawal entity on the TestRunner", () => {
       assert.strictEqual(signer.calls, 1, "never signed again")
       assert.deepStrictEqual(yield* withdrawalState(ids.withdrawalId), state)
     }).pipe(Effect.provide(entityLayer(signerWith(signer, (real) => real.signTransaction))))
+  })
+
+  it.effect("confirmations: a withdrawal seen included is not asked of the node again until its confirmations are due, or the block the deposit watcher scanned at its height changes", () => {
+    const asked = new Map<string, number>()
+    const ids = {
+      tenantId: "01a20190-0000-7000-8000-00000000c001",
+      userId: "01a20190-0000-7000-8000-00000000c002",
+      uid: "10000004",
+      walletId: "01a20190-0000-7000-8000-00000000c003",
+      withdrawalId: "01a20190-0000-7000-8000-00000000c004"
+    }
+    return Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const chain = yield* SimulatedChain
+      const processor = yield* WithdrawalProcessor
+      yield* insertSubmittedWithdrawal(ids)
+      assert.strictEqual(yield* processOnce(ids.withdrawalId, "initial"), "CONFIRMING")
+      const txHash = (yield* withdrawalState(ids.withdrawalId)).tx_hash!
+      // What the deposit watcher records of the blocks it scans (chain_blocks), here copied from the chain itself.
+      const scan = sql`INSERT INTO chain_blocks (network_key, height, hash)
+        SELECT network_key, height, hash FROM devnet_blocks WHERE network_key = 'ETH_SEPOLIA'
+        ON CONFLICT (network_key, height) DO UPDATE SET hash = EXCLUDED.hash`.pipe(Effect.orDie)
+      const confirm = Effect.andThen(processor.confirm("ETH_SEPOLIA"), Effect.sync(() => asked.get(txHash) ?? 0))
+      const included = yield* chain.mine("ETH_SEPOLIA", 1)
+      yield* scan
+      assert.strictEqual(yield* confirm, 1, "seen included at the first check")
+      assert.strictEqual(yield* confirm, 1, "not asked again: its block is the scanned one, 1 of 12 confirmations")
+      yield* chain.mine("ETH_SEPOLIA", 5)
+      yield* scan
+      assert.strictEqual(yield* confirm, 1, "6 of 12: still not asked")
+      // A reorganization the watcher found replaced the block at that height: asked again at once.
+      yield* sql`UPDATE chain_blocks SET hash = 'replaced' WHERE network_key = 'ETH_SEPOLIA' AND height = ${included.toString()}`
+      assert.strictEqual(yield* confirm, 2)
+      assert.strictEqual((yield* withdrawalState(ids.withdrawalId)).status, "CONFIRMING")
+      assert.strictEqual(yield* confirm, 2, "remembered again with the block now scanned")
+      yield* chain.mine("ETH_SEPOLIA", 6)
+      yield* scan
+      assert.strictEqual(yield* confirm, 3, "12 of 12: asked, and final")
+      assert.strictEqual((yield* withdrawalState(ids.withdrawalId)).status, "COMPLETED")
+    }).pipe(Effect.provide(entityLayer(signerWith({ calls: 0 }, (real) => real.signTransaction), countingInclusions(asked))))
   })
 })
