@@ -5,15 +5,15 @@
  * disabled there are none to derive.
  *
  * Tenants are created while the service runs (in any process), so the GAS wallets cannot be a start-up list: each
- * question first derives the wallets of tenants created since the last one (one indexed query, usually empty).
- * Derivations never change, so what was derived is kept for the life of the process (a few entries per tenant).
+ * question first derives the wallets of tenants created since the last one (one count of the tenants, usually
+ * unchanged). Derivations never change, so what was derived is kept for the life of the process (a few entries per tenant).
  */
 import { Context, Effect, Layer, Schema, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
 import type { BtcNetwork } from "../chains/ChainFamily.ts"
 import type { PlatformRole } from "../chains/Derivation.ts"
 import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
-import { decodeRows, Int4, Text } from "../db/RowSchemas.ts"
+import { decodeFirstRow, decodeRows, Int4, Text } from "../db/RowSchemas.ts"
 import { Signer } from "../signer/Signer.ts"
 
 export interface PlatformAddress {
@@ -34,6 +34,7 @@ export interface GasWallet {
 
 // Compiled once (db/RowSchemas.ts): rows decoded at this edge, a mismatch a defect naming it.
 const newTenantRows = decodeRows(Schema.Struct({ id: Text, seq: Int4 }), "PlatformAddresses.newTenants")
+const tenantCountRow = decodeFirstRow(Schema.Struct({ count: Int4 }), "PlatformAddresses.tenantCount")
 
 const key = (networkKey: string, address: string) => `${networkKey}\u0000${address}`
 
@@ -77,18 +78,17 @@ export class PlatformAddresses extends Context.Service<PlatformAddresses, {
       const derived = yield* Effect.cached(derive)
       yield* Effect.forkScoped(derived)
 
-      // GAS wallets of the tenants seen so far, in tenant order; `seenSeq` is the highest tenant index derived.
+      // GAS wallets of the tenants derived so far (in the order derived), by tenant, and as a set of addresses.
       const gasWallets: Array<GasWallet> = []
       const gasByTenant = new Map<string, Map<string, GasWallet>>()
       const gasIndex = new Set<string>()
-      let seenSeq = 0
       const refreshLock = yield* Semaphore.make(1)
-      /** Derives the GAS wallets of tenants after `seenSeq`, in order; under the lock, so each is derived once. */
+      /** Derives the GAS wallets of these tenants; under the lock, so each tenant is derived once. */
       const deriveNew = (fresh: ReadonlyArray<{ readonly id: string; readonly seq: number }>) =>
         refreshLock.withPermit(Effect.gen(function*() {
           for (const tenant of fresh) {
             // Another caller's refresh may have derived it while this one waited for the lock.
-            if (tenant.seq <= seenSeq) continue
+            if (gasByTenant.has(tenant.id)) continue
             const wallets = new Map<string, GasWallet>()
             for (const network of catalog.networks) {
               const gas = yield* signer.platformAddress({ ...target(network), role: "GAS", tenantIndex: tenant.seq })
@@ -104,18 +104,24 @@ export class PlatformAddresses extends Context.Service<PlatformAddresses, {
               gasIndex.add(key(network.networkKey, gas.address))
             }
             gasByTenant.set(tenant.id, wallets)
-            seenSeq = tenant.seq
           }
         }))
       /**
-       * The query runs outside the lock: it is almost always empty, and behind one lock every withdrawal's quote
-       * waited for the others' queries in turn (16 withdrawals in flight: 370 ms a quote, measured 2026-11-26).
-       * Each caller still sees every tenant committed before its own query.
+       * Tenants are never deleted, so a count equal to the tenants derived means none is new: one cheap query, almost
+       * always the whole refresh. Only then are the tenants read and the new ones derived. New ones are found by id,
+       * not as "above the highest index derived": two tenants created at once may commit in the other order than their
+       * indices, and the one with the lower index would never have been derived.
+       *
+       * The queries run outside the lock: behind one lock every withdrawal's quote waited for the others' queries in
+       * turn (16 withdrawals in flight: 370 ms a quote, measured 2026-11-26). Each caller still sees every tenant
+       * committed before its own query.
        */
       const refreshGas = Effect.gen(function*() {
         if ((yield* signer.status()) !== "ACTIVE") return
-        const fresh = yield* sql`SELECT id, seq FROM tenants WHERE seq > ${seenSeq} ORDER BY seq`
-          .pipe(Effect.orDie, Effect.flatMap(newTenantRows))
+        const counted = yield* sql`SELECT count(*)::int AS count FROM tenants`.pipe(Effect.orDie, Effect.flatMap(tenantCountRow))
+        if (counted?.count === gasByTenant.size) return
+        const tenants = yield* sql`SELECT id, seq FROM tenants ORDER BY seq`.pipe(Effect.orDie, Effect.flatMap(newTenantRows))
+        const fresh = tenants.filter((tenant) => !gasByTenant.has(tenant.id))
         if (fresh.length > 0) yield* deriveNew(fresh)
       })
 
@@ -125,7 +131,8 @@ export class PlatformAddresses extends Context.Service<PlatformAddresses, {
           yield* refreshGas
           return [
             ...list,
-            ...gasWallets.map((wallet): PlatformAddress => ({
+            // In tenant order (as derived, they may not be), each tenant's networks in catalog order.
+            ...gasWallets.toSorted((a, b) => a.tenantIndex - b.tenantIndex).map((wallet): PlatformAddress => ({
               networkKey: wallet.networkKey,
               address: wallet.address,
               role: "GAS",
