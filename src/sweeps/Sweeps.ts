@@ -35,6 +35,7 @@ import { lamportsPerSignature, withFeePayer } from "../chains/sol/SolWithdrawals
 import { decodeFirstRow, decodeRows, Int4, Nullable, Numeric, Text, Timestamp } from "../db/RowSchemas.ts"
 import { Ids } from "../domain/Ids.ts"
 import { OutgoingSends, type Send } from "../sending/OutgoingSends.ts"
+import { type InclusionPass, makeSeenInclusions } from "../sending/SeenInclusions.ts"
 import { gasKey, type SigningKey, walletKey } from "../signer/TransactionRequest.ts"
 import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
 import { sweepThreshold } from "./SweepAmounts.ts"
@@ -108,6 +109,8 @@ export class Sweeps extends Context.Service<Sweeps, {
       const sql = yield* SqlClient.SqlClient
       const catalog = yield* Catalog
       const clients = yield* ChainClients
+      // The CONFIRMING sweeps and top-ups seen in a block (sending/SeenInclusions.ts).
+      const seenInclusions = yield* makeSeenInclusions
       const outgoing = yield* OutgoingSends
       const platform = yield* PlatformAddresses
       const ids = yield* Ids
@@ -448,11 +451,13 @@ export class Sweeps extends Context.Service<Sweeps, {
         })
 
       /** A CONFIRMING row final on chain: COMPLETED (or FAILED) with its actual fee, with its send, at once. */
-      const confirm = (row: SweepRow, head: ChainHead) =>
+      const confirm = (row: SweepRow, head: ChainHead, inclusions: InclusionPass) =>
         Effect.gen(function*() {
+          if (!inclusions.due(row.id)) return
           const sent = yield* outgoing.forOwner(row.kind, row.id)
           if (sent === undefined) return
           const outcome = yield* outgoing.check(sent, head)
+          inclusions.checked(row.id, outcome)
           if (outcome._tag === "Conflicted") {
             // No version can ever be included (only a BTC client proves this, and BTC has no sweeps): failed like a
             // refused broadcast, with the send, and the address is due again.
@@ -506,9 +511,9 @@ export class Sweeps extends Context.Service<Sweeps, {
           })).pipe(Effect.orDie)
         })
 
-      const advanceOne = (context: SweepNetwork, row: SweepRow, head: ChainHead) =>
+      const advanceOne = (context: SweepNetwork, row: SweepRow, head: ChainHead, inclusions: InclusionPass) =>
         Effect.gen(function*() {
-          if (row.status === "CONFIRMING") return yield* confirm(row, head)
+          if (row.status === "CONFIRMING") return yield* confirm(row, head, inclusions)
           if (row.status === "WAITING_GAS") return yield* replan(context, row)
           if (solFeePaid(context, row) && row.tx_hash === null) {
             // Not signed yet: GAS may have been spent since the plan; signed bytes whose payer cannot pay would
@@ -536,14 +541,22 @@ export class Sweeps extends Context.Service<Sweeps, {
             ORDER BY created_at, id LIMIT ${batchMax * 2}`.pipe(Effect.orDie, Effect.flatMap(sweepRows))
           if (open.length === 0) return
           const head = yield* context.client.head
+          // The CONFIRMING ones seen in a block are not checked again before their confirmations are due.
+          const inclusions = yield* seenInclusions.pass(
+            context.network,
+            head,
+            open.filter((row) => row.status === "CONFIRMING").map((row) => row.id),
+            open.length < batchMax * 2
+          )
           // Top-ups first: a token sweep whose top-up completes in this pass is sent in it too.
-          for (const row of open.filter((row) => row.kind === "TOP_UP")) yield* advanceOne(context, row, head)
+          for (const row of open.filter((row) => row.kind === "TOP_UP")) yield* advanceOne(context, row, head, inclusions)
           const fresh = yield* sql`
             SELECT ${sql.literal(sweepColumns)} FROM sweeps
             WHERE network_key = ${context.network.networkKey} AND kind = 'SWEEP'
               AND status IN ('WAITING_GAS', 'PENDING', 'CONFIRMING')
             ORDER BY created_at, id LIMIT ${batchMax * 2}`.pipe(Effect.orDie, Effect.flatMap(sweepRows))
-          for (const row of fresh) yield* advanceOne(context, row, head)
+          for (const row of fresh) yield* advanceOne(context, row, head, inclusions)
+          yield* inclusions.end
         })
 
       const pass = Effect.fn("Sweeps.pass")(function*(networkKey: string) {

@@ -23,10 +23,10 @@ import { Catalog } from "../catalog/Catalog.ts"
 import { Switches } from "../catalog/Switches.ts"
 import { type ChainUnavailable, ChainClients, type WithdrawalTransfer } from "../chains/ChainClient.ts"
 import { decodeFirstRow, decodeRows, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
-import { meetsConfirmationRule } from "../deposits/DepositDecisions.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest, type Payment } from "../ledger/Postings.ts"
 import { OutgoingSends } from "../sending/OutgoingSends.ts"
+import { makeSeenInclusions } from "../sending/SeenInclusions.ts"
 import { platformKey } from "../signer/TransactionRequest.ts"
 import { Tenants } from "../tenants/Tenants.ts"
 import {
@@ -92,13 +92,6 @@ const loadedRow = decodeFirstRow(
 )
 const changedRow = decodeFirstRow(TransactionRow, "WithdrawalProcessor.transition")
 const confirmingRows = decodeRows(Schema.Struct({ id: Text }), "WithdrawalProcessor.confirm")
-const scannedBlockRows = decodeRows(Schema.Struct({ height: Numeric, hash: Text }), "WithdrawalProcessor.scannedHashes")
-
-/** A CONFIRMING withdrawal's inclusion as last checked, with the scanned block's hash at that height. */
-interface SeenInclusion {
-  readonly height: bigint
-  readonly hash: string
-}
 
 /** A step's outcome: STOP, NEXT (read the row again), or the row a transition left (go on from it). */
 type Step = StepOutcome | WithdrawalRow
@@ -402,27 +395,8 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
         return (yield* load(withdrawalId))?.status ?? "MISSING"
       })
 
-      /**
-       * Per network, the CONFIRMING withdrawals seen included, with their block's height and the hash the deposit
-       * watcher scanned there: while that block is still the scanned one and the head does not yet meet the
-       * confirmation rule for it, they are not checked again (no two reads and a node call each, every second, for
-       * every one of them: with 200 waiting that cost the burst of withdrawals a third of its rate, measured
-       * 2026-11-26). A reorganization the watcher finds replaces or removes the block, and the next pass checks them
-       * at once (the version in another block, or in none: rebroadcast or replaced). Per process: another process
-       * checks them on its own.
-       */
-      const includedAtByNetwork = new Map<string, Map<string, SeenInclusion>>()
-      /** The hashes of the blocks the deposit watcher scanned at these heights (chain_blocks; a reorganization it
-       * found has replaced or removed them). */
-      const scannedHashes = (networkKey: string, heights: ReadonlyArray<bigint>) =>
-        heights.length === 0
-          ? Effect.succeed(new Map<bigint, string>())
-          : sql`SELECT height::text AS height, hash FROM chain_blocks
-              WHERE network_key = ${networkKey} AND height = ANY(${[...new Set(heights)].map(String)}::bigint[])`.pipe(
-              Effect.orDie,
-              Effect.flatMap(scannedBlockRows),
-              Effect.map((rows) => new Map(rows.map((row) => [row.height, row.hash])))
-            )
+      // The CONFIRMING withdrawals seen in a block, not checked again before their confirmations are due.
+      const seenInclusions = yield* makeSeenInclusions
 
       const confirm = Effect.fn("WithdrawalProcessor.confirm")(function*(networkKey: string) {
         const client = clients.get(networkKey)
@@ -433,25 +407,17 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           SELECT id FROM transactions
           WHERE kind = 'WITHDRAWAL' AND status = 'CONFIRMING' AND network_key = ${networkKey}
           ORDER BY id LIMIT ${confirmationsPerCheckMax}`.pipe(Effect.orDie, Effect.flatMap(confirmingRows))
-        const seen = includedAtByNetwork.get(networkKey) ?? new Map<string, SeenInclusion>()
-        includedAtByNetwork.set(networkKey, seen)
-        if (waiting.length < confirmationsPerCheckMax) {
-          // Forget the withdrawals that left CONFIRMING (all of them are in `waiting` otherwise).
-          const open = new Set(waiting.map(({ id }) => id))
-          for (const id of seen.keys()) if (!open.has(id)) seen.delete(id)
-        }
         if (waiting.length === 0) return 0
         const head = yield* client.head
-        const scanned = yield* scannedHashes(networkKey, [...seen.values()].map((entry) => entry.height))
-        const newlySeen: Array<readonly [string, bigint]> = []
+        const inclusions = yield* seenInclusions.pass(
+          network,
+          head,
+          waiting.map(({ id }) => id),
+          waiting.length < confirmationsPerCheckMax
+        )
         let completed = 0
         for (const { id } of waiting) {
-          const known = seen.get(id)
-          if (
-            known !== undefined && scanned.get(known.height) === known.hash &&
-            !meetsConfirmationRule(network, head, known.height)
-          ) continue
-          seen.delete(id)
+          if (!inclusions.due(id)) continue
           const row = yield* load(id)
           if (row === undefined || row.status !== "CONFIRMING") continue
           const send = yield* sends.forOwner("WITHDRAWAL", id)
@@ -468,7 +434,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
             if (failed) yield* Effect.logWarning(`withdrawal ${id}: no version of its send can be included any more; FAILED`)
             continue
           }
-          if (outcome._tag === "Waiting" && outcome.includedAt !== undefined) newlySeen.push([id, outcome.includedAt])
+          inclusions.checked(id, outcome)
           if (outcome._tag !== "Final") continue
           const details: TransitionDetails = {
             txHash: outcome.txHash,
@@ -482,12 +448,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           if (moved && outcome.succeeded) completed++
           if (moved && !outcome.succeeded) yield* Effect.logWarning(`withdrawal ${id}: ${outcome.txHash} reverted on chain`)
         }
-        // Remembered with the block the watcher scanned at that height; not yet scanned: checked again next time.
-        const scannedNow = yield* scannedHashes(networkKey, newlySeen.map(([, height]) => height))
-        for (const [id, height] of newlySeen) {
-          const hash = scannedNow.get(height)
-          if (hash !== undefined) seen.set(id, { height, hash })
-        }
+        yield* inclusions.end
         return completed
       }, (effect) => effect.pipe(Effect.catchTag("ChainUnavailable", (error) =>
         Effect.as(Effect.logWarning(`withdrawal confirmations: ${error.message}`), 0))))
