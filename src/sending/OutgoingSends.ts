@@ -128,7 +128,7 @@ export interface Conflicted {
 /**
  * Not final yet. `includedAt`: the height of the block that holds a version now, when one does; until the chain's
  * head meets the confirmation rule for that height, checking again can only answer Waiting or find it reorganized
- * away, which the check at that height finds too (WithdrawalProcessor.ts `confirm` skips them meanwhile).
+ * away, which the check at that height finds too (SeenInclusions.ts: the confirmation loops skip them meanwhile).
  */
 export interface Waiting {
   readonly _tag: "Waiting"
