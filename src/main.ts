@@ -2,10 +2,10 @@
  * Launches the service: every listener and worker lives in the app layer.
  *
  * Two process settings come first, before anything is loaded:
- * - libuv's thread pool verifies request signatures (src/auth/Ed25519.ts). Measured on 2 cores (README): with the
- *   default four threads signed throughput was 2.8k req/s, with two 3.3k, with one 5.0k: extra threads only compete
- *   with the event loop, which serves every request. The cost: a password hash (scrypt, tens of ms, rare) delays
- *   the signature checks queued behind it. `UV_THREADPOOL_SIZE` in the environment overrides this.
+ * - libuv's thread pool verifies request signatures (src/auth/Ed25519.ts). Measured on 2 cores (docs/benchmarks.md):
+ *   with the default four threads signed throughput was 2.8k req/s, with two 3.3k, with one 5.0k: extra threads
+ *   only compete with the event loop, which serves every request. The cost: a password hash (scrypt, tens of ms,
+ *   rare) delays the signature checks queued behind it. `UV_THREADPOOL_SIZE` in the environment overrides this.
  * - the compile cache (under node_modules/.cache) halves the import time of a restart, which the 3 s readiness
  *   promise after a crash depends on.
  * Modules come from their own paths (`@effect/platform-node/NodeRuntime`, not the package index, which loads every

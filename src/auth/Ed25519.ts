@@ -16,7 +16,7 @@ export const rawPublicKeyHex = (key: KeyObject): string => {
 }
 
 /**
- * node:crypto's native Ed25519 measured fastest here (about 14x @noble/curves; README, benchmark). The service uses
+ * node:crypto's native Ed25519 measured fastest here (about 14x @noble/curves; docs/benchmarks.md). The service uses
  * the callback form, which runs on libuv's thread pool: one verify costs about as much as a whole unsigned request,
  * so keeping it off the event loop lets the other core verify while this one serves.
  */

@@ -4,12 +4,12 @@
  * (on Effect's Clock); interrupting the effect aborts the request (and drops its connection).
  *
  * Connections are kept alive and reused per receiver (host and port): a new one costs a TCP (and TLS) handshake,
- * which was the largest part of a delivery's time (README, deliveries). The address rule (spec 6, rule 4) still
- * holds on every byte sent: a connection is checked when it is opened (the guarded lookup resolves and checks the
- * name; IP literals are checked before the request), and a kept connection stays with the address it was checked
- * on, whatever the name resolves to later. An idle connection is closed after `idleConnectionMillis`, under the
- * 5 s keep-alive of Node's own server, so a receiver rarely closes one just as an attempt reuses it; when it does,
- * the attempt fails like any lost connection and the retry schedule covers it.
+ * which was the largest part of a delivery's time (docs/benchmarks.md, 2026-11-25). The address rule (spec 6,
+ * rule 4) still holds on every byte sent: a connection is checked when it is opened (the guarded lookup resolves
+ * and checks the name; IP literals are checked before the request), and a kept connection stays with the address
+ * it was checked on, whatever the name resolves to later. An idle connection is closed after
+ * `idleConnectionMillis`, under the 5 s keep-alive of Node's own server, so a receiver rarely closes one just as an
+ * attempt reuses it; when it does, the attempt fails like any lost connection and the retry schedule covers it.
  */
 import { Context, Effect, Layer } from "effect"
 import * as http from "node:http"
