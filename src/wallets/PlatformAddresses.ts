@@ -6,7 +6,8 @@
  *
  * Tenants are created while the service runs (in any process), so the GAS wallets cannot be a start-up list: each
  * question first derives the wallets of tenants created since the last one (one count of the tenants, usually
- * unchanged). Derivations never change, so what was derived is kept for the life of the process (a few entries per tenant).
+ * unchanged). Derivations never change, so what was derived is kept for the life of the process (a few entries per
+ * tenant).
  */
 import { Context, Effect, Layer, Schema, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
@@ -108,9 +109,9 @@ export class PlatformAddresses extends Context.Service<PlatformAddresses, {
         }))
       /**
        * Tenants are never deleted, so a count equal to the tenants derived means none is new: one cheap query, almost
-       * always the whole refresh. Only then are the tenants read and the new ones derived. New ones are found by id,
-       * not as "above the highest index derived": two tenants created at once may commit in the other order than their
-       * indices, and the one with the lower index would never have been derived.
+       * always the whole refresh. Only then are the tenants read and the new ones derived. New ones are found by
+       * id, not as "above the highest index derived": two tenants created at once may commit in the other order than
+       * their indices, and the one with the lower index would never have been derived.
        *
        * The queries run outside the lock: behind one lock every withdrawal's quote waited for the others' queries in
        * turn (16 withdrawals in flight: 370 ms a quote, measured 2026-11-26). Each caller still sees every tenant
@@ -118,9 +119,11 @@ export class PlatformAddresses extends Context.Service<PlatformAddresses, {
        */
       const refreshGas = Effect.gen(function*() {
         if ((yield* signer.status()) !== "ACTIVE") return
-        const counted = yield* sql`SELECT count(*)::int AS count FROM tenants`.pipe(Effect.orDie, Effect.flatMap(tenantCountRow))
+        const counted = yield* sql`SELECT count(*)::int AS count FROM tenants`
+          .pipe(Effect.orDie, Effect.flatMap(tenantCountRow))
         if (counted?.count === gasByTenant.size) return
-        const tenants = yield* sql`SELECT id, seq FROM tenants ORDER BY seq`.pipe(Effect.orDie, Effect.flatMap(newTenantRows))
+        const tenants = yield* sql`SELECT id, seq FROM tenants ORDER BY seq`
+          .pipe(Effect.orDie, Effect.flatMap(newTenantRows))
         const fresh = tenants.filter((tenant) => !gasByTenant.has(tenant.id))
         if (fresh.length > 0) yield* deriveNew(fresh)
       })
