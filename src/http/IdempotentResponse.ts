@@ -11,7 +11,7 @@ import { Effect } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { CurrentApiKey } from "../api/SignatureAuth.ts"
 import { sha256Hex } from "../client/RequestSigner.ts"
-import { Idempotency } from "../idempotency/Idempotency.ts"
+import { Idempotency, type StoreInStatement } from "../idempotency/Idempotency.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
 import { currentTenant } from "./CurrentTenant.ts"
 
@@ -29,12 +29,22 @@ export interface IdempotentEndpoint<A> {
 }
 
 /**
- * Runs `execute` at most once per key and body. `execute` receives `record`, which it must call inside the database
- * transaction of its effect with the result it is about to answer, so a crash never separates the two.
+ * Idempotency.ts `Commit` with the endpoint's answers: called inside the effect's database transaction, or
+ * `inStatement` for an effect written as one statement.
+ */
+export interface RecordAnswer<A> {
+  (answer: A): Effect.Effect<void>
+  readonly inStatement: StoreInStatement<A>
+}
+
+/**
+ * Runs `execute` at most once per key and body. `execute` receives `record`, with which it must store the result it
+ * is about to answer in the database transaction (or the one statement) of its effect, so a crash never separates
+ * the two.
  */
 export const idempotentResponse = <A, E, R>(
   endpoint: IdempotentEndpoint<A>,
-  execute: (tenant: Tenant, record: (answer: A) => Effect.Effect<void>) => Effect.Effect<A, E, R>
+  execute: (tenant: Tenant, record: RecordAnswer<A>) => Effect.Effect<A, E, R>
 ) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
@@ -52,7 +62,11 @@ export const idempotentResponse = <A, E, R>(
         tenantWide: endpoint.tenantWide === true
       },
       sha256Hex(bytes),
-      (commit) => Effect.map(execute(tenant, (answer) => commit(render(answer))), render)
+      (commit) => {
+        const inStatement: StoreInStatement<A> = (answer, write) => commit.inStatement(render(answer), write)
+        const record = Object.assign((answer: A) => commit(render(answer)), { inStatement })
+        return Effect.map(execute(tenant, record), render)
+      }
     )
     return HttpServerResponse.text(response.body, { status: response.status, contentType: "application/json" })
   })

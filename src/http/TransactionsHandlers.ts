@@ -88,7 +88,7 @@ export const TransactionsHandlers = HttpApiBuilder.group(Api, "transactions", (h
                 externalTxId,
                 note: payload.note ?? undefined,
                 twoFactorCode: headers["x-user-2fa-code"],
-                recordReceipt: record
+                recordReceipt: record.inStatement
               })
           )
         }), { uninterruptible: true })

@@ -12,7 +12,10 @@ import { ServiceEnv } from "../Config.ts"
 export const crashSteps = [
   /** The record is IN_PROGRESS under this process; nothing executed yet. */
   "after-claim",
-  /** Inside the effect's database transaction, the record already marked COMPLETED, before COMMIT. */
+  /**
+   * Inside the effect's database transaction, the record already marked COMPLETED, before COMMIT; for an effect
+   * written as one statement (Idempotency.ts `inStatement`), just before that statement: nothing written yet.
+   */
   "before-commit",
   /** Right after COMMIT of the effect and its record, before anything else (entity messages, the reply). */
   "after-commit",

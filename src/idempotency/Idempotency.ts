@@ -11,7 +11,7 @@
  * whose claim was taken over can no longer commit.
  */
 import { Cause, Clock, Context, Effect, Exit, Layer, Option, Schema } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type Statement } from "effect/sql"
 import { decodeFirstRow, Int4, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
 import { BadRequest, IdempotencyConflict } from "../domain/ApiError.ts"
 import { Ids } from "../domain/Ids.ts"
@@ -74,7 +74,22 @@ const isRetryableCause = (cause: Cause.Cause<unknown>): boolean => {
  * Stores the response as the record's outcome. Must run inside the database transaction of the effect it answers
  * for, so both commit together or neither does; dies when the claim was taken over (the transaction then rolls back).
  */
-export type Commit = (response: StoredResponse) => Effect.Effect<void>
+export interface Commit {
+  (response: StoredResponse): Effect.Effect<void>
+  /** The same for an effect written as one statement, with no transaction around it (`StoreInStatement`). */
+  readonly inStatement: StoreInStatement<StoredResponse>
+}
+
+/**
+ * Runs `write`, an effect that is one statement (a data-modifying `WITH`, its own transaction), with `store`: the
+ * record's UPDATE, to be placed in that statement as a `WITH` query. `store` answers a row only while this execution's
+ * claim holds; `write` must fail the whole statement when it answers none (a take-over), so the effect never commits
+ * without its answer nor after another execution took the key.
+ */
+export type StoreInStatement<A> = <B, E, R>(
+  answer: A,
+  write: (store: Statement.Fragment) => Effect.Effect<B, E, R>
+) => Effect.Effect<B, E, R>
 
 /** What runs under a key: an effect, or one that stores its response in its own transaction through `commit`. */
 export type Execute<E, R> =
@@ -196,22 +211,41 @@ export class Idempotency extends Context.Service<Idempotency, {
           }
         }).pipe(Effect.orDie)
 
-      const makeCommit = (scope: IdempotencyScope, claimId: string, onCommitted: (response: StoredResponse) => void) =>
-      (response: StoredResponse) =>
-        Effect.gen(function*() {
-          if (Option.isNone(yield* Effect.serviceOption(sql.transactionService))) {
-            return yield* Effect.die(new Error("an idempotent response must be committed inside its effect's transaction"))
-          }
-          const now = yield* Clock.currentTimeMillis
-          const stored = yield* sql`UPDATE idempotency_records SET state = 'COMPLETED', response_status = ${response.status},
-            response_body = ${response.body}, owner_instance = NULL, claim_id = NULL, updated_at = ${new Date(now)}
-            WHERE ${claimed(scope, claimId)} RETURNING 1`
-          if (stored.length === 0) {
-            return yield* Effect.die(new Error(`idempotency key ${scope.key} was taken over; its effect is rolled back`))
-          }
-          yield* crash.reach("before-commit")
-          yield* sql.afterCommit(Effect.andThen(Effect.sync(() => onCommitted(response)), crash.reach("after-commit")))
-        }).pipe(Effect.orDie)
+      /** The record's UPDATE to COMPLETED with `response`, under this execution's claim only. */
+      const storeResponse = (scope: IdempotencyScope, claimId: string, response: StoredResponse, now: number) =>
+        sql`UPDATE idempotency_records SET state = 'COMPLETED', response_status = ${response.status},
+          response_body = ${response.body}, owner_instance = NULL, claim_id = NULL, updated_at = ${new Date(now)}
+          WHERE ${claimed(scope, claimId)} RETURNING 1`
+
+      const makeCommit = (
+        scope: IdempotencyScope,
+        claimId: string,
+        onCommitted: (response: StoredResponse) => void
+      ): Commit => {
+        const inTransaction = (response: StoredResponse) =>
+          Effect.gen(function*() {
+            if (Option.isNone(yield* Effect.serviceOption(sql.transactionService))) {
+              return yield* Effect.die(new Error("an idempotent response must be committed inside its effect's transaction"))
+            }
+            const stored = yield* storeResponse(scope, claimId, response, yield* Clock.currentTimeMillis)
+            if (stored.length === 0) {
+              return yield* Effect.die(new Error(`idempotency key ${scope.key} was taken over; its effect is rolled back`))
+            }
+            yield* crash.reach("before-commit")
+            yield* sql.afterCommit(Effect.andThen(Effect.sync(() => onCommitted(response)), crash.reach("after-commit")))
+          }).pipe(Effect.orDie)
+        const inStatement: StoreInStatement<StoredResponse> = (response, write) =>
+          Effect.gen(function*() {
+            const store = storeResponse(scope, claimId, response, yield* Clock.currentTimeMillis)
+            // The statement is the commit: before it nothing of the effect is written, after it everything is.
+            yield* crash.reach("before-commit")
+            const written = yield* write(store)
+            onCommitted(response)
+            yield* crash.reach("after-commit")
+            return written
+          })
+        return Object.assign(inTransaction, { inStatement })
+      }
 
       const run = <E, R>(scope: IdempotencyScope, requestSha256: string, execute: Execute<E, R>) =>
         Effect.gen(function*() {

@@ -5,7 +5,7 @@
  * caller's bug fails loudly before it reaches the database, and turns "not enough available" into the spec's
  * INSUFFICIENT_BALANCE.
  */
-import { Array as Arr, Clock, Context, Effect, Layer, Option, Schema } from "effect"
+import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError, type Statement } from "effect/sql"
 import { decodeRows, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { InsufficientBalance } from "../domain/ApiError.ts"
@@ -81,7 +81,7 @@ const knownAccountsMax = 50_000
 /** PostgreSQL error raised by ledger_apply_posting when a debit would overdraw an account. */
 const insufficientBalanceSqlState = "CF001"
 
-const sqlStateOf = (error: SqlError.SqlError): unknown => {
+export const sqlStateOf = (error: SqlError.SqlError): unknown => {
   const cause: unknown = error.reason.cause
   return typeof cause === "object" && cause !== null && "code" in cause ? cause.code : undefined
 }
@@ -158,21 +158,26 @@ export class Ledger extends Context.Service<Ledger, {
    */
   readonly postMany: (requests: ReadonlyArray<EntryRequest>) => Effect.Effect<ReadonlyArray<PostResult>, InsufficientBalance>
   /**
-   * `post` in two steps, for a transaction that takes a contended lock just before the entry: `prepare` reads the
-   * accounts' ids (opening missing ones) before it, `postPreparedAfter` writes the entry. Both run inside the same
-   * transaction; what is read before the lock is then not part of the time it is held (transfers/PayerHold.ts).
+   * `post` in two steps, for a statement that takes a contended lock just before the entry: `prepare` reads the
+   * accounts' ids (opening missing ones, each committed on its own: an account at zero changes no balance) before
+   * it, `postPreparedAfter` writes the entry; what is read before the lock is then not part of the time it is held
+   * (transfers/PayerHold.ts).
    */
   readonly prepare: (request: EntryRequest) => Effect.Effect<PreparedEntries>
   /**
-   * The prepared entry (one) behind `first`, a query answering at most one row, in one statement: `first` runs
-   * before the entry is written (its locks come first), and the entry is written only if it answered a row. Answers
-   * that row as JSON (undefined for none, when nothing was posted) and the result. For a hold that decides whether
-   * the posting stands (transfers/PayerHold.ts): the caller fails, rolling the transaction back, when it does not.
+   * The prepared entry (one) as the end of the caller's statement: `before` is the caller's part of its `WITH`, the
+   * last of it a query named `first` answering at most one row. `first` runs before the entry is written (its locks
+   * come first), and the entry is written only if it answered a row. Answers that row as JSON (undefined for none,
+   * when nothing was posted) and the result. Alone, the statement is its own transaction: a movement's rows, its
+   * hold and its entry in one round trip (transfers/PayerHold.ts).
    */
   readonly postPreparedAfter: (
     prepared: PreparedEntries,
-    first: Statement.Fragment
-  ) => Effect.Effect<{ readonly first: unknown; readonly result: PostResult | undefined }, InsufficientBalance>
+    before: Statement.Fragment
+  ) => Effect.Effect<
+    { readonly first: unknown; readonly result: PostResult | undefined },
+    InsufficientBalance | SqlError.SqlError
+  >
   /** A wallet's balances, one per asset that has had bookkeeping, by asset id. */
   readonly walletBalances: (walletId: string) => Effect.Effect<ReadonlyArray<Balance>>
   /** A user's balances summed over all the user's wallets, one per asset that has had bookkeeping, by asset id. */
@@ -278,7 +283,7 @@ export class Ledger extends Context.Service<Ledger, {
        * the INSERT, which is the order the row trigger runs in: two entries over the same accounts can never wait on
        * each other in a cycle.
        */
-      const write = ({ accountIds: idOf, at, entryIds, requests }: PreparedEntries, first?: Statement.Fragment) =>
+      const write = ({ accountIds: idOf, at, entryIds, requests }: PreparedEntries, before?: Statement.Fragment) =>
         Effect.gen(function*() {
           const postings = requests.flatMap((request, index) =>
             request.postings.map((posting) => ({
@@ -292,10 +297,10 @@ export class Ledger extends Context.Service<Ledger, {
             const [x, y] = [BigInt(a.account_id), BigInt(b.account_id)]
             return x < y ? -1 : x > y ? 1 : a.bucket.localeCompare(b.bucket)
           })
-          // With `first`: materialized, so it runs once, and before the first entry row (the EXISTS is evaluated
-          // then), so its locks come before the accounts' (taken by the postings' trigger at the statement's end).
+          // With `before`: its `first` runs before the first entry row (the EXISTS is evaluated then), so its locks
+          // come before the accounts' (taken by the postings' trigger at the statement's end).
           const statement = sql`
-            WITH ${first === undefined ? sql`` : sql`first AS MATERIALIZED (${first}),`} created AS (
+            WITH ${before === undefined ? sql`` : sql`${before},`} created AS (
               INSERT INTO ledger_entries (id, tenant_id, kind, reference_id, created_at)
               SELECT e.id, e.tenant_id, e.kind, e.reference_id, ${at}
               FROM jsonb_to_recordset(${json(requests.map((request, index) => ({
@@ -304,7 +309,7 @@ export class Ledger extends Context.Service<Ledger, {
             kind: request.kind,
             reference_id: request.referenceId
           })))}::jsonb) AS e(id uuid, tenant_id uuid, kind text, reference_id uuid)
-              ${first === undefined ? sql`` : sql`WHERE EXISTS (SELECT FROM first)`}
+              ${before === undefined ? sql`` : sql`WHERE EXISTS (SELECT FROM first)`}
               ON CONFLICT ON CONSTRAINT ledger_entries_kind_reference_key DO NOTHING
               RETURNING id
             ), posted AS (
@@ -316,13 +321,13 @@ export class Ledger extends Context.Service<Ledger, {
               ORDER BY p."order"
             )
             ${
-            first === undefined
+            before === undefined
               ? sql`SELECT id FROM created`
               : sql`SELECT (SELECT to_jsonb(f) FROM first f) AS first, c.id FROM (VALUES (1)) AS one LEFT JOIN created c ON true`
           }`
           let firstRow: unknown = undefined
           let created: ReadonlyArray<{ readonly id: string }>
-          if (first === undefined) {
+          if (before === undefined) {
             created = yield* Effect.flatMap(statement, createdEntries)
           } else {
             const rows = yield* Effect.flatMap(statement, guardedEntry)
@@ -385,10 +390,14 @@ export class Ledger extends Context.Service<Ledger, {
 
       const postPreparedAfter = Effect.fn("Ledger.postPreparedAfter")(function*(
         prepared: PreparedEntries,
-        first: Statement.Fragment
+        before: Statement.Fragment
       ) {
         if (prepared.requests.length !== 1) return yield* Effect.die(new Error("postPreparedAfter books one entry"))
-        const written = yield* write(prepared, first).pipe(Effect.catchTag("SqlError", refused(prepared.requests)))
+        // The caller's part may refuse too (its own SQLSTATEs): any error but an overdraft is the caller's to read.
+        const written = yield* write(prepared, before).pipe(
+          Effect.catchTag("SqlError", (error): Effect.Effect<never, InsufficientBalance | SqlError.SqlError> =>
+            sqlStateOf(error) === insufficientBalanceSqlState ? refused(prepared.requests)(error) : Effect.fail(error))
+        )
         return { first: written.first, result: written.results[0] }
       })
 

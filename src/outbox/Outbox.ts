@@ -40,7 +40,8 @@ export class Outbox extends Context.Service<Outbox, {
   readonly recordReturningId: (event: OutboxEvent) => Effect.Effect<string | undefined>
   /**
    * `record` as a statement to put in the caller's own (a data-modifying `WITH`), inserting only `when` it holds:
-   * a change and its event in one statement, one round trip with no transaction around it.
+   * a change and its event in one statement, one round trip with no transaction around it. Answers the event's id
+   * when it inserted it.
    */
   readonly recordWhen: (event: OutboxEvent, when: Statement.Fragment) => Effect.Effect<Statement.Fragment>
 }>()("coffer/Outbox") {
@@ -72,7 +73,8 @@ export class Outbox extends Context.Service<Outbox, {
             SELECT ${id}, ${event.tenantId}, ${event.type}, ${event.subjectId}, ${event.dedupeKey},
               ${JSON.stringify(event.data)}::jsonb, ${now}
             WHERE ${when}
-            ON CONFLICT ON CONSTRAINT outbox_events_dedupe_key DO NOTHING`
+            ON CONFLICT ON CONSTRAINT outbox_events_dedupe_key DO NOTHING
+            RETURNING id`
         })
 
       const record = (event: OutboxEvent): Effect.Effect<boolean> =>

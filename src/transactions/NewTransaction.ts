@@ -11,14 +11,11 @@
  */
 import { Effect, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import { decodeRows, decodeSingleRow, Text } from "../db/RowSchemas.ts"
+import { decodeRows, Text } from "../db/RowSchemas.ts"
 import {
   type SubStatus,
   type Transaction,
-  transactionFromRow,
   type TransactionKind,
-  TransactionRow,
-  transactionSelectFrom,
   type TransactionStatus
 } from "./Transaction.ts"
 
@@ -61,7 +58,6 @@ export type InsertedTransaction = typeof InsertedTransaction.Type
 
 // Compiled once (db/RowSchemas.ts): the inserted rows decoded at this edge, a mismatch a defect naming the query.
 const insertedRows = decodeRows(InsertedTransaction, "NewTransaction.insertTransactions")
-const createdRow = decodeSingleRow(TransactionRow, "NewTransaction.insertTransaction")
 
 const column = (record: NewTransaction) => ({
   id: record.id,
@@ -107,19 +103,63 @@ export const insertTransactions = (
   })
 
 /**
- * Inserts one new row (a submitted withdrawal or transfer, which has no conflict to expect) and answers it as the
- * repository would read it: its TRANSACTION_CREATED event then needs no second read (TransactionEvents.ts
- * `createdAs`).
+ * One new row (a submitted withdrawal or transfer, which has no conflict to expect) as a query for the caller's own
+ * statement (a data-modifying `WITH`), answering its id: a movement created in one statement (transfers/PayerHold.ts).
+ * `transactionAsInserted` is the row it writes, as the repository reads it.
  */
-export const insertTransaction = (
-  record: NewTransaction
-): Effect.Effect<Transaction, SqlError.SqlError, SqlClient.SqlClient> =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const row = yield* sql`WITH created AS (${insertStatement(sql, [record], {})} RETURNING *)
-      ${transactionSelectFrom(sql, "created")}`.pipe(Effect.flatMap(createdRow))
-    return transactionFromRow(row)
-  })
+export const insertTransactionStatement = (sql: SqlClient.SqlClient, record: NewTransaction) =>
+  sql`${insertStatement(sql, [record], {})} RETURNING id`
+
+/** A party's user as the transaction object names it (joined from `users` when a row is read). */
+export interface PartyUser {
+  readonly customerRefId: string
+  readonly uid: string
+}
+
+/**
+ * The transaction `record` is, as the repository reads it once inserted (`transactionSelectFrom`): for a caller that
+ * builds what it reports (the TRANSACTION_CREATED event) before the row is written, in the same statement. `users`
+ * are the users of `record.source.userId` and `record.destination.userId`.
+ */
+export const transactionAsInserted = (
+  record: NewTransaction,
+  users: { readonly source?: PartyUser | undefined; readonly destination?: PartyUser | undefined }
+): Transaction => {
+  const party = (side: NewParty, user: PartyUser | undefined, name: string) => {
+    const named = side.userId !== undefined && side.userId !== null
+    if (named && user === undefined) throw new Error(`transactionAsInserted: the ${name} user is not given`)
+    return {
+      walletId: side.walletId ?? null,
+      address: side.address ?? null,
+      customerRefId: named ? user!.customerRefId : null,
+      uid: named ? user!.uid : null
+    }
+  }
+  return {
+    id: record.id,
+    tenantId: record.tenantId,
+    kind: record.kind,
+    settlement: record.settlement,
+    status: record.status,
+    subStatus: record.subStatus ?? null,
+    assetId: record.assetId,
+    networkKey: record.networkKey,
+    amount: record.amount,
+    fee: record.fee ?? null,
+    networkFee: null,
+    networkFeeAssetId: null,
+    source: party(record.source, users.source, "source"),
+    destination: party(record.destination, users.destination, "destination"),
+    txHash: record.txHash ?? null,
+    outputIndex: record.outputIndex ?? null,
+    blockHeight: record.blockHeight ?? null,
+    blockHash: record.blockHash ?? null,
+    externalTxId: record.externalTxId ?? null,
+    note: record.note ?? null,
+    createdAt: record.at,
+    updatedAt: record.at
+  }
+}
 
 const insertStatement = (
   sql: SqlClient.SqlClient,

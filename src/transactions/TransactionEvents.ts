@@ -27,6 +27,11 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
   /** TRANSACTION_CREATED for a transaction its creator holds as the database has it (NewTransaction.ts). */
   readonly createdAs: (transaction: Transaction) => Effect.Effect<void>
   /**
+   * `createdAs` as a statement for the creation's own (Outbox `recordWhen`), inserted `when` it holds: `transaction`
+   * as the creation writes it (NewTransaction.ts `transactionAsInserted`).
+   */
+  readonly createdWhen: (transaction: Transaction, when: Statement.Fragment) => Effect.Effect<Statement.Fragment>
+  /**
    * TRANSACTION_STATUS_UPDATED for a transaction its changer already holds as the database has it after the change (an UPDATE's
    * returned row, `transactionSelectFrom`); the event names the status and sub-status it carries.
    */
@@ -66,6 +71,8 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
 
       const createdAs = (transaction: Transaction) =>
         Effect.asVoid(outbox.record(eventOf(transaction, "TRANSACTION_CREATED", "created")))
+      const createdWhen = (transaction: Transaction, when: Statement.Fragment) =>
+        outbox.recordWhen(eventOf(transaction, "TRANSACTION_CREATED", "created"), when)
       const statusUpdatedAs = (transaction: Transaction) =>
         Effect.asVoid(outbox.record(
           eventOf(transaction, "TRANSACTION_STATUS_UPDATED", statusKey(transaction.status, transaction.subStatus))
@@ -100,6 +107,7 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
       return TransactionEvents.of({
         createdAs,
         statusUpdatedAs,
+        createdWhen,
         statusUpdatedWhen,
         statusUpdated,
         changes

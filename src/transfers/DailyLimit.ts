@@ -2,13 +2,12 @@
  * decisions.md "Daily limit": per user and asset, the sum of `amountRaw` of on-chain withdrawals and cross-user
  * internal transfers created in the current UTC day that did not end FAILED, REJECTED or CANCELLED, including the new
  * one. The quote reads the sum to refuse early (and for `estimate_fee`); the binding check (the limit's lock, then the
- * sum, `hold_payer`) runs inside the database transaction that creates the movement, so N parallel requests that each
+ * sum, `hold_payer_or_refuse`) runs inside the statement that creates the movement, so N parallel requests that each
  * fit but together exceed the limit never all pass (docs/transfers.md "Limits under concurrency").
  */
 import { Effect, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { decodeSingleRow, Numeric } from "../db/RowSchemas.ts"
-import { LimitExceeded } from "../domain/ApiError.ts"
 
 export const dailyLimitExceededMessage = "daily limit exceeded"
 
@@ -34,7 +33,8 @@ export interface DailyLimitRequest {
 
 /**
  * What counts against the user's daily limit of the asset today, as the database has it now. What counts is defined
- * once, in SQL (`daily_spent`, sql/0020_payer_hold.sql), which the binding check (`hold_payer`, PayerHold.ts) uses too.
+ * once, in SQL (`daily_spent`, sql/0020_payer_hold.sql), which the binding check (`hold_payer_or_refuse`, PayerHold.ts)
+ * uses too.
  */
 export const spentToday = (
   tenantId: string,
@@ -59,13 +59,13 @@ export const fitsDailyLimit = (request: DailyLimitRequest) =>
   )
 
 /**
- * The binding check, inside the transaction that inserts the movement, before its funds move there: the daily limit's
- * lock (`dailyLimitLockKey`), then the sum of the other movements, in one call (`hold_payer`, PayerHold.ts), compared
- * by `exceedsDailyLimit`. A transaction-scoped advisory lock per (user, asset) serializes the creators of movements
- * that count against the same limit; each reads the sum only in a statement that starts once it holds the lock, and
- * in READ COMMITTED that statement sees every movement an earlier holder committed. The lock is released at commit or
- * rollback, so the movement's row (inserted before the lock, in the same transaction) is counted by the next holder.
- * Releases (FAILED, REJECTED, CANCELLED) need no lock: they only lower the sum.
+ * The binding check, inside the statement that inserts the movement, before its funds move there: the daily limit's
+ * lock (`dailyLimitLockKey`), then the sum of the other movements, compared, in one call (`hold_payer_or_refuse`,
+ * PayerHold.ts). A transaction-scoped advisory lock per (user, asset) serializes the creators of movements that count
+ * against the same limit; each reads the sum only in a statement that starts once it holds the lock (inside the
+ * function), and in READ COMMITTED that statement sees every movement an earlier holder committed. The lock is
+ * released at commit or rollback, so the movement's row (written before the lock, in the same statement) is counted
+ * by the next holder. Releases (FAILED, REJECTED, CANCELLED) need no lock: they only lower the sum.
  *
  * An advisory lock rather than a row of its own: it needs no table and no row to create first, and a hash collision
  * between two (user, asset) pairs only serializes them, never lets one pass wrongly (the key is hashed with
@@ -73,9 +73,3 @@ export const fitsDailyLimit = (request: DailyLimitRequest) =>
  */
 export const dailyLimitLockKey = (request: { readonly userId: string; readonly assetId: string }): string =>
   `coffer-daily-limit:${request.userId}:${request.assetId}`
-
-/** The binding comparison, on the other movements' sum read under the lock (`hold_payer`). */
-export const exceedsDailyLimit = (request: DailyLimitRequest, spent: bigint): Effect.Effect<void, LimitExceeded> =>
-  spent + request.amount <= request.limit
-    ? Effect.void
-    : Effect.fail(new LimitExceeded({ message: dailyLimitExceededMessage }))

@@ -1,54 +1,31 @@
 /**
- * The payer's standing, checked again inside the transaction that moves its funds. The handlers check the user and
- * wallet status first (spec 4.4, the ordered checks), but an operator freeze (PATCH /ops/tenants/{id}/wallets/{id},
- * a user freeze) may commit between that read and the movement. Here the wallet and user rows are read `FOR SHARE`:
- * a freeze's UPDATE and a movement then serialize, so a movement either commits before the freeze or sees it and
- * fails with the same error the early check gives (operator-interface.md, "Switches": a `FROZEN` wallet cannot send).
+ * The creation of a movement of a payer's funds (an internal transfer, a withdrawal) in one statement, with no
+ * transaction around it: the movement's own rows (transaction, event, idempotency receipt, ...), then the payer's
+ * hold, then its one ledger entry. One round trip instead of a transaction's six, and no transaction open across
+ * turns of the event loop.
+ *
+ * The hold (`hold_payer_or_refuse`, sql/0021_payer_hold_refusals.sql) is the binding check of the payer's standing
+ * and the daily limit. The handlers check the user and wallet status first (spec 4.4, the ordered checks), but an
+ * operator freeze (PATCH /ops/tenants/{id}/wallets/{id}, a user freeze) may commit between that read and the
+ * movement. The hold takes the daily limit's lock when the asset has a limit (DailyLimit.ts), then reads the
+ * payer's wallet and user rows `FOR SHARE` with the day's sum: a freeze's UPDATE and a movement then serialize, so a
+ * movement either commits before the freeze or sees it and fails with the same error the early check gives
+ * (operator-interface.md, "Switches": a `FROZEN` wallet cannot send).
+ *
+ * Order, in the lock order of docs/ledger.md: the movement's rows are written first (they lock nothing another
+ * creator waits on, and are then not part of the time the lock is held, which is what bounds one payer's movements
+ * per second), then the hold, then the entry, whose postings lock the accounts at the statement's end. The hold
+ * refuses by raising, in the order of the checks: the limit, then the user, then the wallet; the balance
+ * (INSUFFICIENT_BALANCE, the postings' trigger) comes after all of them. Any refusal fails the statement whole.
  */
-import { Effect, Schema } from "effect"
-import { SqlClient } from "effect/sql"
-import { decodeFirstRow, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
-import { Forbidden, type InsufficientBalance, type LimitExceeded, NotFound, WalletNotActive } from "../domain/ApiError.ts"
-import { Ledger, type PostResult, type PreparedEntries } from "../ledger/Ledger.ts"
+import { Effect } from "effect"
+import { SqlClient, type SqlError, type Statement } from "effect/sql"
+import { Forbidden, type InsufficientBalance, LimitExceeded, NotFound, WalletNotActive } from "../domain/ApiError.ts"
+import { Ledger, type PostResult, type PreparedEntries, sqlStateOf } from "../ledger/Ledger.ts"
 import { userFrozenMessage } from "../users/UserRules.ts"
-import { dailyLimitLockKey, exceedsDailyLimit, startOfUtcDay } from "./DailyLimit.ts"
+import { dailyLimitExceededMessage, dailyLimitLockKey, startOfUtcDay } from "./DailyLimit.ts"
 
 export const payerNotActiveMessage = "the paying wallet is not active"
-
-const PayerRow = Schema.Struct({ wallet_status: Text, user_status: Text, spent: Nullable(Numeric) })
-type PayerRow = typeof PayerRow.Type
-
-// Compiled once (db/RowSchemas.ts): the row decoded at this edge, a mismatch a defect naming the query.
-const heldRow = decodeFirstRow(PayerRow, "PayerHold.holdPayerAndPost")
-
-/**
- * The first locks of every transaction that moves a payer's funds (an internal transfer, a withdrawal), in the lock
- * order of docs/ledger.md, in one call (`hold_payer`, sql/0020_payer_hold.sql): the daily limit's lock when the asset
- * has a limit (DailyLimit.ts), then, in a statement started only once the lock is held, the payer's standing
- * `FOR SHARE` and the day's sum. The limit is checked first, then the user, then the wallet.
- *
- * The transaction inserts the movement's own rows (transaction, event, idempotency receipt) and reads the entry's
- * accounts (`Ledger.prepare`) before this: they lock nothing another creator waits on, and done first they are not
- * part of the time the lock is held, which is what bounds one payer's movements per second. The movement's row is
- * left out of the sum (`movementId`).
- *
- * The hold and the movement's one ledger entry are one statement (`Ledger.postPreparedAfter`): the hold's locks
- * still come first, and the lock is then held for the commit's round trip only. The entry is written before the
- * hold's answer is looked at; a refusal fails the caller's transaction, which takes it back. Only an overdraft
- * reaches the caller before the hold's own refusals then: it fails the statement, so a payer short of funds who also
- * lost a race to the daily limit or to a freeze hears INSUFFICIENT_BALANCE.
- */
-export const holdPayerAndPost = (
-  request: HoldRequest,
-  prepared: PreparedEntries
-): Effect.Effect<PostResult, HoldRefusal | InsufficientBalance, SqlClient.SqlClient | Ledger> =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const ledger = yield* Ledger
-    const { first, result } = yield* ledger.postPreparedAfter(prepared, holdStatement(sql, request))
-    yield* refuseUnlessHeld(request, yield* heldRow(first === undefined ? [] : [first]))
-    return result!
-  })
 
 export type HoldRefusal = LimitExceeded | Forbidden | NotFound | WalletNotActive
 
@@ -60,25 +37,54 @@ export interface HoldRequest {
   readonly amount: bigint
   readonly dailyLimit: bigint | undefined
   readonly nowMillis: number
-  /** The movement this transaction inserted already. */
+  /** The movement the statement creates: its row is left out of the day's sum. */
   readonly movementId: string
 }
 
-/** The hold as a query: the lock, then the payer's standing and the day's sum (sql/0020_payer_hold.sql). */
-const holdStatement = (sql: SqlClient.SqlClient, request: HoldRequest) => {
-  const limit = request.dailyLimit
-  return sql`
-    SELECT wallet_status, user_status, spent::text AS spent
-    FROM hold_payer(${request.walletId}, ${limit === undefined ? null : dailyLimitLockKey(request)}, ${request.tenantId},
-      ${request.userId}, ${request.assetId}, ${startOfUtcDay(request.nowMillis)}, ${request.movementId})`
+export interface Movement {
+  readonly hold: HoldRequest
+  /**
+   * The movement's own rows: data-modifying queries, each answering a row (`RETURNING`) when it wrote. One that
+   * answers none (an idempotency claim taken over) fails the statement.
+   */
+  readonly rows: ReadonlyArray<Statement.Fragment>
+  /** The movement's one ledger entry (`Ledger.prepare`, read before the statement). */
+  readonly entry: PreparedEntries
 }
 
-/** The hold's answer, in the order of the checks: the limit first, then the user, then the wallet. */
-const refuseUnlessHeld = (request: HoldRequest, row: PayerRow | undefined): Effect.Effect<void, HoldRefusal> =>
+/** The hold's refusals by SQLSTATE (sql/0021_payer_hold_refusals.sql). */
+const refusals: Record<string, () => HoldRefusal> = {
+  CF010: () => new LimitExceeded({ message: dailyLimitExceededMessage }),
+  CF011: () => new Forbidden({ message: userFrozenMessage }),
+  CF012: () => new WalletNotActive({ message: payerNotActiveMessage }),
+  CF013: () => new NotFound({ message: "wallet not found" })
+}
+
+const refusalOf = (error: SqlError.SqlError): Effect.Effect<never, HoldRefusal> => {
+  const refusal = refusals[String(sqlStateOf(error))]
+  return refusal === undefined ? Effect.die(error) : Effect.fail(refusal())
+}
+
+/** Creates the movement in one statement (module comment); answers its entry's result. */
+export const holdPayerAndCreate = (
+  movement: Movement
+): Effect.Effect<PostResult, HoldRefusal | InsufficientBalance, SqlClient.SqlClient | Ledger> =>
   Effect.gen(function*() {
-    if (row === undefined) return yield* new NotFound({ message: "wallet not found" })
-    const limit = request.dailyLimit
-    if (limit !== undefined) yield* exceedsDailyLimit({ ...request, limit }, row.spent ?? 0n)
-    if (row.user_status !== "ACTIVE") return yield* new Forbidden({ message: userFrozenMessage })
-    if (row.wallet_status !== "ACTIVE") return yield* new WalletNotActive({ message: payerNotActiveMessage })
+    const sql = yield* SqlClient.SqlClient
+    const ledger = yield* Ledger
+    const { hold, rows } = movement
+    const names = rows.map((_, index) => sql.literal(`movement_${index}`))
+    const written = names.length === 0 ? sql`true` : sql.and(names.map((name) => sql`EXISTS (SELECT FROM ${name})`))
+    const limit = hold.dailyLimit
+    const first = sql`first AS MATERIALIZED (
+      SELECT hold_payer_or_refuse(${hold.walletId}, ${limit === undefined ? null : dailyLimitLockKey(hold)},
+        ${limit === undefined ? null : limit.toString()}::numeric, ${hold.amount.toString()}::numeric,
+        ${hold.tenantId}, ${hold.userId}, ${hold.assetId}, ${startOfUtcDay(hold.nowMillis)}, ${hold.movementId},
+        ${written}) AS held)`
+    const before = sql.join(",", false)([...rows.map((row, index) => sql`${names[index]!} AS (${row})`), first])
+    const { result } = yield* ledger.postPreparedAfter(movement.entry, before).pipe(
+      Effect.catchTag("SqlError", refusalOf)
+    )
+    if (result === undefined) return yield* Effect.die(new Error("the payer's hold answered no row"))
+    return result
   })

@@ -17,7 +17,7 @@
  * requests never overshoot it together.
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type Statement } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { decodeFirstRow, Numeric, Text } from "../db/RowSchemas.ts"
 import {
@@ -33,10 +33,11 @@ import {
   WalletNotActive
 } from "../domain/ApiError.ts"
 import { Ids, uuidPattern } from "../domain/Ids.ts"
+import type { StoreInStatement } from "../idempotency/Idempotency.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest, Postings } from "../ledger/Postings.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
-import { insertTransaction } from "../transactions/NewTransaction.ts"
+import { insertTransactionStatement, type NewTransaction, transactionAsInserted } from "../transactions/NewTransaction.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
@@ -44,7 +45,7 @@ import { PayerTotp, TwoFactor, type TwoFactorError } from "../users/TwoFactor.ts
 import { userFrozenMessage } from "../users/UserRules.ts"
 import { type Wallet, walletColumns, walletFromRow, WalletRepository, WalletRow } from "../wallets/WalletRepository.ts"
 import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
-import { holdPayerAndPost } from "./PayerHold.ts"
+import { holdPayerAndCreate } from "./PayerHold.ts"
 import { type QuoteError, TransferQuotes } from "./TransferQuotes.ts"
 
 export type Destination =
@@ -61,10 +62,10 @@ export interface TransferRequest {
   readonly note: string | undefined
   readonly twoFactorCode: string | undefined
   /**
-   * Runs inside the database transaction that creates the transaction, with the receipt the call returns: the
-   * idempotency record is settled there (Idempotency.ts `Commit`), so the effect never commits without it.
+   * Stores the receipt the call returns in the statement that creates the transaction: the idempotency record is
+   * settled there (Idempotency.ts `StoreInStatement`), so the effect never commits without it.
    */
-  readonly recordReceipt?: ((receipt: InternalTransferReceipt | OnChainReceipt) => Effect.Effect<void>) | undefined
+  readonly recordReceipt?: StoreInStatement<InternalTransferReceipt | OnChainReceipt> | undefined
 }
 
 /** Spec section 2, "Internal transfer receipt". */
@@ -274,39 +275,45 @@ export class Transfers extends Context.Service<Transfers, {
           amount: amount.toString(),
           fee: fee.toString()
         }
-        yield* sql.withTransaction(Effect.gen(function*() {
-          // The rows that lock nothing another transfer waits on first, then the payer's locks (lock order,
-          // docs/ledger.md), then the funds: PayerHold.ts says why.
-          const created = yield* insertTransaction({
-            id,
-            tenantId: tenant.id,
-            kind: "INTERNAL_TRANSFER",
-            settlement: "OFF_CHAIN",
-            status,
-            assetId: asset.assetId,
-            networkKey: asset.networkKey,
-            amount,
-            fee,
-            source: { walletId: payer.id, address: payer.address, userId: payer.userId },
-            destination: { walletId: recipient.id, address: quote.destination, userId: recipient.userId },
-            externalTxId: request.externalTxId,
-            note: request.note,
-            at: now
-          }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-          yield* transactionEvents.createdAs(created)
-          if (request.recordReceipt !== undefined) yield* request.recordReceipt(receipt)
-          const booking = yield* ledger.prepare(entryRequest(tenant.id, id, entry))
-          yield* holdPayerAndPost({
-            tenantId: tenant.id,
-            walletId: payer.id,
-            userId: payer.userId,
-            assetId: asset.assetId,
-            amount,
-            dailyLimit: quote.dailyLimit,
-            nowMillis,
-            movementId: id
-          }, booking).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(Ledger, ledger))
-        })).pipe(Effect.catchTag("SqlError", Effect.die))
+        const record: NewTransaction = {
+          id,
+          tenantId: tenant.id,
+          kind: "INTERNAL_TRANSFER",
+          settlement: "OFF_CHAIN",
+          status,
+          assetId: asset.assetId,
+          networkKey: asset.networkKey,
+          amount,
+          fee,
+          source: { walletId: payer.id, address: payer.address, userId: payer.userId },
+          destination: { walletId: recipient.id, address: quote.destination, userId: recipient.userId },
+          externalTxId: request.externalTxId,
+          note: request.note,
+          at: now
+        }
+        // One statement (PayerHold.ts): the transfer's rows, the payer's hold, the entry. Its event is built from
+        // what the statement writes, the receipt is what the call answers.
+        const event = yield* transactionEvents.createdWhen(
+          transactionAsInserted(record, { source: payer, destination: recipient }),
+          sql`true`
+        )
+        const booking = yield* ledger.prepare(entryRequest(tenant.id, id, entry))
+        const create = (receiptRow?: Statement.Fragment) =>
+          holdPayerAndCreate({
+            hold: {
+              tenantId: tenant.id,
+              walletId: payer.id,
+              userId: payer.userId,
+              assetId: asset.assetId,
+              amount,
+              dailyLimit: quote.dailyLimit,
+              nowMillis,
+              movementId: id
+            },
+            rows: [insertTransactionStatement(sql, record), event, ...(receiptRow === undefined ? [] : [receiptRow])],
+            entry: booking
+          }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(Ledger, ledger))
+        yield* request.recordReceipt === undefined ? create() : request.recordReceipt(receipt, create)
         return receipt
       })
 

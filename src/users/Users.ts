@@ -6,7 +6,7 @@
  * query with its decoder.
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
-import { SqlClient, type SqlError } from "effect/sql"
+import { SqlClient } from "effect/sql"
 import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
 import { BadRequest, EmailTaken, InvalidState, NotFound } from "../domain/ApiError.ts"
 import { Entropy } from "../domain/Entropy.ts"

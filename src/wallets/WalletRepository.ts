@@ -12,6 +12,8 @@ export interface Wallet {
   readonly tenantId: string
   readonly userId: string
   readonly customerRefId: string
+  /** The owner's `uid`, as a transaction object names the parties. */
+  readonly uid: string
   readonly chainFamily: ChainFamily
   readonly seq: number
   readonly name: string
@@ -36,6 +38,7 @@ export const WalletRow = Schema.Struct({
   tenant_id: Text,
   user_id: Text,
   customer_ref_id: Text,
+  uid: Text,
   chain_family: ChainFamily,
   seq: Int4,
   name: Text,
@@ -69,6 +72,7 @@ export const walletFromRow = (row: WalletRow): Wallet => ({
   tenantId: row.tenant_id,
   userId: row.user_id,
   customerRefId: row.customer_ref_id,
+  uid: row.uid,
   chainFamily: row.chain_family,
   seq: row.seq,
   name: row.name,
@@ -80,7 +84,7 @@ export const walletFromRow = (row: WalletRow): Wallet => ({
 
 /** Select list for `wallets w JOIN users u`. */
 export const walletColumns = (sql: SqlClient.SqlClient) =>
-  sql`w.id, w.tenant_id, w.user_id, u.customer_ref_id, w.chain_family, w.seq, w.name, w.is_default, w.status,
+  sql`w.id, w.tenant_id, w.user_id, u.customer_ref_id, u.uid, w.chain_family, w.seq, w.name, w.is_default, w.status,
     w.address, w.created_at`
 
 export class WalletRepository extends Context.Service<WalletRepository, {

@@ -1,14 +1,14 @@
 /**
  * The tenant's and the operator's side of on-chain withdrawals: submission (SUBMITTED with amount + fee frozen and
- * TRANSACTION_CREATED, in one database transaction, under the daily limit's lock), cancellation (spec 4.4) and the
- * operator's decisions (operator-interface.md): approve a PENDING_AUTHORIZATION withdrawal, reject one that is not
- * yet signing (SUBMITTED, QUEUED, PENDING_AUTHORIZATION; decisions.md). Everything after submission is the
+ * TRANSACTION_CREATED, in one statement, under the daily limit's lock: transfers/PayerHold.ts), cancellation (spec
+ * 4.4) and the operator's decisions (operator-interface.md): approve a PENDING_AUTHORIZATION withdrawal, reject one
+ * that is not yet signing (SUBMITTED, QUEUED, PENDING_AUTHORIZATION; decisions.md). Everything after submission is the
  * withdrawal entity's (WithdrawalProcessor.ts). Cancel and decide lock the transaction row and use the processor's
  * conditional transitions, so they serialize with the entity: whichever commits first wins, the other changes nothing.
  */
 import { Clock, Context, Effect, Layer, Schema, Scope } from "effect"
 import { Sharding } from "effect/cluster"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type Statement } from "effect/sql"
 import type { CatalogAsset } from "../catalog/Catalog.ts"
 import { decodeFirstRow, Text } from "../db/RowSchemas.ts"
 import {
@@ -20,12 +20,13 @@ import {
   type WalletNotActive
 } from "../domain/ApiError.ts"
 import { Ids } from "../domain/Ids.ts"
+import type { StoreInStatement } from "../idempotency/Idempotency.ts"
 import { requestProcessing } from "../entities/WithdrawalEntity.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest } from "../ledger/Postings.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
-import { holdPayerAndPost } from "../transfers/PayerHold.ts"
-import { insertTransaction } from "../transactions/NewTransaction.ts"
+import { holdPayerAndCreate } from "../transfers/PayerHold.ts"
+import { insertTransactionStatement, type NewTransaction, transactionAsInserted } from "../transactions/NewTransaction.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
@@ -59,8 +60,8 @@ export interface WithdrawalSubmission {
   readonly destination: string
   readonly externalTxId: string | undefined
   readonly note: string | undefined
-  /** Runs inside the transaction that creates the withdrawal, with its receipt (Transfers.ts `recordReceipt`). */
-  readonly recordReceipt?: ((receipt: OnChainReceipt) => Effect.Effect<void>) | undefined
+  /** Stores the receipt in the statement that creates the withdrawal (Transfers.ts `recordReceipt`). */
+  readonly recordReceipt?: StoreInStatement<OnChainReceipt> | undefined
   /** The daily limit the withdrawal counts against (TransferQuotes.ts), held inside the creating transaction. */
   readonly dailyLimit: bigint | undefined
 }
@@ -135,50 +136,52 @@ export class Withdrawals extends Context.Service<Withdrawals, {
           destination_address: submission.destination
         }
         const submitted = receipt(row, "SUBMITTED", null)
-        yield* sql.withTransaction(Effect.gen(function*() {
-          // The rows that lock nothing another withdrawal waits on first, then the payer's locks (lock order,
-          // docs/ledger.md), then the funds: PayerHold.ts says why.
-          const created = yield* insertTransaction({
-            id,
-            tenantId: tenant.id,
-            kind: "WITHDRAWAL",
-            settlement: "ON_CHAIN",
-            status: creation.to,
-            assetId: asset.assetId,
-            networkKey: asset.networkKey,
-            amount: submission.amount,
-            fee: submission.fee,
-            source: { walletId: payer.id, address: payer.address, userId: payer.userId },
-            destination: { address: submission.destination },
-            externalTxId: submission.externalTxId,
-            note: submission.note,
-            at: now
-          }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-          yield* sql`INSERT INTO withdrawals (transaction_id) VALUES (${id})`
-          yield* transactionEvents.createdAs(created)
-          if (submission.recordReceipt !== undefined) yield* submission.recordReceipt(submitted)
-          const hold = {
-            tenantId: tenant.id,
-            walletId: payer.id,
-            userId: payer.userId,
-            assetId: asset.assetId,
-            amount: submission.amount,
-            dailyLimit: submission.dailyLimit,
-            nowMillis,
-            movementId: id
-          }
-          // The creation books one entry, the freeze (WithdrawalTransitions.ts `creation`): its accounts are read
-          // before the payer's locks, and it is written in the hold's statement.
-          const [freeze, ...more] = ledgerEntries(creation.ledger, paymentOf(row))
-          if (freeze === undefined || more.length > 0) {
-            return yield* Effect.die(new Error("a withdrawal's creation books exactly one entry, its freeze"))
-          }
-          const booking = yield* ledger.prepare(entryRequest(tenant.id, id, freeze))
-          yield* holdPayerAndPost(hold, booking).pipe(
-            Effect.provideService(SqlClient.SqlClient, sql),
-            Effect.provideService(Ledger, ledger)
-          )
-        })).pipe(Effect.catchTag("SqlError", Effect.die))
+        const record: NewTransaction = {
+          id,
+          tenantId: tenant.id,
+          kind: "WITHDRAWAL",
+          settlement: "ON_CHAIN",
+          status: creation.to,
+          assetId: asset.assetId,
+          networkKey: asset.networkKey,
+          amount: submission.amount,
+          fee: submission.fee,
+          source: { walletId: payer.id, address: payer.address, userId: payer.userId },
+          destination: { address: submission.destination },
+          externalTxId: submission.externalTxId,
+          note: submission.note,
+          at: now
+        }
+        // The creation books one entry, the freeze (WithdrawalTransitions.ts `creation`): its accounts are read
+        // before the statement, and it is written after the payer's hold.
+        const [freeze, ...more] = ledgerEntries(creation.ledger, paymentOf(row))
+        if (freeze === undefined || more.length > 0) {
+          return yield* Effect.die(new Error("a withdrawal's creation books exactly one entry, its freeze"))
+        }
+        // One statement (PayerHold.ts): the withdrawal's rows, the payer's hold, the freeze.
+        const event = yield* transactionEvents.createdWhen(transactionAsInserted(record, { source: payer }), sql`true`)
+        const booking = yield* ledger.prepare(entryRequest(tenant.id, id, freeze))
+        const create = (receiptRow?: Statement.Fragment) =>
+          holdPayerAndCreate({
+            hold: {
+              tenantId: tenant.id,
+              walletId: payer.id,
+              userId: payer.userId,
+              assetId: asset.assetId,
+              amount: submission.amount,
+              dailyLimit: submission.dailyLimit,
+              nowMillis,
+              movementId: id
+            },
+            rows: [
+              insertTransactionStatement(sql, record),
+              sql`INSERT INTO withdrawals (transaction_id) VALUES (${id}) RETURNING transaction_id`,
+              event,
+              ...(receiptRow === undefined ? [] : [receiptRow])
+            ],
+            entry: booking
+          }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(Ledger, ledger))
+        yield* submission.recordReceipt === undefined ? create() : submission.recordReceipt(submitted, create)
         // Asked in the background: the cluster's send of a persisted message returns only once the runner's storage
         // read has seen it (up to a read cycle, 1-2 s under a burst), and the tenant's answer does not depend on it:
         // the withdrawal is committed SUBMITTED. A crash before the message is stored leaves it SUBMITTED, and

@@ -186,12 +186,15 @@ export const startStatements = (db: Database) =>
 export const printStatements = async (db: Database, phase: string, top = 45) => {
   const rows = await db.run(Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    return yield* sql<{ calls: string; ms: string; mean: string; text: string }>`
+    return yield* sql<{ calls: string; ms: string; mean: string; plans: string; plan: string; text: string }>`
       SELECT calls::text AS calls, round(total_exec_time)::text AS ms,
-        round(mean_exec_time::numeric, 3)::text AS mean, left(regexp_replace(query, '\\s+', ' ', 'g'), 150) AS text
+        round(mean_exec_time::numeric, 3)::text AS mean, plans::text AS plans,
+        round(mean_plan_time::numeric, 3)::text AS plan, left(regexp_replace(query, '\\s+', ' ', 'g'), 150) AS text
       FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'
-      ORDER BY total_exec_time DESC LIMIT ${top}`
+      ORDER BY total_exec_time + total_plan_time DESC LIMIT ${top}`
   }))
-  log(`  ${phase}: statements by total time (pg_stat_statements; calls, total ms, mean ms, statement)`)
-  for (const row of rows) log(`    ${row.calls.padStart(7)} ${row.ms.padStart(6)} ${row.mean.padStart(8)}  ${row.text}`)
+  log(`  ${phase}: statements by total time (pg_stat_statements; calls, total ms, mean ms, plans, mean plan ms, statement)`)
+  for (const row of rows) {
+    log(`    ${row.calls.padStart(7)} ${row.ms.padStart(6)} ${row.mean.padStart(8)} ${row.plans.padStart(6)} ${row.plan.padStart(7)}  ${row.text}`)
+  }
 }

@@ -27,7 +27,6 @@ import {
 } from "./ServiceProcess.ts"
 
 const firstStartTimeoutMs = 60_000
-const restartTimeoutMs = 30_000
 const requestTimeoutMs = 30_000
 const network = "ETH_SEPOLIA"
 const asset = "ETH_SEPOLIA_ETH"

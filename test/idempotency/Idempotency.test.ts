@@ -1,6 +1,6 @@
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Clock, Deferred, Effect, Exit, Fiber, Layer, Redacted } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type Statement } from "effect/sql"
 import { TestClock } from "effect/testing"
 import * as Database from "../../src/db/Database.ts"
 import { BadRequest, Forbidden, SignerUnavailable } from "../../src/domain/ApiError.ts"
@@ -355,6 +355,64 @@ layer(TestLayer, { excludeTestServices: true })("idempotency engine", (it) => {
       assert.isTrue(Exit.hasDies(exit))
       assert.strictEqual(yield* effect.count("fenced"), 0)
       const row = yield* record("fenced")
+      assert.strictEqual(row?.state, "IN_PROGRESS")
+      assert.strictEqual(row?.claim_id, takeover)
+    }).pipe(Effect.catchTag("SqlError", Effect.die)))
+
+  /**
+   * An effect written as one statement with its response (`commit.inStatement`), as transfers/PayerHold.ts writes a
+   * movement: here the effect's row, and a division that fails the statement when `store` wrote nothing.
+   */
+  const inOneStatement = (key: string, store: Statement.Fragment) =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`WITH stored AS (${store}), applied AS (
+          INSERT INTO idempotency_test_effects (key) VALUES (${key}) RETURNING 1)
+        SELECT 1 / (SELECT count(*)::int FROM stored) AS written, (SELECT count(*) FROM applied) AS applied`
+    }).pipe(Effect.orDie)
+
+  it.effect("an effect written as one statement commits with its response (rule 3), and a replay does not run it again", () =>
+    Effect.gen(function*() {
+      yield* seedTenant
+      const idempotency = yield* Idempotency
+      const effect = yield* effects
+      const response = { status: 202, body: "{\"one\":1}" }
+      const answer = yield* idempotency.run(scope("one-statement"), hashA, (commit) =>
+        commit.inStatement(response, (store) => Effect.as(inOneStatement("one-statement", store), response)))
+      assert.deepStrictEqual(answer, response)
+      const row = yield* record("one-statement")
+      assert.strictEqual(row?.state, "COMPLETED")
+      assert.strictEqual(row?.response_body, response.body)
+      const replay = yield* idempotency.run(scope("one-statement"), hashA, Effect.die(new Error("must not run again")))
+      assert.deepStrictEqual(replay, response)
+      assert.strictEqual(yield* effect.count("one-statement"), 1)
+    }))
+
+  it.effect("a taken-over execution written as one statement is fenced: the statement fails whole and the new claim stays", () =>
+    Effect.gen(function*() {
+      yield* seedTenant
+      const sql = yield* SqlClient.SqlClient
+      const idempotency = yield* Idempotency
+      const effect = yield* effects
+      const started = yield* Deferred.make<void>()
+      const proceed = yield* Deferred.make<void>()
+      const response = { status: 202, body: "{\"old\":1}" }
+      const first = yield* Effect.forkChild(Effect.exit(idempotency.run(scope("fenced-statement"), hashA, (commit) =>
+        Effect.gen(function*() {
+          yield* Deferred.succeed(started, undefined)
+          yield* Deferred.await(proceed)
+          return yield* commit.inStatement(response, (store) =>
+            Effect.as(inOneStatement("fenced-statement", store), response))
+        }))))
+      yield* Deferred.await(started)
+      const takeover = crypto.randomUUID()
+      yield* sql`UPDATE idempotency_records SET claim_id = ${takeover} WHERE tenant_id = ${tenantId}
+        AND idempotency_key = 'fenced-statement'`
+      yield* Deferred.succeed(proceed, undefined)
+      const exit = yield* Fiber.join(first)
+      assert.isTrue(Exit.hasDies(exit))
+      assert.strictEqual(yield* effect.count("fenced-statement"), 0)
+      const row = yield* record("fenced-statement")
       assert.strictEqual(row?.state, "IN_PROGRESS")
       assert.strictEqual(row?.claim_id, takeover)
     }).pipe(Effect.catchTag("SqlError", Effect.die)))

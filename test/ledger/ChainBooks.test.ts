@@ -13,7 +13,7 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
-import { encodeFunctionData, erc20Abi, type Hex, parseEther } from "viem"
+import { encodeFunctionData, type Hex, parseEther } from "viem"
 import { beforeAll } from "vitest"
 import { Catalog } from "../../src/catalog/Catalog.ts"
 import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"

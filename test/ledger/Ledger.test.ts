@@ -206,16 +206,20 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("ledger", (it) => {
         assert.deepStrictEqual(yield* walletBalances(tenant, walletId), [{ assetId: eth, available: "0", frozen: "0" }])
       }))
 
-    it.effect("prepare then postPreparedAfter, in one transaction, books as post does: a new account opened, a repeat AlreadyPosted, an overdraft InsufficientBalance", () =>
+    it.effect("prepare then postPreparedAfter, as one statement, books as post does: a new account opened, a repeat AlreadyPosted, an overdraft InsufficientBalance", () =>
       Effect.gen(function*() {
         const ledger = yield* Ledger
         const sql = yield* SqlClient.SqlClient
         const tenant = yield* provisionTenant()
         const walletId = yield* walletFor(tenant, "frank")
         const credit = yield* depositCredit(tenant.tenantId, walletId, eth, 30n)
+        // No transaction around it: the statement is its own.
         const inOneTransaction = (request: EntryRequest) =>
-          sql.withTransaction(Effect.flatMap(ledger.prepare(request), (prepared) =>
-            Effect.map(ledger.postPreparedAfter(prepared, sql`SELECT 1 AS one`), (written) => written.result!)))
+          Effect.flatMap(ledger.prepare(request), (prepared) =>
+            Effect.map(ledger.postPreparedAfter(prepared, sql`first AS MATERIALIZED (SELECT 1 AS one)`), (written) => {
+              assert.deepStrictEqual(written.first, { one: 1 })
+              return written.result!
+            }))
         // The wallet's account does not exist before: prepare opens it, postPreparedAfter books on it.
         assert.strictEqual((yield* inOneTransaction(credit))._tag, "Posted")
         assert.strictEqual((yield* inOneTransaction(credit))._tag, "AlreadyPosted")
@@ -245,21 +249,30 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("ledger", (it) => {
         assert.deepStrictEqual(yield* walletBalances(tenant, walletId), [{ assetId: usdt, available: "5", frozen: "0" }])
       }))
 
-    it.effect("postPreparedAfter writes the entry only when the query before it answers a row, and answers that row", () =>
+    it.effect("postPreparedAfter writes the entry only when the query before it answers a row, and answers that row; the caller's own errors come back as SqlError", () =>
       Effect.gen(function*() {
         const ledger = yield* Ledger
         const sql = yield* SqlClient.SqlClient
         const tenant = yield* provisionTenant()
         const walletId = yield* walletFor(tenant, "hugo")
         const guarded = (request: EntryRequest, answers: boolean) =>
-          sql.withTransaction(Effect.flatMap(
+          Effect.flatMap(
             ledger.prepare(request),
-            (prepared) => ledger.postPreparedAfter(prepared, sql`SELECT 'held' AS word, 7 AS n WHERE ${answers}`)
-          ))
+            (prepared) =>
+              ledger.postPreparedAfter(prepared, sql`first AS (SELECT 'held' AS word, 7 AS n WHERE ${answers})`)
+          )
         const credit = yield* depositCredit(tenant.tenantId, walletId, eth, 9n)
         const none = yield* guarded(credit, false)
         assert.isUndefined(none.first)
         assert.isUndefined(none.result)
+        assert.lengthOf(yield* sql`SELECT 1 FROM ledger_entries WHERE reference_id = ${credit.referenceId}`, 0)
+
+        // A refusal the caller's part raises (here a division by zero) is the caller's to read, and nothing is booked.
+        const failed = yield* ledger.prepare(credit).pipe(
+          Effect.flatMap((prepared) => ledger.postPreparedAfter(prepared, sql`first AS (SELECT 1 / 0 AS n)`)),
+          Effect.flip
+        )
+        assert.strictEqual(failed._tag, "SqlError")
         assert.lengthOf(yield* sql`SELECT 1 FROM ledger_entries WHERE reference_id = ${credit.referenceId}`, 0)
 
         const held = yield* guarded(credit, true)

@@ -14,7 +14,6 @@ import { Effect } from "effect"
 import {
   type Abi,
   createTestClient,
-  createWalletClient,
   defineChain,
   type Hex,
   http,

@@ -16,8 +16,8 @@ import { GasWallets } from "../../src/sweeps/GasWallets.ts"
 import { Sweeps } from "../../src/sweeps/Sweeps.ts"
 import { freePortSync } from "../support/AnvilBinary.ts"
 import { blockhashValidBlocks, finalityDepth, type SolanaRpcFront, startSolanaRpcFront } from "../support/SolanaRpcFront.ts"
-import { makeTestAppLayer, opsClient, provisionTenant, type TestTenant } from "../support/TestApp.ts"
-import { get, networkCalls } from "../support/NetworkCalls.ts"
+import { makeTestAppLayer, opsClient, provisionTenant } from "../support/TestApp.ts"
+import { networkCalls } from "../support/NetworkCalls.ts"
 
 const networkKey = "SOL_DEVNET"
 const { scan, pass, depositAddress, sweepsOf, operating, tenantView } = networkCalls(networkKey)

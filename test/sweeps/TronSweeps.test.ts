@@ -12,9 +12,9 @@ import { assert, layer } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { afterAll } from "vitest"
 import { Sweeps } from "../../src/sweeps/Sweeps.ts"
-import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
+import { makeTestAppLayer, provisionTenant } from "../support/TestApp.ts"
 import { startTronNode, tronParameters } from "../support/TronNode.ts"
-import { get, networkCalls } from "../support/NetworkCalls.ts"
+import { networkCalls } from "../support/NetworkCalls.ts"
 
 const networkKey = "TRON_NILE"
 const { scan, pass, depositAddress, sweepsOf, operating, tenantView } = networkCalls(networkKey)

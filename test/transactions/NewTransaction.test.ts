@@ -8,7 +8,7 @@ import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { uuidV7 } from "../../src/domain/Ids.ts"
-import { insertTransactions, type NewTransaction } from "../../src/transactions/NewTransaction.ts"
+import { insertTransactions, type NewTransaction, transactionAsInserted } from "../../src/transactions/NewTransaction.ts"
 import { TransactionRepository } from "../../src/transactions/TransactionRepository.ts"
 import { makeTestAppLayer, provisionTenant } from "../support/TestApp.ts"
 import { walletOf } from "../withdrawals/WithdrawalHelpers.ts"
@@ -16,7 +16,7 @@ import { walletOf } from "../withdrawals/WithdrawalHelpers.ts"
 const eth = "ETH_SEPOLIA_ETH"
 
 layer(makeTestAppLayer(), { excludeTestServices: true })("one transaction-record insert", (it) => {
-  it.effect("every field reads back; a deposit seen again moves, a failed one stays; a duplicate transfer is refused", () =>
+  it.effect("every field reads back, as transactionAsInserted says; a deposit seen again moves, a failed one stays; a duplicate transfer is refused", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const repository = yield* TransactionRepository
@@ -78,6 +78,19 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("one transaction-record
       )
       assert.deepStrictEqual([read.externalTxId, read.note, read.txHash, read.outputIndex, read.blockHeight], ["ext-1", "rent", null, null, null])
       assert.deepStrictEqual([read.createdAt.getTime(), read.updatedAt.getTime()], [at.getTime(), at.getTime()])
+      // What a creation in one statement reports before the row exists (its TRANSACTION_CREATED event) is the row read.
+      const partyUsers = new Map((yield* sql<{ id: string; customer_ref_id: string; uid: string }>`
+        SELECT id, customer_ref_id, uid FROM users WHERE tenant_id = ${tenant.tenantId}`).map((row) =>
+          [row.id, { customerRefId: row.customer_ref_id, uid: row.uid }]
+        ))
+      assert.deepStrictEqual(
+        transactionAsInserted(transfer, {
+          source: partyUsers.get(transfer.source.userId!),
+          destination: partyUsers.get(transfer.destination.userId!)
+        }),
+        read
+      )
+      assert.throws(() => transactionAsInserted(transfer, { source: partyUsers.get(transfer.source.userId!) }))
 
       const seen = (yield* repository.find(tenant.tenantId, deposit.id))!
       assert.deepStrictEqual(

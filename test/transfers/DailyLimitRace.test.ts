@@ -8,7 +8,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { call, ethWalletOf, expectError, fund, settings } from "../support/Funds.ts"
-import { makeTestAppLayer, provisionTenant, type RawResponse, type TestTenant } from "../support/TestApp.ts"
+import { makeTestAppLayer, provisionTenant, type RawResponse } from "../support/TestApp.ts"
 
 const eth = "ETH_SEPOLIA_ETH"
 const externalAddress = "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed"

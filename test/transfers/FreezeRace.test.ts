@@ -4,6 +4,7 @@
  * raw connection that sets the wallet `FROZEN` and holds its commit, so the request passes the early checks (the freeze
  * is not visible yet) and reaches its moving transaction while the freeze is in flight; the freeze then commits. The
  * movement must see it: 422 WALLET_NOT_ACTIVE and nothing moved. Without the in-transaction check both answered 202.
+ * A payer short of funds as well hears of the freeze first: the spec's order (wallet, then balance) holds under the race.
  */
 import { assert, layer } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
@@ -12,7 +13,6 @@ import { call, ethWalletOf, expectError, fund } from "../support/Funds.ts"
 import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
 
 const eth = "ETH_SEPOLIA_ETH"
-
 
 const balance = (tenant: TestTenant, walletId: string) =>
   Effect.map(call(tenant, "GET", `/v1/wallets/${walletId}/assets`), (response) => {
@@ -80,5 +80,24 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("a freeze committing du
       assert.deepStrictEqual(yield* balance(tenant, payer), [(10n ** 18n).toString(), "0"])
       const lookup = yield* call(tenant, "GET", "/v1/transactions/external_tx_id/race-withdrawal")
       assert.strictEqual(lookup.status, 404, lookup.text)
+    }))
+
+  it.effect("frozen meanwhile and short of funds too: 422 WALLET_NOT_ACTIVE, the wallet's check comes before the balance's", () =>
+    Effect.gen(function*() {
+      const tenant = yield* provisionTenant()
+      const payer = yield* ethWalletOf(tenant, "race-short-payer")
+      const payee = yield* ethWalletOf(tenant, "race-short-payee")
+      yield* fund(tenant, payer, eth, 5n)
+      const response = yield* raceFreeze(tenant, payer, {
+        assetId: eth,
+        source: { type: "WALLET", id: payer },
+        destination: { type: "WALLET", id: payee },
+        amountRaw: "10",
+        externalTxId: "race-short"
+      })
+      // The hold refuses before any posting is written (transfers/PayerHold.ts); were the overdraft seen first, this
+      // would be INSUFFICIENT_BALANCE.
+      expectError(response, 422, "WALLET_NOT_ACTIVE")
+      assert.deepStrictEqual(yield* balance(tenant, payer), ["5", "0"])
     }))
 })

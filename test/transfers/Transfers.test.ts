@@ -95,8 +95,8 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("internal transfers (sp
         const events = yield* sql<{ event_type: string; data: any }>`
           SELECT event_type, data FROM outbox_events WHERE subject_id = ${response.json.transactionId}`
         assert.deepStrictEqual(events.map((event) => [event.event_type, event.data.status]), [["TRANSACTION_CREATED", "COMPLETED"]])
-        // The event carries the transaction object exactly as a read of it answers (built from the INSERT's own
-        // returned row, NewTransaction.ts insertTransaction).
+        // The event carries the transaction object exactly as a read of it answers (built with the statement that
+        // writes the row, NewTransaction.ts transactionAsInserted).
         assert.deepStrictEqual(events[0]!.data, transaction)
 
         // Rule 3 and 8: the same body replays byte for byte without a second debit; a different body conflicts, as

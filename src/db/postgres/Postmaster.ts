@@ -76,9 +76,16 @@ export const spawnPostmaster = (
       // `npm run bench -- --statements` (test/bench/BenchSupport.ts): per-statement times, to see where the database's
       // share of a figure goes. Loading the library changes nothing until the extension is created. Nested statements
       // too (triggers, foreign-key checks, functions), each under its own text: a statement's own time then includes
-      // theirs, and they show where it goes.
+      // theirs, and they show where it goes. Planning too: a statement planned at each execution shows it there.
       ...(process.env.COFFER_PG_STATEMENTS === "1"
-        ? ["-c", "shared_preload_libraries=pg_stat_statements", "-c", "pg_stat_statements.track=all"]
+        ? [
+          "-c",
+          "shared_preload_libraries=pg_stat_statements",
+          "-c",
+          "pg_stat_statements.track=all",
+          "-c",
+          "pg_stat_statements.track_planning=on"
+        ]
         : [])
     ], {
       ...serverProcessOptions(account),

@@ -1,0 +1,62 @@
+/**
+ * A movement created in one statement (src/transfers/PayerHold.ts): its rows, the payer's hold and its ledger entry
+ * commit together or not at all. Here the idempotency receipt's row writes nothing, as it does when another process
+ * took the request's claim over: the hold refuses (`CF014`), and neither the transaction, its event nor any posting
+ * is left. The same submission with its receipt written then goes through. The hold's other refusals are reached
+ * through the interface: test/transfers/FreezeRace.test.ts (wallet and user), DailyLimitRace.test.ts (the limit).
+ */
+import { assert, layer } from "@effect/vitest"
+import { Cause, Effect, Exit } from "effect"
+import { SqlClient } from "effect/sql"
+import { Tenants } from "../../src/tenants/Tenants.ts"
+import { Transfers } from "../../src/transfers/Transfers.ts"
+import { call, ethWalletOf, fund } from "../support/Funds.ts"
+import { makeTestAppLayer, provisionTenant } from "../support/TestApp.ts"
+
+const eth = "ETH_SEPOLIA_ETH"
+
+layer(makeTestAppLayer(), { excludeTestServices: true })("a movement in one statement", (it) => {
+  it.effect("a row of the movement that writes nothing fails it whole: no transaction, no event, nothing moved", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const transfers = yield* Transfers
+      const provisioned = yield* provisionTenant()
+      const tenant = (yield* (yield* Tenants).get(provisioned.tenantId))!
+      const payer = yield* ethWalletOf(provisioned, "hold-payer")
+      const payee = yield* ethWalletOf(provisioned, "hold-payee")
+      yield* fund(provisioned, payer, eth, 1_000n)
+      const request = {
+        assetId: eth,
+        sourceWalletId: payer,
+        destination: { type: "WALLET" as const, id: payee },
+        amount: 10n,
+        externalTxId: "hold-taken-over",
+        note: undefined,
+        twoFactorCode: undefined
+      }
+      const rows = sql<{ transactions: number; events: number }>`
+        SELECT (SELECT count(*) FROM transactions WHERE tenant_id = ${tenant.id})::int AS transactions,
+          (SELECT count(*) FROM outbox_events WHERE tenant_id = ${tenant.id})::int AS events`
+      const before = (yield* rows)[0]!
+      const exit = yield* Effect.exit(transfers.submit(tenant, {
+        ...request,
+        // The receipt's UPDATE as it runs once the claim is gone: it matches no record.
+        recordReceipt: (_receipt, write) => write(sql`SELECT 1 AS stored WHERE false`)
+      }))
+      assert.isTrue(Exit.isFailure(exit) && Cause.hasDies(exit.cause), String(exit))
+      assert.match(String(exit), /not all of its rows were written/)
+      assert.deepStrictEqual((yield* rows)[0], before)
+      const assets = (yield* call(provisioned, "GET", `/v1/wallets/${payer}/assets`)).json as Array<any>
+      assert.deepStrictEqual(assets.map((item) => [item.assetId, item.available, item.frozen]), [[eth, "1000", "0"]])
+
+      const receipt = yield* transfers.submit(tenant, {
+        ...request,
+        recordReceipt: (_receipt, write) => write(sql`SELECT 1 AS stored`)
+      })
+      assert.strictEqual(receipt.status, "COMPLETED")
+      const fee = receipt.settlement === "OFF_CHAIN" ? BigInt(receipt.fee) : -1n
+      const after = (yield* call(provisioned, "GET", `/v1/wallets/${payer}/assets`)).json as Array<any>
+      assert.deepStrictEqual(after.map((item) => [item.assetId, item.available]), [[eth, (1_000n - 10n - fee).toString()]])
+      assert.deepStrictEqual((yield* rows)[0], { transactions: before.transactions + 1, events: before.events + 1 })
+    }).pipe(Effect.catchTag("SqlError", Effect.die)))
+})
