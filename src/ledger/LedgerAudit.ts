@@ -29,7 +29,8 @@ export const CheckName = [
   "booksClose",
   "depositsCreditedOnce",
   "frozenMatchesOpen",
-  "transactionsBooked"
+  "transactionsBooked",
+  "dailyLimitTotals"
 ] as const
 export type CheckName = (typeof CheckName)[number]
 
@@ -211,6 +212,11 @@ const duplicatedRows = decodeRows(
   "LedgerAudit.depositsCreditedOnce (outputs)"
 )
 const walletsRow = countRow("LedgerAudit.frozenMatchesOpen (wallets)")
+const daysRow = countRow("LedgerAudit.dailyLimitTotals (days)")
+const driftedTotalRows = decodeRows(
+  Schema.Struct({ user_id: Text, asset_id: Text, day: Text, total: Numeric, counted: Numeric }),
+  "LedgerAudit.dailyLimitTotals"
+)
 const mismatchedRows = decodeRows(
   Schema.Struct({ wallet_id: Text, asset_id: Text, frozen: Numeric, reserved: Numeric, open: Int4 }),
   "LedgerAudit.frozenMatchesOpen"
@@ -512,6 +518,33 @@ const runChecks = Effect.gen(function*() {
       "every transaction has exactly the entries and postings its kind and status call for; every entry books one",
       totals.transactions,
       "transactions"
+    ))
+  }
+
+  // 7. The daily limit's running totals (sql/0022_daily_spend_totals.sql) against the movements they count.
+  {
+    const findings = new Findings("dailyLimitTotals")
+    const days = yield* sql`SELECT count(*)::int AS n FROM daily_spend`.pipe(Effect.flatMap(daysRow))
+    const drifted = yield* sql`
+      WITH counted AS (
+        SELECT source_user_id AS user_id, asset_id, (created_at AT TIME ZONE 'UTC')::date AS day, sum(amount) AS spent
+        FROM transactions
+        WHERE kind <> 'DEPOSIT' AND counts_against_daily_limit(kind, status, source_user_id, destination_user_id)
+        GROUP BY 1, 2, 3
+      )
+      SELECT coalesce(d.user_id, c.user_id) AS user_id, coalesce(d.asset_id, c.asset_id) AS asset_id,
+        coalesce(d.day, c.day)::text AS day, coalesce(d.spent, 0)::text AS total, coalesce(c.spent, 0)::text AS counted
+      FROM daily_spend d FULL JOIN counted c ON c.user_id = d.user_id AND c.asset_id = d.asset_id AND c.day = d.day
+      WHERE coalesce(d.spent, 0) <> coalesce(c.spent, 0)
+      ORDER BY 1, 2, 3 LIMIT ${limit}`.pipe(Effect.flatMap(driftedTotalRows))
+    for (const row of drifted) {
+      findings.add(`user ${row.user_id} asset ${row.asset_id} day ${row.day}`, `user ${row.user_id}: the daily ` +
+        `limit's ${row.asset_id} total of ${row.day} is ${row.total}; the movements that count sum to ${row.counted}`)
+    }
+    checks.push(findings.result(
+      "every daily limit total equals the withdrawals and cross-user transfers that count on its day",
+      days.n,
+      "daily totals"
     ))
   }
 

@@ -1,7 +1,7 @@
 /**
  * decisions.md "Daily limit": per user and asset, the sum of `amountRaw` of on-chain withdrawals and cross-user
  * internal transfers created in the current UTC day that did not end FAILED, REJECTED or CANCELLED, including the new
- * one. The quote reads the sum to refuse early (and for `estimate_fee`); the binding check (the limit's lock, then the
+ * one, kept as a running total per day in the database (sql/0022_daily_spend_totals.sql). The quote reads the sum to refuse early (and for `estimate_fee`); the binding check (the limit's lock, then the
  * sum, `hold_payer_or_refuse`) runs inside the statement that creates the movement, so N parallel requests that each
  * fit but together exceed the limit never all pass (docs/transfers.md "Limits under concurrency").
  */
@@ -14,14 +14,10 @@ export const dailyLimitExceededMessage = "daily limit exceeded"
 // Compiled once (db/RowSchemas.ts): the sum decoded at this edge, a mismatch a defect naming the query.
 const spentRow = decodeSingleRow(Schema.Struct({ total: Numeric }), "DailyLimit.spentToday")
 
-/** Midnight UTC of the day `millis` falls in: the daily limit's window starts there. */
-export const startOfUtcDay = (millis: number): Date => {
-  const date = new Date(millis)
-  return new Date(Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), date.getUTCDate()))
-}
+/** The UTC day `millis` falls in, as PostgreSQL's `date` reads it (`YYYY-MM-DD`): the daily limit's window. */
+export const utcDay = (millis: number): string => new Date(millis).toISOString().slice(0, 10)
 
 export interface DailyLimitRequest {
-  readonly tenantId: string
   readonly userId: string
   readonly assetId: string
   /** The amount of the new movement (the fee does not count, decisions.md "Single limit"). */
@@ -32,20 +28,18 @@ export interface DailyLimitRequest {
 }
 
 /**
- * What counts against the user's daily limit of the asset today, as the database has it now. What counts is defined
- * once, in SQL (`daily_spent`, sql/0020_payer_hold.sql), which the binding check (`hold_payer_or_refuse`, PayerHold.ts)
- * uses too.
+ * What counts against the user's daily limit of the asset today, as the database has it now: one row of the
+ * running totals (`daily_spent`, sql/0022_daily_spend_totals.sql, where what counts is defined once and kept up to
+ * date by a trigger), which the binding check (`hold_payer_or_refuse`, PayerHold.ts) reads too.
  */
 export const spentToday = (
-  tenantId: string,
   userId: string,
   assetId: string,
   nowMillis: number
 ): Effect.Effect<bigint, SqlError.SqlError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const row = yield* sql`
-      SELECT daily_spent(${tenantId}, ${userId}, ${assetId}, ${startOfUtcDay(nowMillis)}, NULL)::text AS total`.pipe(
+    const row = yield* sql`SELECT daily_spent(${userId}, ${assetId}, ${utcDay(nowMillis)}::date)::text AS total`.pipe(
       Effect.flatMap(spentRow)
     )
     return row.total
@@ -54,7 +48,7 @@ export const spentToday = (
 /** Whether the new amount fits beside what was spent today. */
 export const fitsDailyLimit = (request: DailyLimitRequest) =>
   Effect.map(
-    spentToday(request.tenantId, request.userId, request.assetId, request.nowMillis),
+    spentToday(request.userId, request.assetId, request.nowMillis),
     (spent) => spent + request.amount <= request.limit
   )
 

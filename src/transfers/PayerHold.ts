@@ -4,7 +4,7 @@
  * hold, then its one ledger entry. One round trip instead of a transaction's six, and no transaction open across
  * turns of the event loop.
  *
- * The hold (`hold_payer_or_refuse`, sql/0021_payer_hold_refusals.sql) is the binding check of the payer's standing
+ * The hold (`hold_payer_or_refuse`, sql/0021_payer_hold_refusals.sql and 0022) is the binding check of the payer's standing
  * and the daily limit. The handlers check the user and wallet status first (spec 4.4, the ordered checks), but an
  * operator freeze (PATCH /ops/tenants/{id}/wallets/{id}, a user freeze) may commit between that read and the
  * movement. The hold takes the daily limit's lock when the asset has a limit (DailyLimit.ts), then reads the
@@ -23,21 +23,21 @@ import { SqlClient, type SqlError, type Statement } from "effect/sql"
 import { Forbidden, type InsufficientBalance, LimitExceeded, NotFound, WalletNotActive } from "../domain/ApiError.ts"
 import { Ledger, type PostResult, type PreparedEntries, sqlStateOf } from "../ledger/Ledger.ts"
 import { userFrozenMessage } from "../users/UserRules.ts"
-import { dailyLimitExceededMessage, dailyLimitLockKey, startOfUtcDay } from "./DailyLimit.ts"
+import { dailyLimitExceededMessage, dailyLimitLockKey, utcDay } from "./DailyLimit.ts"
 
 export const payerNotActiveMessage = "the paying wallet is not active"
 
 export type HoldRefusal = LimitExceeded | Forbidden | NotFound | WalletNotActive
 
 export interface HoldRequest {
-  readonly tenantId: string
   readonly walletId: string
   readonly userId: string
   readonly assetId: string
   readonly amount: bigint
   readonly dailyLimit: bigint | undefined
+  /** The creation time of the movement: the UTC day it counts in. */
   readonly nowMillis: number
-  /** The movement the statement creates: its row is left out of the day's sum. */
+  /** The movement the statement creates (named in the hold's refusals). */
   readonly movementId: string
 }
 
@@ -79,8 +79,7 @@ export const holdPayerAndCreate = (
     const first = sql`first AS MATERIALIZED (
       SELECT hold_payer_or_refuse(${hold.walletId}, ${limit === undefined ? null : dailyLimitLockKey(hold)},
         ${limit === undefined ? null : limit.toString()}::numeric, ${hold.amount.toString()}::numeric,
-        ${hold.tenantId}, ${hold.userId}, ${hold.assetId}, ${startOfUtcDay(hold.nowMillis)}, ${hold.movementId},
-        ${written}) AS held)`
+        ${hold.userId}, ${hold.assetId}, ${utcDay(hold.nowMillis)}::date, ${hold.movementId}, ${written}) AS held)`
     const before = sql.join(",", false)([...rows.map((row, index) => sql`${names[index]!} AS (${row})`), first])
     const { result } = yield* ledger.postPreparedAfter(movement.entry, before).pipe(
       Effect.catchTag("SqlError", refusalOf)

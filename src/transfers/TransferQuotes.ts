@@ -180,7 +180,6 @@ export class TransferQuotes extends Context.Service<TransferQuotes, {
           if (limits.daily !== null) {
             dailyLimit = limits.daily
             const fits = yield* fitsDailyLimit({
-              tenantId: tenant.id,
               userId: source.userId,
               assetId: asset.assetId,
               amount: request.amount,

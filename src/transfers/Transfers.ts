@@ -301,7 +301,6 @@ export class Transfers extends Context.Service<Transfers, {
         const create = (receiptRow?: Statement.Fragment) =>
           holdPayerAndCreate({
             hold: {
-              tenantId: tenant.id,
               walletId: payer.id,
               userId: payer.userId,
               assetId: asset.assetId,

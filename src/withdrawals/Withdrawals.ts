@@ -164,7 +164,6 @@ export class Withdrawals extends Context.Service<Withdrawals, {
         const create = (receiptRow?: Statement.Fragment) =>
           holdPayerAndCreate({
             hold: {
-              tenantId: tenant.id,
               walletId: payer.id,
               userId: payer.userId,
               assetId: asset.assetId,

@@ -115,7 +115,7 @@ export const runTransfersPhase = async (options: {
   readonly durationMs: number
   readonly describe: (name: string, result: LoadResult) => void
   readonly meter: () => CpuMeter
-  /** Print the statements of the first load (bench.ts `--statements`). */
+  /** Print the statements of each load (bench.ts `--statements`). */
   readonly statements?: boolean
 }) => {
   const hostHeader = `${options.host}:${options.port}`
@@ -145,7 +145,9 @@ export const runTransfersPhase = async (options: {
   const many = await load("transfers", presignTransfers(hostHeader, options.tenant, options.wallets, count, (index) =>
     index % options.wallets.length))
   if (options.statements === true) await printStatements(options.db, "transfers")
+  if (options.statements === true) await startStatements(options.db)
   const onePayer = await load("one-payer", presignTransfers(hostHeader, options.tenant, options.wallets, count, () => 0))
+  if (options.statements === true) await printStatements(options.db, "one-payer", 20)
   const raw = await rawTransfers(options.db, {
     warmupMs: options.warmupMs,
     durationMs: options.durationMs,

@@ -222,7 +222,8 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("ledger audit", (it) =>
           "booksClose",
           "depositsCreditedOnce",
           "frozenMatchesOpen",
-          "transactionsBooked"
+          "transactionsBooked",
+          "dailyLimitTotals"
         ])
         const [counts] = yield* sql<{ accounts: number; entries: number }>`
           SELECT (SELECT count(*) FROM ledger_accounts)::int AS accounts, (SELECT count(*) FROM ledger_entries)::int AS entries`
@@ -430,6 +431,23 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("ledger audit", (it) =>
         assert.include(found(report, "transactionsBooked")[0], `INTERNAL_TRANSFER ${pendingTransfer} (REJECTED/REJECTED_BY_OPERATOR) lacks its TRANSFER_RELEASE entry`)
 
         yield* setStatus(pendingTransfer, "PENDING_AUTHORIZATION", null)
+        assertClean(yield* auditLedger)
+      }))
+
+    it.effect("docs/transfers.md: the daily limit's totals are what counts; a total changed behind the movements is caught", () =>
+      Effect.gen(function*() {
+        const { alice } = done()
+        const sql = yield* SqlClient.SqlClient
+        const [row] = yield* sql<{ user_id: string; day: string }>`
+          SELECT d.user_id, d.day::text AS day FROM daily_spend d JOIN wallets w ON w.user_id = d.user_id
+          WHERE w.id = ${alice} AND d.asset_id = ${eth}`
+        const change = (delta: bigint) =>
+          asReplica(sql`UPDATE daily_spend SET spent = spent + ${delta.toString()}::numeric
+            WHERE user_id = ${row!.user_id} AND asset_id = ${eth} AND day = ${row!.day}::date`)
+        yield* change(5n)
+        const report = yield* auditLedger
+        assertCaughtFirst(report, "dailyLimitTotals", `user ${row!.user_id}`, `${eth} total of ${row!.day}`, "sum to")
+        yield* change(-5n)
         assertClean(yield* auditLedger)
       }))
 
