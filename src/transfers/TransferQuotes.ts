@@ -33,7 +33,7 @@ import type { Tenant } from "../tenants/Tenants.ts"
 import type { TenantSettings } from "../tenants/TenantSettings.ts"
 import { type Wallet, WalletRepository } from "../wallets/WalletRepository.ts"
 import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
-import { dailyLimitExceededMessage, fitsDailyLimit } from "./DailyLimit.ts"
+import { dailyLimitExceededMessage, spentToday } from "./DailyLimit.ts"
 
 /** How long a quote is good for (section 8: "about 2 minutes"). */
 export const quoteValidityMillis = 120_000
@@ -52,6 +52,11 @@ export interface QuoteRequest {
   readonly known?: {
     readonly source: Wallet
     readonly recipient?: { readonly wallet: Wallet; readonly networkKey: string; readonly address: string } | undefined
+    /**
+     * What counts against the payer's daily limit of the asset today (DailyLimit.ts `spentToday`), read with the
+     * payer: the quote's check is the early one, the binding one is the hold's.
+     */
+    readonly spentToday?: bigint | undefined
   } | undefined
 }
 
@@ -179,13 +184,12 @@ export class TransferQuotes extends Context.Service<TransferQuotes, {
           }
           if (limits.daily !== null) {
             dailyLimit = limits.daily
-            const fits = yield* fitsDailyLimit({
-              userId: source.userId,
-              assetId: asset.assetId,
-              amount: request.amount,
-              limit: limits.daily,
-              nowMillis: now
-            }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.orDie)
+            const spent = request.known?.spentToday ??
+              (yield* spentToday(source.userId, asset.assetId, now).pipe(
+                Effect.provideService(SqlClient.SqlClient, sql),
+                Effect.orDie
+              ))
+            const fits = spent + request.amount <= limits.daily
             if (!fits) return yield* new LimitExceeded({ message: dailyLimitExceededMessage })
           }
         }

@@ -13,7 +13,7 @@
  * two-step verification, payer wallet ACTIVE, recipient (404 / RECIPIENT_NOT_FOUND / SAME_USER_USE_WALLET_TRANSFER /
  * RECIPIENT_NO_WALLET / ASSET_MISMATCH / WALLET_NOT_ACTIVE), then the quote's checks (asset, family, network,
  * address, platform address, same wallet, limits; TransferQuotes.ts), the tenant's blocked addresses, the balance.
- * The daily limit is checked again, binding, first inside the creating transaction (DailyLimit.ts), so parallel
+ * The daily limit is checked again, binding, inside the creating statement (DailyLimit.ts, PayerHold.ts), so parallel
  * requests never overshoot it together.
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
@@ -45,6 +45,7 @@ import { PayerTotp, TwoFactor, type TwoFactorError } from "../users/TwoFactor.ts
 import { userFrozenMessage } from "../users/UserRules.ts"
 import { type Wallet, walletColumns, walletFromRow, WalletRepository, WalletRow } from "../wallets/WalletRepository.ts"
 import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
+import { utcDay } from "./DailyLimit.ts"
 import { holdPayerAndCreate } from "./PayerHold.ts"
 import { type QuoteError, TransferQuotes } from "./TransferQuotes.ts"
 
@@ -103,7 +104,7 @@ const canReceive = (wallet: Wallet, payer: Wallet) =>
 
 // Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
 const payerRow = decodeFirstRow(
-  Schema.Struct({ ...WalletRow.fields, user_status: Text, ...PayerTotp.fields }),
+  Schema.Struct({ ...WalletRow.fields, user_status: Text, ...PayerTotp.fields, spent_today: Numeric }),
   "Transfers.payer"
 )
 const recipientUserRow = decodeFirstRow(Schema.Struct({ id: Text, status: Text }), "Transfers.recipientWallet (user)")
@@ -149,12 +150,14 @@ export class Transfers extends Context.Service<Transfers, {
 
       /**
        * The paying wallet of this tenant with its user's status and TOTP columns (for the two-step check that
-       * follows), in one statement: the wallet as `WalletRepository.find` reads it.
+       * follows) and what counts against the user's daily limit of `assetId` today (for the quote's early check), in
+       * one statement: the wallet as `WalletRepository.find` reads it.
        */
       const walletSelect = walletColumns(sql)
-      const payerOf = (tenantId: string, walletId: string) =>
+      const payerOf = (tenantId: string, walletId: string, assetId: string, nowMillis: number) =>
         sql`
-          SELECT ${walletSelect}, u.status AS user_status, u.totp_secret, u.cooldown_until
+          SELECT ${walletSelect}, u.status AS user_status, u.totp_secret, u.cooldown_until,
+            daily_spent(u.id, ${assetId}, ${utcDay(nowMillis)}::date)::text AS spent_today
           FROM wallets w JOIN users u ON u.id = w.user_id
           WHERE w.tenant_id = ${tenantId} AND w.id = ${walletId}`.pipe(
           Effect.flatMap(payerRow),
@@ -199,7 +202,10 @@ export class Transfers extends Context.Service<Transfers, {
         })
 
       const submit = Effect.fn("Transfers.submit")(function*(tenant: Tenant, request: TransferRequest) {
-        const found = uuidPattern.test(request.sourceWalletId) ? yield* payerOf(tenant.id, request.sourceWalletId) : undefined
+        const readAt = yield* Clock.currentTimeMillis
+        const found = uuidPattern.test(request.sourceWalletId)
+          ? yield* payerOf(tenant.id, request.sourceWalletId, request.assetId, readAt)
+          : undefined
         if (found === undefined) return yield* new NotFound({ message: "wallet not found" })
         const { user, wallet: payer } = found
         if (user.user_status !== "ACTIVE") return yield* new Forbidden({ message: userFrozenMessage })
@@ -231,7 +237,7 @@ export class Transfers extends Context.Service<Transfers, {
           sourceWalletId: payer.id,
           amount: request.amount,
           destination: destinationAddress,
-          known: { source: payer, recipient: knownRecipient }
+          known: { source: payer, recipient: knownRecipient, spentToday: user.spent_today }
         })
         const recipient = quote.recipient
         if (recipient === undefined) {

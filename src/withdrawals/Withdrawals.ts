@@ -62,7 +62,7 @@ export interface WithdrawalSubmission {
   readonly note: string | undefined
   /** Stores the receipt in the statement that creates the withdrawal (Transfers.ts `recordReceipt`). */
   readonly recordReceipt?: StoreInStatement<OnChainReceipt> | undefined
-  /** The daily limit the withdrawal counts against (TransferQuotes.ts), held inside the creating transaction. */
+  /** The daily limit the withdrawal counts against (TransferQuotes.ts), held inside the creating statement. */
   readonly dailyLimit: bigint | undefined
 }
 
