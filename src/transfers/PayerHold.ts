@@ -4,11 +4,11 @@
  * hold, then its one ledger entry. One round trip instead of a transaction's six, and no transaction open across
  * turns of the event loop.
  *
- * The hold (`hold_payer_or_refuse`, sql/0021_payer_hold_refusals.sql and 0022) is the binding check of the payer's standing
- * and the daily limit. The handlers check the user and wallet status first (spec 4.4, the ordered checks), but an
- * operator freeze (PATCH /ops/tenants/{id}/wallets/{id}, a user freeze) may commit between that read and the
+ * The hold (`hold_payer_or_refuse`, sql/0021_payer_hold_refusals.sql, 0022) is the binding check of the payer's
+ * standing and the daily limit. The handlers check the user and wallet status first (spec 4.4, the ordered checks),
+ * but an operator freeze (PATCH /ops/tenants/{id}/wallets/{id}, a user freeze) may commit between that read and the
  * movement. The hold takes the daily limit's lock when the asset has a limit (DailyLimit.ts), then reads the
- * payer's wallet and user rows `FOR SHARE` with the day's sum: a freeze's UPDATE and a movement then serialize, so a
+ * payer's wallet and user rows `FOR SHARE` with the day's total: a freeze's UPDATE and a movement then serialize, so a
  * movement either commits before the freeze or sees it and fails with the same error the early check gives
  * (operator-interface.md, "Switches": a `FROZEN` wallet cannot send).
  *
@@ -22,6 +22,8 @@ import { Effect } from "effect"
 import { SqlClient, type SqlError, type Statement } from "effect/sql"
 import { Forbidden, type InsufficientBalance, LimitExceeded, NotFound, WalletNotActive } from "../domain/ApiError.ts"
 import { Ledger, type PostResult, type PreparedEntries, sqlStateOf } from "../ledger/Ledger.ts"
+import type { StoreInStatement } from "../idempotency/Idempotency.ts"
+import { insertTransactionStatement, type NewTransaction } from "../transactions/NewTransaction.ts"
 import { userFrozenMessage } from "../users/UserRules.ts"
 import { dailyLimitExceededMessage, dailyLimitLockKey, utcDay } from "./DailyLimit.ts"
 
@@ -29,7 +31,7 @@ export const payerNotActiveMessage = "the paying wallet is not active"
 
 export type HoldRefusal = LimitExceeded | Forbidden | NotFound | WalletNotActive
 
-export interface HoldRequest {
+interface HoldRequest {
   readonly walletId: string
   readonly userId: string
   readonly assetId: string
@@ -41,7 +43,7 @@ export interface HoldRequest {
   readonly movementId: string
 }
 
-export interface Movement {
+interface Movement {
   readonly hold: HoldRequest
   /**
    * The movement's own rows: data-modifying queries, each answering a row (`RETURNING`) when it wrote. One that
@@ -51,6 +53,56 @@ export interface Movement {
   /** The movement's one ledger entry (`Ledger.prepare`, read before the statement). */
   readonly entry: PreparedEntries
 }
+
+/** A movement to create (`createMovement`). */
+export interface NewMovement<A> {
+  /** Its transaction row: the payer (source wallet and user), asset, amount and time are what the hold checks. */
+  readonly transaction: NewTransaction
+  /** Its other rows (its event, a withdrawal's own row): data-modifying queries, each answering a row it wrote. */
+  readonly rows: ReadonlyArray<Statement.Fragment>
+  /** Its one ledger entry (`Ledger.prepare`, read before the statement). */
+  readonly entry: PreparedEntries
+  /** The daily limit it counts against, if any (TransferQuotes.ts). */
+  readonly dailyLimit: bigint | undefined
+  /** The answer to store with it (the idempotency receipt, Idempotency.ts `StoreInStatement`), if any. */
+  readonly receipt?: { readonly answer: A; readonly store: StoreInStatement<A> } | undefined
+}
+
+/**
+ * Creates the movement in one statement (module comment): its transaction row, its other rows and its receipt, the
+ * payer's hold, its entry. Fails with the hold's refusals or INSUFFICIENT_BALANCE, having written nothing.
+ */
+export const createMovement = <A>(
+  movement: NewMovement<A>
+): Effect.Effect<PostResult, HoldRefusal | InsufficientBalance, SqlClient.SqlClient | Ledger> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const { transaction } = movement
+    const { walletId, userId } = transaction.source
+    if (walletId === undefined || walletId === null || userId === undefined || userId === null) {
+      return yield* Effect.die(new Error(`movement ${transaction.id} has no paying wallet and user`))
+    }
+    const write = (receiptRow?: Statement.Fragment) =>
+      holdPayerAndCreate({
+        hold: {
+          walletId,
+          userId,
+          assetId: transaction.assetId,
+          amount: transaction.amount,
+          dailyLimit: movement.dailyLimit,
+          nowMillis: transaction.at.getTime(),
+          movementId: transaction.id
+        },
+        rows: [
+          insertTransactionStatement(sql, transaction),
+          ...movement.rows,
+          ...(receiptRow === undefined ? [] : [receiptRow])
+        ],
+        entry: movement.entry
+      })
+    const receipt = movement.receipt
+    return yield* receipt === undefined ? write() : receipt.store(receipt.answer, write)
+  })
 
 /** The hold's refusals by SQLSTATE (sql/0021_payer_hold_refusals.sql). */
 const refusals: Record<string, () => HoldRefusal> = {
@@ -65,8 +117,8 @@ const refusalOf = (error: SqlError.SqlError): Effect.Effect<never, HoldRefusal> 
   return refusal === undefined ? Effect.die(error) : Effect.fail(refusal())
 }
 
-/** Creates the movement in one statement (module comment); answers its entry's result. */
-export const holdPayerAndCreate = (
+/** The statement: the rows, then the hold, then the entry; answers the entry's result. */
+const holdPayerAndCreate = (
   movement: Movement
 ): Effect.Effect<PostResult, HoldRefusal | InsufficientBalance, SqlClient.SqlClient | Ledger> =>
   Effect.gen(function*() {

@@ -17,7 +17,7 @@
  * requests never overshoot it together.
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
-import { SqlClient, type Statement } from "effect/sql"
+import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { decodeFirstRow, Numeric, Text } from "../db/RowSchemas.ts"
 import {
@@ -37,7 +37,7 @@ import type { StoreInStatement } from "../idempotency/Idempotency.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest, Postings } from "../ledger/Postings.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
-import { insertTransactionStatement, type NewTransaction, transactionAsInserted } from "../transactions/NewTransaction.ts"
+import { type NewTransaction, transactionAsInserted } from "../transactions/NewTransaction.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
@@ -46,7 +46,7 @@ import { userFrozenMessage } from "../users/UserRules.ts"
 import { type Wallet, walletColumns, walletFromRow, WalletRepository, WalletRow } from "../wallets/WalletRepository.ts"
 import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
 import { utcDay } from "./DailyLimit.ts"
-import { holdPayerAndCreate } from "./PayerHold.ts"
+import { createMovement } from "./PayerHold.ts"
 import { type QuoteError, TransferQuotes } from "./TransferQuotes.ts"
 
 export type Destination =
@@ -267,8 +267,7 @@ export class Transfers extends Context.Service<Transfers, {
         const payment = { walletId: payer.id, assetId: asset.assetId, amount, fee }
         const entry = pending ? Postings.transferFreeze(payment) : Postings.transfer(payment, recipient.id)
         const id = yield* ids.uuidV7
-        const nowMillis = yield* Clock.currentTimeMillis
-        const now = new Date(nowMillis)
+        const now = new Date(yield* Clock.currentTimeMillis)
         const status = pending ? "PENDING_AUTHORIZATION" as const : "COMPLETED" as const
         const receipt: InternalTransferReceipt = {
           settlement: "OFF_CHAIN",
@@ -303,22 +302,13 @@ export class Transfers extends Context.Service<Transfers, {
           transactionAsInserted(record, { source: payer, destination: recipient }),
           sql`true`
         )
-        const booking = yield* ledger.prepare(entryRequest(tenant.id, id, entry))
-        const create = (receiptRow?: Statement.Fragment) =>
-          holdPayerAndCreate({
-            hold: {
-              walletId: payer.id,
-              userId: payer.userId,
-              assetId: asset.assetId,
-              amount,
-              dailyLimit: quote.dailyLimit,
-              nowMillis,
-              movementId: id
-            },
-            rows: [insertTransactionStatement(sql, record), event, ...(receiptRow === undefined ? [] : [receiptRow])],
-            entry: booking
-          }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(Ledger, ledger))
-        yield* request.recordReceipt === undefined ? create() : request.recordReceipt(receipt, create)
+        yield* createMovement({
+          transaction: record,
+          rows: [event],
+          entry: yield* ledger.prepare(entryRequest(tenant.id, id, entry)),
+          dailyLimit: quote.dailyLimit,
+          receipt: request.recordReceipt === undefined ? undefined : { answer: receipt, store: request.recordReceipt }
+        }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(Ledger, ledger))
         return receipt
       })
 

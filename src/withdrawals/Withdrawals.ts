@@ -8,7 +8,7 @@
  */
 import { Clock, Context, Effect, Layer, Schema, Scope } from "effect"
 import { Sharding } from "effect/cluster"
-import { SqlClient, type Statement } from "effect/sql"
+import { SqlClient } from "effect/sql"
 import type { CatalogAsset } from "../catalog/Catalog.ts"
 import { decodeFirstRow, Text } from "../db/RowSchemas.ts"
 import {
@@ -25,8 +25,8 @@ import { requestProcessing } from "../entities/WithdrawalEntity.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest } from "../ledger/Postings.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
-import { holdPayerAndCreate } from "../transfers/PayerHold.ts"
-import { insertTransactionStatement, type NewTransaction, transactionAsInserted } from "../transactions/NewTransaction.ts"
+import { createMovement } from "../transfers/PayerHold.ts"
+import { type NewTransaction, transactionAsInserted } from "../transactions/NewTransaction.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
@@ -125,8 +125,7 @@ export class Withdrawals extends Context.Service<Withdrawals, {
       const submit = Effect.fn("Withdrawals.submit")(function*(submission: WithdrawalSubmission) {
         const { tenant, payer, asset } = submission
         const id = yield* ids.uuidV7
-        const nowMillis = yield* Clock.currentTimeMillis
-        const now = new Date(nowMillis)
+        const now = new Date(yield* Clock.currentTimeMillis)
         const row = {
           id,
           asset_id: asset.assetId,
@@ -160,27 +159,15 @@ export class Withdrawals extends Context.Service<Withdrawals, {
         }
         // One statement (PayerHold.ts): the withdrawal's rows, the payer's hold, the freeze.
         const event = yield* transactionEvents.createdWhen(transactionAsInserted(record, { source: payer }), sql`true`)
-        const booking = yield* ledger.prepare(entryRequest(tenant.id, id, freeze))
-        const create = (receiptRow?: Statement.Fragment) =>
-          holdPayerAndCreate({
-            hold: {
-              walletId: payer.id,
-              userId: payer.userId,
-              assetId: asset.assetId,
-              amount: submission.amount,
-              dailyLimit: submission.dailyLimit,
-              nowMillis,
-              movementId: id
-            },
-            rows: [
-              insertTransactionStatement(sql, record),
-              sql`INSERT INTO withdrawals (transaction_id) VALUES (${id}) RETURNING transaction_id`,
-              event,
-              ...(receiptRow === undefined ? [] : [receiptRow])
-            ],
-            entry: booking
-          }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(Ledger, ledger))
-        yield* submission.recordReceipt === undefined ? create() : submission.recordReceipt(submitted, create)
+        yield* createMovement({
+          transaction: record,
+          rows: [sql`INSERT INTO withdrawals (transaction_id) VALUES (${id}) RETURNING transaction_id`, event],
+          entry: yield* ledger.prepare(entryRequest(tenant.id, id, freeze)),
+          dailyLimit: submission.dailyLimit,
+          receipt: submission.recordReceipt === undefined
+            ? undefined
+            : { answer: submitted, store: submission.recordReceipt }
+        }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(Ledger, ledger))
         // Asked in the background: the cluster's send of a persisted message returns only once the runner's storage
         // read has seen it (up to a read cycle, 1-2 s under a burst), and the tenant's answer does not depend on it:
         // the withdrawal is committed SUBMITTED. A crash before the message is stored leaves it SUBMITTED, and

@@ -8,10 +8,12 @@ import { Entropy } from "../../src/domain/Entropy.ts"
 import { Ids } from "../../src/domain/Ids.ts"
 import {
   checkIdempotencyKey,
+  type Commit,
   Idempotency,
   inProgressMessage,
   retryableHoldSeconds,
   reusedMessage,
+  type StoredResponse,
   usedByAnotherKeyMessage
 } from "../../src/idempotency/Idempotency.ts"
 import { heartbeatStaleMillis, instanceLockClassId, ServiceInstance } from "../../src/idempotency/ServiceInstance.ts"
@@ -330,7 +332,14 @@ layer(TestLayer, { excludeTestServices: true })("idempotency engine", (it) => {
       assert.strictEqual(taken.body, "{\"b\":2}")
     }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.provide(TestClock.layer())))
 
-  it.effect("a taken-over execution is fenced: its commit dies, its effect rolls back, and it leaves the new claim alone", () =>
+  /**
+   * An execution of `key` that another process takes over (this one looked gone: its claim is replaced) after it
+   * claimed and before it commits with `commit`: it must die, leave no effect, and leave the new claim alone.
+   */
+  const takenOverMidway = (
+    key: string,
+    execute: (commit: Commit) => Effect.Effect<StoredResponse, never, SqlClient.SqlClient>
+  ) =>
     Effect.gen(function*() {
       yield* seedTenant
       const sql = yield* SqlClient.SqlClient
@@ -338,26 +347,33 @@ layer(TestLayer, { excludeTestServices: true })("idempotency engine", (it) => {
       const effect = yield* effects
       const started = yield* Deferred.make<void>()
       const proceed = yield* Deferred.make<void>()
-      const first = yield* Effect.forkChild(Effect.exit(idempotency.run(scope("fenced"), hashA, (commit) =>
+      const first = yield* Effect.forkChild(Effect.exit(idempotency.run(scope(key), hashA, (commit) =>
         Effect.gen(function*() {
           yield* Deferred.succeed(started, undefined)
           yield* Deferred.await(proceed)
-          yield* sql.withTransaction(Effect.andThen(effect.apply("fenced"), commit({ status: 202, body: "{\"old\":1}" })))
-          return { status: 202, body: "{\"old\":1}" }
+          return yield* execute(commit)
         }))))
       yield* Deferred.await(started)
-      // Another process took the request over (this one looked gone) and holds a new claim.
       const takeover = crypto.randomUUID()
       yield* sql`UPDATE idempotency_records SET claim_id = ${takeover} WHERE tenant_id = ${tenantId}
-        AND idempotency_key = 'fenced'`
+        AND idempotency_key = ${key}`
       yield* Deferred.succeed(proceed, undefined)
       const exit = yield* Fiber.join(first)
       assert.isTrue(Exit.hasDies(exit))
-      assert.strictEqual(yield* effect.count("fenced"), 0)
-      const row = yield* record("fenced")
+      assert.strictEqual(yield* effect.count(key), 0)
+      const row = yield* record(key)
       assert.strictEqual(row?.state, "IN_PROGRESS")
       assert.strictEqual(row?.claim_id, takeover)
-    }).pipe(Effect.catchTag("SqlError", Effect.die)))
+    }).pipe(Effect.catchTag("SqlError", Effect.die))
+
+  it.effect("a taken-over execution is fenced: its commit dies, its effect rolls back, and it leaves the new claim alone", () =>
+    takenOverMidway("fenced", (commit) =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const effect = yield* effects
+        yield* sql.withTransaction(Effect.andThen(effect.apply("fenced"), commit({ status: 202, body: "{\"old\":1}" })))
+        return { status: 202, body: "{\"old\":1}" }
+      }).pipe(Effect.orDie)))
 
   /**
    * An effect written as one statement with its response (`commit.inStatement`), as transfers/PayerHold.ts writes a
@@ -389,33 +405,10 @@ layer(TestLayer, { excludeTestServices: true })("idempotency engine", (it) => {
     }))
 
   it.effect("a taken-over execution written as one statement is fenced: the statement fails whole and the new claim stays", () =>
-    Effect.gen(function*() {
-      yield* seedTenant
-      const sql = yield* SqlClient.SqlClient
-      const idempotency = yield* Idempotency
-      const effect = yield* effects
-      const started = yield* Deferred.make<void>()
-      const proceed = yield* Deferred.make<void>()
+    takenOverMidway("fenced-statement", (commit) => {
       const response = { status: 202, body: "{\"old\":1}" }
-      const first = yield* Effect.forkChild(Effect.exit(idempotency.run(scope("fenced-statement"), hashA, (commit) =>
-        Effect.gen(function*() {
-          yield* Deferred.succeed(started, undefined)
-          yield* Deferred.await(proceed)
-          return yield* commit.inStatement(response, (store) =>
-            Effect.as(inOneStatement("fenced-statement", store), response))
-        }))))
-      yield* Deferred.await(started)
-      const takeover = crypto.randomUUID()
-      yield* sql`UPDATE idempotency_records SET claim_id = ${takeover} WHERE tenant_id = ${tenantId}
-        AND idempotency_key = 'fenced-statement'`
-      yield* Deferred.succeed(proceed, undefined)
-      const exit = yield* Fiber.join(first)
-      assert.isTrue(Exit.hasDies(exit))
-      assert.strictEqual(yield* effect.count("fenced-statement"), 0)
-      const row = yield* record("fenced-statement")
-      assert.strictEqual(row?.state, "IN_PROGRESS")
-      assert.strictEqual(row?.claim_id, takeover)
-    }).pipe(Effect.catchTag("SqlError", Effect.die)))
+      return commit.inStatement(response, (store) => Effect.as(inOneStatement("fenced-statement", store), response))
+    }))
 
   it.effect("a starting process releases the IN_PROGRESS keys of processes that are gone, not those of live ones", () =>
     Effect.gen(function*() {
