@@ -54,6 +54,15 @@ export interface StoredResponse {
   readonly body: string
 }
 
+/**
+ * The `endpoint` a scope's record is stored under. Tenant-wide keys (rule 8, an `externalTxId`) and per-API-key ones
+ * (rule 2, an `Idempotency-Key`) share the key's alphabet, so one text can be both; stored under one name, the two
+ * requests met on one record, which neither could hold (a 500). Apart, each executes once and replays its own
+ * answer (sql/0023_tenant_wide_idempotency.sql moved the records written before).
+ */
+export const recordEndpoint = (scope: IdempotencyScope): string =>
+  scope.tenantWide === true ? `${scope.endpoint} (tenant-wide)` : scope.endpoint
+
 /** Rule 1 for a header value that may be absent. */
 export const checkIdempotencyKey = (value: string | undefined): Effect.Effect<string, BadRequest> =>
   value === undefined || value.length === 0
@@ -135,12 +144,12 @@ export class Idempotency extends Context.Service<Idempotency, {
       const newClaimId = (yield* Ids).uuidV7
 
       const where = (scope: IdempotencyScope) =>
-        sql`tenant_id = ${scope.tenantId} AND key_id = ${scope.keyId} AND endpoint = ${scope.endpoint}
+        sql`tenant_id = ${scope.tenantId} AND key_id = ${scope.keyId} AND endpoint = ${recordEndpoint(scope)}
           AND idempotency_key = ${scope.key}`
       /** The record holding the key: for a tenant-wide key, whichever API key took it. */
       const holder = (scope: IdempotencyScope) =>
         scope.tenantWide === true
-          ? sql`tenant_id = ${scope.tenantId} AND endpoint = ${scope.endpoint} AND idempotency_key = ${scope.key}
+          ? sql`tenant_id = ${scope.tenantId} AND endpoint = ${recordEndpoint(scope)} AND idempotency_key = ${scope.key}
               AND tenant_wide`
           : where(scope)
       /** The record as this execution claimed it: a take-over changed the claim and this one may touch nothing. */
@@ -156,7 +165,7 @@ export class Idempotency extends Context.Service<Idempotency, {
             const inserted = yield* sql`
               INSERT INTO idempotency_records (tenant_id, key_id, endpoint, idempotency_key, request_sha256, state,
                 locked_until, created_at, updated_at, tenant_wide, owner_instance, claim_id)
-              VALUES (${scope.tenantId}, ${scope.keyId}, ${scope.endpoint}, ${scope.key}, ${requestSha256},
+              VALUES (${scope.tenantId}, ${scope.keyId}, ${recordEndpoint(scope)}, ${scope.key}, ${requestSha256},
                 'IN_PROGRESS', ${lease}, ${new Date(now)}, ${new Date(now)}, ${scope.tenantWide === true},
                 ${instance.id}, ${claimId})
               ON CONFLICT DO NOTHING

@@ -206,6 +206,31 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("internal transfers (sp
         expectError(yield* call(tenant, "POST", `/v1/transactions/${yield* uuidV7}/cancel`), 404, "NOT_FOUND")
       }))
 
+    it.effect("an Idempotency-Key and an externalTxId with the same text are two keys: each request executes once and replays its own answer", () =>
+      Effect.gen(function*() {
+        const tenant = yield* provisionTenant()
+        const payer = yield* walletOf(tenant, "same-text-payer")
+        const payee = yield* walletOf(tenant, "same-text-payee")
+        yield* fund(tenant, payer.walletId, eth, 1_000n)
+        const base = {
+          assetId: eth,
+          source: { type: "WALLET", id: payer.walletId },
+          destination: { type: "WALLET", id: payee.walletId }
+        }
+        // Rule 8 keys an externalTxId across the tenant, rule 2 an Idempotency-Key per API key: one text, two scopes.
+        const byHeader = yield* submit(tenant, { ...base, amountRaw: "10" }, { "idempotency-key": "same-text" })
+        assert.strictEqual(byHeader.status, 202, byHeader.text)
+        const byExternalId = yield* submit(tenant, { ...base, amountRaw: "20", externalTxId: "same-text" })
+        assert.strictEqual(byExternalId.status, 202, byExternalId.text)
+        assert.notStrictEqual(byExternalId.json.transactionId, byHeader.json.transactionId)
+        assert.deepStrictEqual(yield* balance(tenant, payer.walletId), { available: "970", frozen: "0" })
+        const again = yield* submit(tenant, { ...base, amountRaw: "10" }, { "idempotency-key": "same-text" })
+        assert.strictEqual(again.text, byHeader.text)
+        const againByExternalId = yield* submit(tenant, { ...base, amountRaw: "20", externalTxId: "same-text" })
+        assert.strictEqual(againByExternalId.text, byExternalId.text)
+        assert.deepStrictEqual(yield* balance(tenant, payer.walletId), { available: "970", frozen: "0" })
+      }))
+
     it.effect("20 concurrent transfers of 10 from a balance of 100: exactly 10 pass, never overdrawn", () =>
       Effect.gen(function*() {
         const tenant = yield* provisionTenant()
