@@ -1,5 +1,5 @@
 -- A movement (an internal transfer, a withdrawal) is created in one statement with no transaction around it
--- (transfers/PayerHold.ts): its own rows, then the payer's hold, then its ledger entry. A refusal can then no longer
+-- (transfers/CreateMovement.ts): its own rows, then the payer's hold, then its ledger entry. A refusal can then no longer
 -- be looked at by the caller between the hold and the commit, so the hold raises it, in the order of the checks
 -- (spec 4.4; decisions.md "Daily limit"): the limit, then the user, then the wallet. The balance is the posting
 -- trigger's (CF001, sql/0003_ledger.sql), after all of them. Each refusal has its own SQLSTATE; the caller maps it to

@@ -161,7 +161,7 @@ export class Ledger extends Context.Service<Ledger, {
    * `post` in two steps, for a statement that takes a contended lock just before the entry: `prepare` reads the
    * accounts' ids (opening missing ones, each committed on its own: an account at zero changes no balance) before
    * it, `postPreparedAfter` writes the entry; what is read before the lock is then not part of the time it is held
-   * (transfers/PayerHold.ts).
+   * (transfers/CreateMovement.ts).
    */
   readonly prepare: (request: EntryRequest) => Effect.Effect<PreparedEntries>
   /**
@@ -169,7 +169,7 @@ export class Ledger extends Context.Service<Ledger, {
    * last of it a query named `first` answering at most one row. `first` runs before the entry is written (its locks
    * come first), and the entry is written only if it answered a row. Answers that row as JSON (undefined for none,
    * when nothing was posted) and the result. Alone, the statement is its own transaction: a movement's rows, its
-   * hold and its entry in one round trip (transfers/PayerHold.ts).
+   * hold and its entry in one round trip (transfers/CreateMovement.ts).
    */
   readonly postPreparedAfter: (
     prepared: PreparedEntries,
