@@ -3,12 +3,16 @@
  * and UTC day of `created_at`, the on-chain withdrawals and cross-user internal transfers that did not end FAILED,
  * REJECTED or CANCELLED. A trigger keeps them, so every way a movement is created or ends is counted without the code
  * that does it knowing: here rows are written the way the services write them, and after each change the total is
- * compared with the definition summed over the rows.
+ * compared with the definition summed over the rows. The migration's backfill, run again over those rows, agrees.
  */
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
+import { readFileSync } from "node:fs"
+import { join } from "node:path"
+import { splitSql, sqlDirectory } from "../../src/db/Migrations.ts"
 import { uuidV7 } from "../../src/domain/Ids.ts"
+import { auditLedger } from "../../src/ledger/LedgerAudit.ts"
 import { insertTransactions, type NewTransaction } from "../../src/transactions/NewTransaction.ts"
 import { spentToday } from "../../src/transfers/DailyLimit.ts"
 import { makeTestAppLayer, provisionTenant } from "../support/TestApp.ts"
@@ -19,7 +23,7 @@ const day = Date.UTC(2026, 10, 26, 12)
 const nextDay = day + 24 * 3600 * 1000
 
 layer(makeTestAppLayer(), { excludeTestServices: true })("the daily limit's running totals", (it) => {
-  it.effect("a movement counts from its insert until it ends FAILED, REJECTED or CANCELLED; deposits and one user's own transfers never", () =>
+  it.effect("a movement counts from its insert until it ends FAILED, REJECTED or CANCELLED; deposits and one user's own transfers never; the migration's backfill agrees", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const tenant = yield* provisionTenant()
@@ -98,5 +102,21 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("the daily limit's runn
       yield* expect(day, 0n)
       yield* insertTransactions([later])
       yield* expect(day, 50n)
+
+      // sql/0022's backfill, its own statement from the file, over the rows written so far: the totals it computes
+      // are the ones the trigger kept, and the audit finds nothing to say.
+      const kept = yield* sql<{ user_id: string; asset_id: string; day: string; spent: string }>`
+        SELECT user_id, asset_id, day::text AS day, spent::text AS spent FROM daily_spend ORDER BY 1, 2, 3`
+      const backfill = splitSql(readFileSync(join(sqlDirectory, "0022_daily_spend_totals.sql"), "utf8"))
+        .filter((statement) => statement.includes("INSERT INTO daily_spend (user_id, asset_id, day, spent)\nSELECT"))
+      assert.lengthOf(backfill, 1)
+      yield* sql.withTransaction(Effect.gen(function*() {
+        yield* sql`DELETE FROM daily_spend`
+        yield* sql.unsafe(backfill[0]!)
+      }))
+      const rebuilt = yield* sql<{ user_id: string; asset_id: string; day: string; spent: string }>`
+        SELECT user_id, asset_id, day::text AS day, spent::text AS spent FROM daily_spend WHERE spent > 0 ORDER BY 1, 2, 3`
+      assert.deepStrictEqual(rebuilt, kept.filter((row) => row.spent !== "0"))
+      assert.lengthOf((yield* auditLedger).checks.find((check) => check.check === "dailyLimitTotals")!.discrepancies, 0)
     }).pipe(Effect.catchTag("SqlError", Effect.die)))
 })
