@@ -58,7 +58,7 @@ export interface StoredResponse {
  * The `endpoint` a scope's record is stored under. Tenant-wide keys (rule 8, an `externalTxId`) and per-API-key ones
  * (rule 2, an `Idempotency-Key`) share the key's alphabet, so one text can be both; stored under one name, the two
  * requests met on one record, which neither could hold (a 500). Apart, each executes once and replays its own
- * answer (sql/0023_tenant_wide_idempotency.sql moved the records written before).
+ * answer (sql/0022_tenant_wide_idempotency.sql moved the records written before).
  */
 export const recordEndpoint = (scope: IdempotencyScope): string =>
   scope.tenantWide === true ? `${scope.endpoint} (tenant-wide)` : scope.endpoint

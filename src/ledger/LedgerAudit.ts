@@ -521,7 +521,7 @@ const runChecks = Effect.gen(function*() {
     ))
   }
 
-  // 7. The daily limit's running totals (sql/0022_daily_spend_totals.sql) against the movements they count.
+  // 7. The daily limit's running totals (sql/0021_payer_hold_and_daily_totals.sql) against the movements they count.
   {
     const findings = new Findings("dailyLimitTotals")
     const days = yield* sql`SELECT count(*)::int AS n FROM daily_spend`.pipe(Effect.flatMap(daysRow))

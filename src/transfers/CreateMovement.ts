@@ -4,12 +4,12 @@
  * hold, then its one ledger entry. One round trip instead of a transaction's six, and no transaction open across
  * turns of the event loop.
  *
- * The hold (`hold_payer_or_refuse`, sql/0021_payer_hold_refusals.sql, 0022) is the binding check of the payer's
- * standing and the daily limit. The handlers check the user and wallet status first (spec 4.4, the ordered checks),
- * but an operator freeze (PATCH /ops/tenants/{id}/wallets/{id}, a user freeze) may commit between that read and the
- * movement. The hold takes the daily limit's lock when the asset has a limit (DailyLimit.ts), then reads the
- * payer's wallet and user rows `FOR SHARE` with the day's total: a freeze's UPDATE and a movement then serialize, so a
- * movement either commits before the freeze or sees it and fails with the same error the early check gives
+ * The hold (`hold_payer_or_refuse`, sql/0021_payer_hold_and_daily_totals.sql) is the binding check of the payer's
+ * standing and the daily limit. The handlers check the user and wallet status first (spec 4.4, the ordered checks), but
+ * an operator freeze (PATCH /ops/tenants/{id}/wallets/{id}, a user freeze) may commit between that read and the
+ * movement. The hold takes the daily limit's lock when the asset has a limit (DailyLimit.ts), then reads the payer's
+ * wallet and user rows `FOR SHARE` with the day's total: a freeze's UPDATE and a movement then serialize, so a movement
+ * either commits before the freeze or sees it and fails with the same error the early check gives
  * (operator-interface.md, "Switches": a `FROZEN` wallet cannot send).
  *
  * Order, in the lock order of docs/ledger.md: the movement's rows are written first (they lock nothing another
@@ -104,7 +104,7 @@ export const createMovement = <A>(
     return yield* receipt === undefined ? write() : receipt.store(receipt.answer, write)
   })
 
-/** The hold's refusals by SQLSTATE (sql/0021_payer_hold_refusals.sql). */
+/** The hold's refusals by SQLSTATE (sql/0021_payer_hold_and_daily_totals.sql). */
 const refusals: Record<string, () => HoldRefusal> = {
   CF010: () => new LimitExceeded({ message: dailyLimitExceededMessage }),
   CF011: () => new Forbidden({ message: userFrozenMessage }),

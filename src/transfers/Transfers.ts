@@ -11,9 +11,9 @@
  *
  * Order of checks after the request's shape: payer wallet (404), payer user frozen or closed (403), cooldown and
  * two-step verification, payer wallet ACTIVE, recipient (404 / RECIPIENT_NOT_FOUND / SAME_USER_USE_WALLET_TRANSFER /
- * RECIPIENT_NO_WALLET / ASSET_MISMATCH / WALLET_NOT_ACTIVE), then the quote's checks (asset, family, network,
- * address, platform address, same wallet, limits; TransferQuotes.ts), the tenant's blocked addresses, the balance.
- * The daily limit is checked again, binding, inside the creating statement (DailyLimit.ts, CreateMovement.ts), so parallel
+ * RECIPIENT_NO_WALLET / ASSET_MISMATCH / WALLET_NOT_ACTIVE), then the quote's checks (asset, family, network, address,
+ * platform address, same wallet, limits; TransferQuotes.ts), the tenant's blocked addresses, the balance. The daily
+ * limit is checked again, binding, inside the creating statement (DailyLimit.ts, CreateMovement.ts), so parallel
  * requests never overshoot it together.
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"

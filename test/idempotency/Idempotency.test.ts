@@ -376,8 +376,8 @@ layer(TestLayer, { excludeTestServices: true })("idempotency engine", (it) => {
       }).pipe(Effect.orDie)))
 
   /**
-   * An effect written as one statement with its response (`commit.inStatement`), as transfers/CreateMovement.ts writes a
-   * movement: here the effect's row, and a division that fails the statement when `store` wrote nothing.
+   * An effect written as one statement with its response (`commit.inStatement`), as transfers/CreateMovement.ts writes
+   * a movement: here the effect's row, and a division that fails the statement when `store` wrote nothing.
    */
   const inOneStatement = (key: string, store: Statement.Fragment) =>
     Effect.gen(function*() {

@@ -1,9 +1,9 @@
 /**
- * The daily limit's running totals (sql/0022_daily_spend_totals.sql; decisions.md "Daily limit"): per user, asset
- * and UTC day of `created_at`, the on-chain withdrawals and cross-user internal transfers that did not end FAILED,
- * REJECTED or CANCELLED. A trigger keeps them, so every way a movement is created or ends is counted without the code
- * that does it knowing: here rows are written the way the services write them, and after each change the total is
- * compared with the definition summed over the rows. The migration's backfill, run again over those rows, agrees.
+ * The daily limit's running totals (sql/0021_payer_hold_and_daily_totals.sql; decisions.md "Daily limit"): per user,
+ * asset and UTC day of `created_at`, the on-chain withdrawals and cross-user internal transfers that did not end
+ * FAILED, REJECTED or CANCELLED. A trigger keeps them, so every way a movement is created or ends is counted without
+ * the code that does it knowing: here rows are written the way the services write them, and after each change the total
+ * is compared with the definition summed over the rows. The migration's backfill, run again over those rows, agrees.
  */
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
@@ -103,11 +103,11 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("the daily limit's runn
       yield* insertTransactions([later])
       yield* expect(day, 50n)
 
-      // sql/0022's backfill, its own statement from the file, over the rows written so far: the totals it computes
+      // sql/0021's backfill, its own statement from the file, over the rows written so far: the totals it computes
       // are the ones the trigger kept, and the audit finds nothing to say.
       const kept = yield* sql<{ user_id: string; asset_id: string; day: string; spent: string }>`
         SELECT user_id, asset_id, day::text AS day, spent::text AS spent FROM daily_spend ORDER BY 1, 2, 3`
-      const backfill = splitSql(readFileSync(join(sqlDirectory, "0022_daily_spend_totals.sql"), "utf8"))
+      const backfill = splitSql(readFileSync(join(sqlDirectory, "0021_payer_hold_and_daily_totals.sql"), "utf8"))
         .filter((statement) => statement.includes("INSERT INTO daily_spend (user_id, asset_id, day, spent)\nSELECT"))
       assert.lengthOf(backfill, 1)
       yield* sql.withTransaction(Effect.gen(function*() {

@@ -1,3 +1,18 @@
+-- A movement (an internal transfer, a withdrawal) is created in one statement with no transaction around it
+-- (transfers/CreateMovement.ts): its own rows, then the payer's hold, then its ledger entry. A refusal can then no
+-- longer be looked at by the caller between the hold and the commit, so the hold raises it, in the order of the checks
+-- (spec 4.4; decisions.md "Daily limit"): the limit, then the user, then the wallet. The balance is the posting
+-- trigger's (CF001, sql/0003_ledger.sql), after all of them. Each refusal has its own SQLSTATE; the caller maps it to
+-- the spec's error.
+--   CF010 daily limit exceeded      CF011 payer's user not ACTIVE      CF012 payer's wallet not ACTIVE
+--   CF013 payer's wallet not found  CF014 a row of the movement was not written (an idempotency claim taken over)
+--
+-- `p_written`: whether the statement wrote every row of the movement before this call. A function's arguments are
+-- evaluated before it runs, so those writes come before the hold's locks (they lock nothing another creator waits
+-- on, and are then not part of the time the limit's lock is held); one of them missing fails the statement whole.
+--
+-- The daily limit's part of the hold is a running total (below), no longer a sum.
+
 -- decisions.md "Daily limit": what counts against a user's daily limit of an asset, kept as a running total per
 -- (user, asset, UTC day of `created_at`) instead of summed at every movement. The sum (`daily_spent`, 0020) walked
 -- every movement of the user's day, twice per movement and once under the limit's lock: 0.7 ms each after 1,600
@@ -68,10 +83,9 @@ LANGUAGE sql STABLE AS $$
   SELECT coalesce((SELECT spent FROM daily_spend WHERE user_id = p_user AND asset_id = p_asset AND day = p_day), 0)
 $$;
 
--- 0021's hold, reading the total. The movement's own row, written earlier in the same statement, is not in it: the
+-- The hold reads the day's total. The movement's own row, written earlier in the same statement, is not in it: the
 -- trigger that adds it fires at the end of that statement, after the hold (and before COMMIT, so the next holder of
 -- the limit's lock sees it).
-DROP FUNCTION hold_payer_or_refuse(uuid, text, numeric, numeric, uuid, uuid, text, timestamptz, uuid, boolean);
 CREATE FUNCTION hold_payer_or_refuse(p_wallet uuid, p_limit_key text, p_limit numeric, p_amount numeric,
   p_user uuid, p_asset text, p_day date, p_movement uuid, p_written boolean)
 RETURNS boolean
@@ -108,5 +122,6 @@ BEGIN
 END
 $$;
 
--- Served the sum; the totals replace it.
+-- Replaced by hold_payer_or_refuse; the index served the sum, which the totals replace.
+DROP FUNCTION hold_payer(uuid, text, uuid, uuid, text, timestamptz, uuid);
 DROP INDEX transactions_daily_spend_idx;
