@@ -30,11 +30,14 @@ import {
 } from "viem"
 import { makeEvmWithdrawals } from "./EvmWithdrawals.ts"
 import { makeNodeCall, scrubNodeUrl } from "../NodeCall.ts"
+import { makeNodeHttpFetch } from "../NodeHttpFetch.ts"
 import { splitCredentials } from "../NodeUrl.ts"
 import { type ChainBlock, type ChainClient, type ChainHead, type ChainTransfer, ChainUnavailable, type TransactionState } from "../ChainClient.ts"
 
 /** Bound on one JSON-RPC call (the node's HTTP request, viem's own timeout, and the Effect around it). */
 export const rpcTimeoutMillisDefault = 10_000
+/** The largest JSON-RPC answer read (viem's own default): a block with its transactions fits many times over. */
+export const rpcResponseBytesMax = 10_485_760
 /**
  * Blocks behind the head treated as final when the node does not know the `finalized` tag: two epochs of Ethereum
  * proof of stake (64 slots), after which a block is finalized in normal operation.
@@ -75,6 +78,9 @@ export const makeEvmChainClient = (options: EvmChainClientOptions): EvmChainClie
   const client = createPublicClient({
     transport: http(transportUrl, {
       ...(authorization === undefined ? {} : { fetchOptions: { headers: { authorization } } }),
+      // node:http over kept-alive connections instead of the global fetch: a third of the CPU per call (NodeHttpFetch.ts).
+      fetchFn: makeNodeHttpFetch({ maxResponseBytes: rpcResponseBytesMax }) as unknown as typeof fetch,
+      maxResponseBodySize: rpcResponseBytesMax,
       timeout: timeoutMillis,
       // The watcher retries on its next scan; retrying here too would multiply the time one call can take.
       retryCount: 0
