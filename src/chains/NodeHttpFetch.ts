@@ -6,7 +6,8 @@
  * EVM withdrawal pipeline makes several such calls per withdrawal besides the watcher's (docs/benchmarks.md).
  *
  * The answer is read whole up to `maxResponseBytes` and the request is dropped beyond it, so a node cannot make the
- * service buffer without limit. An abort (viem's timeout, on the caller's signal) destroys the request. Idle kept
+ * service buffer without limit. An abort (viem's timeout, on the caller's signal) destroys the request and rejects
+ * with the signal's reason, as `fetch` does. Idle kept
  * connections close after `idleConnectionMillis`, before common servers' own keep-alive limits, so a reused one is
  * rarely closed under a call; a call that meets a closed connection fails like any lost connection, and the callers'
  * retry (the next scan, the next pass of a withdrawal) covers it.
@@ -95,7 +96,8 @@ export const makeNodeHttpFetch = (options: { readonly maxResponseBytes: number }
           })
         })
       })
-      request.on("error", reject)
+      // As `fetch` does: an aborted call rejects with the signal's reason (AbortSignal.timeout's is a TimeoutError).
+      request.on("error", (error) => reject(init.signal?.aborted === true ? init.signal.reason : error))
       request.end(body)
     })
   return Object.assign(call, {

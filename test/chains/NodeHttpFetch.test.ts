@@ -69,12 +69,12 @@ describe("NodeHttpFetch", () => {
     fits.close()
   })
 
-  it("ends a call whose signal aborts (viem's timeout) with an AbortError", async () => {
+  it("ends a call whose signal aborts (viem's timeout) with the signal's reason, as fetch does", async () => {
     const fetchFn = makeNodeHttpFetch({ maxResponseBytes: 1_024 })
     const started = performance.now()
     const error = await fetchFn(`${base}/never`, { method: "POST", body: "{}", signal: AbortSignal.timeout(200) })
       .then(() => undefined, (cause: unknown) => cause)
-    expect((error as Error).name).toBe("AbortError")
+    expect((error as Error).name).toBe("TimeoutError")
     expect(performance.now() - started).toBeLessThan(5_000)
     fetchFn.close()
   })
