@@ -23,12 +23,15 @@
 import { Connection, type VersionedBlockResponse, type VersionedNoneModeBlockResponse } from "@solana/web3.js"
 import { Effect, Redacted } from "effect"
 import { makeNodeCall, type NodeCall, scrubNodeUrl } from "../NodeCall.ts"
+import { makeNodeHttpFetch } from "../NodeHttpFetch.ts"
 import { splitCredentials } from "../NodeUrl.ts"
 import { type ChainBlock, type ChainClient, type ChainHead, type ChainTransfer, ChainUnavailable, type TransactionState } from "../ChainClient.ts"
 import { makeSolWithdrawals } from "./SolWithdrawals.ts"
 
 /** Bound on one JSON-RPC call. */
 export const rpcTimeoutMillisDefault = 10_000
+/** The largest JSON-RPC answer read: a full block with its transactions fits many times over. */
+export const rpcResponseBytesMax = 64 * 1_048_576
 /** Slots asked of `getBlocks` at once when looking for a height (the RPC allows 500,000). */
 const slotWindow = 2_000
 
@@ -77,12 +80,15 @@ export const makeSolChainClient = (options: SolChainClientOptions): SolChainClie
   const timeoutMillis = options.rpcTimeoutMillis ?? rpcTimeoutMillisDefault
   const url = Redacted.value(options.rpcUrl)
   const { authorization, transportUrl } = splitCredentials(url)
+  const nodeFetch = makeNodeHttpFetch({ maxResponseBytes: rpcResponseBytesMax })
   const connection = new Connection(transportUrl, {
     commitment: "confirmed",
     ...(authorization === undefined ? {} : { httpHeaders: { authorization } }),
     // web3.js retries HTTP 429 answers itself with growing pauses; the watcher retries on its next scan instead.
     disableRetryOnRateLimit: true,
-    fetch: (input, init) => fetch(input, { ...init, signal: AbortSignal.timeout(timeoutMillis) })
+    // node:http over kept-alive connections (NodeHttpFetch.ts): a third of the global fetch's CPU per call.
+    fetch: (input, init) =>
+      nodeFetch(input as string, { ...init, signal: AbortSignal.timeout(timeoutMillis) }) as unknown as Promise<Response>
   })
   const assetOfMint = new Map(options.tokens.map((token) => [token.mint, token.assetId]))
 
