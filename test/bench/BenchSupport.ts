@@ -52,6 +52,9 @@ export const provisionTenant = (
     return { tenantId: tenant.id, keys }
   }).pipe(Effect.provide(FetchHttpClient.layer), Effect.runPromise)
 
+/** `--perf-map`: the service's node writes a map of its compiled JavaScript functions for Linux `perf`. */
+export const perfMapArgs: ReadonlyArray<string> = ["--perf-basic-prof-only-functions"]
+
 /** Runs `task` over `items` with at most `limit` in flight; results in input order. */
 export const mapLimit = async <A, B>(
   items: ReadonlyArray<A>,

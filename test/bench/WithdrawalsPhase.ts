@@ -34,6 +34,7 @@ import {
   makeSignedFetch,
   mapLimit,
   monotonicMicros,
+  perfMapArgs,
   printStatements,
   provisionTenant,
   rate,
@@ -52,6 +53,8 @@ export interface WithdrawalsPhaseOptions {
   readonly opsToken: string
   /** Where the service writes a CPU profile of its whole run (`--profile withdrawals`); none when absent. */
   readonly profileDirectory?: string | undefined
+  /** Start the service with a map of its JavaScript functions for Linux `perf` (bench.ts `--perf-map`). */
+  readonly perfMap?: boolean | undefined
   /** Print the statements of the burst (bench.ts `--statements`). */
   readonly statements?: boolean | undefined
 }
@@ -77,7 +80,10 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
         CHAIN_RPC_URLS: JSON.stringify({ ETH_SEPOLIA: url }),
         ...(options.statements === true ? { COFFER_PG_STATEMENTS: "1" } : {})
       },
-      nodeArgs: options.profileDirectory === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.profileDirectory}`]
+      nodeArgs: [
+        ...(options.profileDirectory === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.profileDirectory}`]),
+        ...(options.perfMap === true ? perfMapArgs : [])
+      ]
     })
     await waitForHealth(service, options.opsToken, 60_000)
     const ops = async (path: string, init: RequestInit = {}) => {

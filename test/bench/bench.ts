@@ -23,6 +23,9 @@
  * `--cpu-prof` and prints where its CPU time went during the measured part (test/bench/ProfileSummary.ts);
  * `--statements` loads pg_stat_statements into the service's PostgreSQL and prints, after the transfers, deliveries and
  * withdrawals loads, the statements that took the most database time (BenchSupport.ts `printStatements`);
+ * `--perf-map` starts the service processes with `--perf-basic-prof-only-functions`, so Linux `perf` names their
+ * JavaScript frames (`/tmp/perf-<pid>.map`): `perf` samples what runs on the CPU, where `--cpu-prof` also counts the
+ * time the event loop is off it inside a system call (docs/benchmarks.md, sixth and eighth);
  * `--duration <s>`, `--warmup <s>`, `--connections <n>`; `--wallets <n>` (1000), `--deposits <n>` (10000),
  * `--events <n>` (1000; 10000 is the full figure, minutes longer), `--endpoints <n>` (10).
  */
@@ -53,6 +56,7 @@ import {
   log,
   makeDatabase,
   makeSignedFetch,
+  perfMapArgs,
   provisionTenant,
   rate,
   requestBytes
@@ -69,6 +73,7 @@ const { values: flags } = parseArgs({
     only: { type: "string" },
     profile: { type: "string" },
     statements: { type: "boolean", default: false },
+    "perf-map": { type: "boolean", default: false },
     duration: { type: "string", default: "5" },
     warmup: { type: "string", default: "2" },
     connections: { type: "string", default: "48" },
@@ -252,7 +257,10 @@ const main = async () => {
       port,
       opsPort,
       env: { OPS_TOKEN: opsToken, ...(flags.statements ? { COFFER_PG_STATEMENTS: "1" } : {}) },
-      nodeArgs: profileDirectory === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${profileDirectory}`]
+      nodeArgs: [
+        ...(profileDirectory === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${profileDirectory}`]),
+        ...(flags["perf-map"] ? perfMapArgs : [])
+      ]
     })
     const readyMs = await waitForHealth(service, opsToken, startTimeoutMs)
     log(`  service ready in ${(readyMs / 1000).toFixed(1)} s (pid ${service.child.pid}, ${dataDir})`)
@@ -416,6 +424,7 @@ const main = async () => {
         opsToken,
         // Its own service: profiled in a directory of its own, summarized by the phase.
         profileDirectory: profileDirectory === undefined ? undefined : join(profileDirectory, "withdrawals"),
+        perfMap: flags["perf-map"],
         statements: flags.statements
       })
       figure(`withdrawals/raw-send ratio: ${result.ratio.toFixed(2)} (goal 0.30)`)
