@@ -6,40 +6,25 @@
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import * as http from "node:http"
-import type { AddressInfo } from "node:net"
 import { makeBtcRpc } from "../../src/chains/btc/BtcRpc.ts"
+import { type LocalHttpServer, startLocalHttpServer } from "../support/LocalHttpServer.ts"
 
-let server: http.Server
-let port = 0
+let server: LocalHttpServer
 
-beforeAll(() =>
-  new Promise<void>((resolve) => {
-    server = http.createServer((request, response) => {
-      let body = ""
-      request.on("data", (chunk: Buffer) => body += chunk.toString("utf8"))
-      request.on("end", () => {
-        const { method, id } = JSON.parse(body) as { method: string; id: number }
-        if (method === "hang") return
-        if (method === "fails") return void response.writeHead(500).end(JSON.stringify({ id, result: null, error: { code: -8, message: "bad" } }))
-        response.writeHead(200).end(JSON.stringify({ id, result: 0.5, error: null }))
-      })
-    })
-    server.listen(0, "127.0.0.1", () => {
-      port = (server.address() as AddressInfo).port
-      resolve()
-    })
+beforeAll(async () => {
+  server = await startLocalHttpServer((request, response) => {
+    const { method, id } = JSON.parse(request.body) as { method: string; id: number }
+    if (method === "hang") return
+    if (method === "fails") return void response.writeHead(500).end(JSON.stringify({ id, result: null, error: { code: -8, message: "bad" } }))
+    response.writeHead(200).end(JSON.stringify({ id, result: 0.5, error: null }))
   })
-)
-afterAll(() => new Promise<void>((resolve) => {
-  server.closeAllConnections()
-  server.close(() => resolve())
-}))
+})
+afterAll(() => server.close())
 
 describe("BtcRpc", () => {
   it.effect("answers the result, keeps the node's error code, and reports a silent node by its time limit", () =>
     Effect.gen(function*() {
-      const rpc = makeBtcRpc({ networkKey: "BTC_TESTNET", url: `http://user:secret@127.0.0.1:${port}`, timeoutMillis: 300 })
+      const rpc = makeBtcRpc({ networkKey: "BTC_TESTNET", url: `http://user:secret@127.0.0.1:${server.port}`, timeoutMillis: 300 })
       // Non-integer numbers stay their source text (the module's exact parsing).
       assert.strictEqual(yield* rpc.call("getbalance", []), "0.5")
       const failed = yield* Effect.flip(rpc.call("fails", []))
@@ -52,15 +37,12 @@ describe("BtcRpc", () => {
 
   it.effect("reports a node that cannot be reached without naming its URL", () =>
     Effect.gen(function*() {
-      const closed = yield* Effect.promise(() =>
-        new Promise<number>((resolve) => {
-          const probe = http.createServer()
-          probe.listen(0, "127.0.0.1", () => {
-            const { port: free } = probe.address() as AddressInfo
-            probe.close(() => resolve(free))
-          })
-        })
-      )
+      // A port that was just free: nothing listens on it.
+      const closed = yield* Effect.promise(async () => {
+        const probe = await startLocalHttpServer(() => undefined)
+        await probe.close()
+        return probe.port
+      })
       const rpc = makeBtcRpc({ networkKey: "BTC_TESTNET", url: `http://user:secret@127.0.0.1:${closed}`, timeoutMillis: 2_000 })
       const error = yield* Effect.flip(rpc.call("getblockcount", []))
       assert.strictEqual(error.message, "getblockcount: node unreachable")

@@ -5,40 +5,28 @@
  * (EvmChainClient, EvmFaults, EvmWithdrawals).
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import * as http from "node:http"
-import type { AddressInfo } from "node:net"
 import { makeNodeHttpFetch } from "../../src/chains/NodeHttpFetch.ts"
+import { type LocalHttpServer, type LocalRequest, startLocalHttpServer } from "../support/LocalHttpServer.ts"
 
-let server: http.Server
+let server: LocalHttpServer
 let base = ""
-let connections = 0
-const seen: Array<{ readonly method: string; readonly headers: http.IncomingHttpHeaders; readonly body: string }> = []
+const seen: Array<LocalRequest> = []
 
-beforeAll(() =>
-  new Promise<void>((resolve) => {
-    server = http.createServer((request, response) => {
-      let body = ""
-      request.on("data", (chunk: Buffer) => body += chunk.toString("utf8"))
-      request.on("end", () => {
-        seen.push({ method: request.method!, headers: request.headers, body })
-        if (request.url === "/big") return void response.writeHead(200).end("x".repeat(4_096))
-        if (request.url === "/never") return
-        response.writeHead(503, "Busy", { "content-type": "application/json" }).end(`{"echo":${JSON.stringify(body)}}`)
-      })
-    })
-    server.on("connection", () => connections++)
-    server.listen(0, "127.0.0.1", () => {
-      base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-      resolve()
-    })
+beforeAll(async () => {
+  server = await startLocalHttpServer((request, response) => {
+    seen.push(request)
+    if (request.url === "/big") return void response.writeHead(200).end("x".repeat(4_096))
+    if (request.url === "/never") return
+    response.writeHead(503, "Busy", { "content-type": "application/json" }).end(`{"echo":${JSON.stringify(request.body)}}`)
   })
-)
-afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  base = server.url
+})
+afterAll(() => server.close())
 
 describe("NodeHttpFetch", () => {
   it("answers status, headers and body as viem reads them, over one kept-alive connection", async () => {
     const fetchFn = makeNodeHttpFetch({ maxResponseBytes: 1_024 })
-    const before = connections
+    const before = server.connections()
     for (const payload of ["one", "two", "three"]) {
       const response = await fetchFn(`${base}/rpc`, {
         method: "POST",
@@ -52,7 +40,7 @@ describe("NodeHttpFetch", () => {
       expect(response.headers.get("x-absent")).toBeNull()
       expect(await response.json()).toEqual({ echo: JSON.stringify({ payload }) })
     }
-    expect(connections - before).toBe(1)
+    expect(server.connections() - before).toBe(1)
     const last = seen[seen.length - 1]!
     expect(last.method).toBe("POST")
     expect(last.headers.authorization).toBe("Bearer k")
