@@ -3,7 +3,8 @@
  * the shape of the part of `fetch` that viem's http transport uses (`fetchFn`): status, `headers.get`, a body read
  * whole as text. Why not the global `fetch` (undici): measured on these machines, 16 callers against anvil,
  * `eth_getBalance` took 330-530 µs of CPU per call through viem with undici and 110-160 µs with this, and the
- * EVM withdrawal pipeline makes several such calls per withdrawal besides the watcher's (docs/benchmarks.md).
+ * EVM withdrawal pipeline makes several such calls per withdrawal besides the watcher's (README "Benchmark",
+ * eighth measurement).
  *
  * The answer is read whole up to `maxResponseBytes` and the request is dropped beyond it, so a node cannot make the
  * service buffer without limit. An abort (viem's timeout, on the caller's signal) destroys the request and rejects
@@ -30,10 +31,16 @@ export interface NodeHttpResponse {
   readonly json: () => Promise<unknown>
 }
 
+/** What a call takes: the part of `RequestInit` the callers pass. */
+export interface NodeHttpInit {
+  readonly method?: string
+  readonly headers?: unknown
+  readonly body?: unknown
+  readonly signal?: AbortSignal | null
+}
+
 export interface NodeHttpFetch {
-  (url: string | URL, init?: { method?: string; headers?: unknown; body?: unknown; signal?: AbortSignal | null }): Promise<
-    NodeHttpResponse
-  >
+  (url: string | URL, init?: NodeHttpInit): Promise<NodeHttpResponse>
   /** Closes the kept connections. */
   readonly close: () => void
 }
@@ -50,7 +57,7 @@ const headersOf = (headers: unknown): Record<string, string> => {
 export const makeNodeHttpFetch = (options: { readonly maxResponseBytes: number }): NodeHttpFetch => {
   const pool = { keepAlive: true, timeout: idleConnectionMillis }
   const agents = { http: new http.Agent(pool), https: new https.Agent(pool) }
-  const call = (url: string | URL, init: Parameters<NodeHttpFetch>[1] = {}) =>
+  const call = (url: string | URL, init: NodeHttpInit = {}) =>
     new Promise<NodeHttpResponse>((resolve, reject) => {
       const target = typeof url === "string" ? new URL(url) : url
       const secure = target.protocol === "https:"

@@ -25,7 +25,7 @@
  * withdrawals loads, the statements that took the most database time (BenchSupport.ts `printStatements`);
  * `--perf-map` starts the service processes with `--perf-basic-prof-only-functions`, so Linux `perf` names their
  * JavaScript frames (`/tmp/perf-<pid>.map`): `perf` samples what runs on the CPU, where `--cpu-prof` also counts the
- * time the event loop is off it inside a system call (docs/benchmarks.md, sixth and eighth);
+ * time the event loop is off it inside a system call (docs/benchmarks.md, sixth; README "Benchmark", eighth);
  * `--duration <s>`, `--warmup <s>`, `--connections <n>`; `--wallets <n>` (1000), `--deposits <n>` (10000),
  * `--events <n>` (1000; 10000 is the full figure, minutes longer), `--endpoints <n>` (10).
  */
