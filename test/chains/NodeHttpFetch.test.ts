@@ -5,7 +5,7 @@
  * (EvmChainClient, EvmFaults, EvmWithdrawals).
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { makeNodeHttpFetch } from "../../src/chains/NodeHttpFetch.ts"
+import { idleConnectionMillis, makeNodeHttpFetch } from "../../src/chains/NodeHttpFetch.ts"
 import { type LocalHttpServer, type LocalRequest, startLocalHttpServer } from "../support/LocalHttpServer.ts"
 
 let server: LocalHttpServer
@@ -17,6 +17,7 @@ beforeAll(async () => {
     seen.push(request)
     if (request.url === "/big") return void response.writeHead(200).end("x".repeat(4_096))
     if (request.url === "/never") return
+    if (request.url === "/slow") return void setTimeout(() => response.writeHead(200).end("late"), idleConnectionMillis + 1_000)
     response.writeHead(503, "Busy", { "content-type": "application/json" }).end(`{"echo":${JSON.stringify(request.body)}}`)
   })
   base = server.url
@@ -66,4 +67,11 @@ describe("NodeHttpFetch", () => {
     expect(performance.now() - started).toBeLessThan(5_000)
     fetchFn.close()
   })
+
+  it("waits for a slow answer longer than the idle limit: only unused connections are closed", async () => {
+    const fetchFn = makeNodeHttpFetch({ maxResponseBytes: 1_024 })
+    const response = await fetchFn(`${base}/slow`, { method: "POST", body: "{}" })
+    expect(await response.text()).toBe("late")
+    fetchFn.close()
+  }, 20_000)
 })
