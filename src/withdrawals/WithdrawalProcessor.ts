@@ -100,6 +100,11 @@ type Step = StepOutcome | WithdrawalRow
 export interface TransitionDetails {
   readonly txHash?: string
   readonly networkFee?: NetworkFee & { readonly blockHeight: bigint }
+  /**
+   * Counts a broadcast on the withdrawal's row (`withdrawals.broadcasts`) in the transition's own statement, whether
+   * or not the status still moves: the bytes were given to a node either way (one round trip less per withdrawal).
+   */
+  readonly countBroadcast?: boolean
 }
 
 /** The payer's side of a withdrawal: what its freeze, release and settlement move (ledger/Postings.ts). */
@@ -183,6 +188,9 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           WHERE id = ${row.id} AND kind = 'WITHDRAWAL' AND status = ${row.status}
             ${step.fromWithoutSubStatus === true ? sql`AND sub_status IS NULL` : sql``}`
 
+      const countBroadcast = (withdrawalId: string) =>
+        sql`UPDATE withdrawals SET broadcasts = broadcasts + 1 WHERE transaction_id = ${withdrawalId}`
+
       /**
        * A transition that books nothing, of a withdrawal `load` read, outside any caller's transaction (the steps of
        * `process`: queue, start signing, broadcast): the UPDATE and its event in one statement, one round trip
@@ -201,8 +209,10 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
             txHash: details.txHash ?? row.transaction.txHash
           }
           const event = yield* transactionEvents.statusUpdatedWhen(transaction, sql`EXISTS (SELECT FROM changed)`)
+          // A data-modifying WITH part runs whether or not the final SELECT reads it: the count holds either way.
           const moved = yield* sql`
             WITH changed AS (${updateOf(row, step, details, at)} RETURNING id), event AS (${event})
+              ${details.countBroadcast === true ? sql`, counted AS (${countBroadcast(row.id)})` : sql``}
             SELECT id FROM changed`.pipe(Effect.orDie)
           if (moved.length === 0) return undefined
           const changed: LoadedWithdrawal = {
@@ -233,6 +243,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
         }
         return yield* sql.withTransaction(Effect.gen(function*() {
           const at = yield* now
+          if (details.countBroadcast === true) yield* countBroadcast(row.id)
           // The changed row comes back with its users joined, as the event carries it (no second read).
           const updated = yield* sql`WITH changed AS (${updateOf(row, step, details, at)} RETURNING *)
             ${transactionSelectFrom(sql, "changed")}`.pipe(Effect.flatMap(changedRow))
@@ -371,13 +382,17 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           }
           const send = signing.send
           const sent = yield* sends.broadcast(send)
-          yield* sql`UPDATE withdrawals SET broadcasts = broadcasts + 1 WHERE transaction_id = ${row.id}`.pipe(Effect.orDie)
+          // Accepted: counted by the CONFIRMING transition's statement; otherwise on its own.
+          if (sent !== "SENT") yield* countBroadcast(row.id).pipe(Effect.orDie)
           if (sent === "REJECTED") {
             yield* transition(row, "failBroadcast")
             return "NEXT" as const
           }
           if (sent === "LATER") return "STOP" as const
-          return yield* moveOn(row, "broadcast", { txHash: send.versions[send.versions.length - 1]!.tx_hash })
+          return yield* moveOn(row, "broadcast", {
+            txHash: send.versions[send.versions.length - 1]!.tx_hash,
+            countBroadcast: true
+          })
         })
 
       const process = Effect.fn("WithdrawalProcessor.process")(function*(withdrawalId: string) {

@@ -380,9 +380,12 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("on-chain withdrawals",
           "UPDATED:PENDING_SIGNATURE/",
           "UPDATED:FAILED/BROADCAST_FAILED"
         ])
+        // Each broadcast is counted once: a refused one on its own, an accepted one by the CONFIRMING transition.
+        assert.strictEqual((yield* signedOf(failed.json.transactionId)).broadcasts, 1)
         yield* devnet("BSC_TESTNET", { broadcastFails: false })
         const ok = yield* withdraw(tenant, payer.walletId, bnb, ethTo, 5n * 10n ** 16n, "f-2")
         yield* waitFor(tenant, ok.json.transactionId, "CONFIRMING")
+        assert.strictEqual((yield* signedOf(ok.json.transactionId)).broadcasts, 1)
         yield* mine("BSC_TESTNET", 15)
         const completed = yield* getTransaction(tenant, ok.json.transactionId)
         assert.strictEqual(completed.status, "COMPLETED")
