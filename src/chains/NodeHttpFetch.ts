@@ -8,16 +8,18 @@
  *
  * The answer is read whole up to `maxResponseBytes` and the request is dropped beyond it, so a node cannot make the
  * service buffer without limit. An abort (viem's timeout, on the caller's signal) destroys the request and rejects
- * with the signal's reason, as `fetch` does. Idle kept
- * connections close after `idleConnectionMillis`, before common servers' own keep-alive limits, so a reused one is
- * rarely closed under a call; a call that meets a closed connection fails like any lost connection, and the callers'
- * retry (the next scan, the next pass of a withdrawal) covers it.
+ * with the signal's reason, as `fetch` does. Idle kept connections close after `idleConnectionMillis`, before common
+ * servers' own keep-alive limits, so a reused one is rarely closed under a call; a call that meets a closed
+ * connection fails like any lost connection, and the callers' retry (the next scan, the next pass of a withdrawal)
+ * covers it.
  */
 import * as http from "node:http"
 import * as https from "node:https"
 
 /** How long an unused kept-alive connection stays open. */
 export const idleConnectionMillis = 4_000
+/** The largest answer read unless the caller says otherwise: a verbose block of any of the chains fits many times. */
+export const responseBytesMaxDefault = 64 * 1_048_576
 
 /** The subset of `Response` viem's http transport reads (viem/_esm/utils/rpc/http.js, utils/internal/http.js). */
 export interface NodeHttpResponse {
@@ -54,7 +56,8 @@ const headersOf = (headers: unknown): Record<string, string> => {
   return Object.fromEntries(new Headers(headers as HeadersInit).entries())
 }
 
-export const makeNodeHttpFetch = (options: { readonly maxResponseBytes: number }): NodeHttpFetch => {
+export const makeNodeHttpFetch = (options: { readonly maxResponseBytes?: number } = {}): NodeHttpFetch => {
+  const maxResponseBytes = options.maxResponseBytes ?? responseBytesMaxDefault
   const pool = { keepAlive: true, timeout: idleConnectionMillis }
   const agents = { http: new http.Agent(pool), https: new https.Agent(pool) }
   const call = (url: string | URL, init: NodeHttpInit = {}) =>
@@ -75,9 +78,9 @@ export const makeNodeHttpFetch = (options: { readonly maxResponseBytes: number }
         let received = 0
         response.on("data", (chunk: Buffer) => {
           received += chunk.byteLength
-          if (received > options.maxResponseBytes) {
+          if (received > maxResponseBytes) {
             response.destroy()
-            reject(new Error(`the node's answer is over ${options.maxResponseBytes} bytes`))
+            reject(new Error(`the node's answer is over ${maxResponseBytes} bytes`))
             return
           }
           chunks.push(chunk)

@@ -47,6 +47,23 @@ const submit = (tenant: TestTenant, body: Record<string, unknown>, headers: Reco
 
 const eth = "ETH_SEPOLIA_ETH"
 
+/**
+ * Two ETH_SEPOLIA wallets of the tenant, the payer funded with `amount` of ETH, and the fields of a transfer between
+ * them (asset, source, destination) to spread into a request body.
+ */
+const fundedPair = (tenant: TestTenant, payerRef: string, payeeRef: string, amount: bigint) =>
+  Effect.gen(function*() {
+    const payer = yield* walletOf(tenant, payerRef)
+    const payee = yield* walletOf(tenant, payeeRef)
+    yield* fund(tenant, payer.walletId, eth, amount)
+    const between = {
+      assetId: eth,
+      source: { type: "WALLET", id: payer.walletId },
+      destination: { type: "WALLET", id: payee.walletId }
+    }
+    return { payer, payee, between }
+  })
+
 layer(makeTestAppLayer(), { excludeTestServices: true })("internal transfers (spec 4.4)", (it) => {
   describe("settlement", () => {
     it.effect("to a wallet of another user: COMPLETED at once, payer debited amount + fee, recipient the amount, once", () =>
@@ -54,13 +71,9 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("internal transfers (sp
         const sql = yield* SqlClient.SqlClient
         const tenant = yield* provisionTenant()
         yield* settings(tenant, { internalTransferFees: { [eth]: "7" } })
-        const alice = yield* walletOf(tenant, "alice")
-        const bob = yield* walletOf(tenant, "bob")
-        yield* fund(tenant, alice.walletId, eth, 1_000n)
+        const { payer: alice, payee: bob, between } = yield* fundedPair(tenant, "alice", "bob", 1_000n)
         const body = {
-          assetId: eth,
-          source: { type: "WALLET", id: alice.walletId },
-          destination: { type: "WALLET", id: bob.walletId },
+          ...between,
           amountRaw: "100",
           externalTxId: "order-1",
           note: "rent"
@@ -165,14 +178,10 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("internal transfers (sp
         const ops = yield* opsClient
         const tenant = yield* provisionTenant()
         yield* settings(tenant, { transferApprovalAbove: { [eth]: "500" }, internalTransferFees: { [eth]: "10" } })
-        const frank = yield* walletOf(tenant, "frank")
-        const gina = yield* walletOf(tenant, "gina")
-        yield* fund(tenant, frank.walletId, eth, 2_000n)
+        const { payer: frank, payee: gina, between } = yield* fundedPair(tenant, "frank", "gina", 2_000n)
         const send = (externalTxId: string, amountRaw: string) =>
           submit(tenant, {
-            assetId: eth,
-            source: { type: "WALLET", id: frank.walletId },
-            destination: { type: "WALLET", id: gina.walletId },
+            ...between,
             amountRaw,
             externalTxId
           })
@@ -209,14 +218,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("internal transfers (sp
     it.effect("an Idempotency-Key and an externalTxId with the same text are two keys: each request executes once and replays its own answer", () =>
       Effect.gen(function*() {
         const tenant = yield* provisionTenant()
-        const payer = yield* walletOf(tenant, "same-text-payer")
-        const payee = yield* walletOf(tenant, "same-text-payee")
-        yield* fund(tenant, payer.walletId, eth, 1_000n)
-        const base = {
-          assetId: eth,
-          source: { type: "WALLET", id: payer.walletId },
-          destination: { type: "WALLET", id: payee.walletId }
-        }
+        const { between: base, payer } = yield* fundedPair(tenant, "same-text-payer", "same-text-payee", 1_000n)
         // Rule 8 keys an externalTxId across the tenant, rule 2 an Idempotency-Key per API key: one text, two scopes.
         const byHeader = yield* submit(tenant, { ...base, amountRaw: "10" }, { "idempotency-key": "same-text" })
         assert.strictEqual(byHeader.status, 202, byHeader.text)
@@ -234,15 +236,11 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("internal transfers (sp
     it.effect("20 concurrent transfers of 10 from a balance of 100: exactly 10 pass, never overdrawn", () =>
       Effect.gen(function*() {
         const tenant = yield* provisionTenant()
-        const hank = yield* walletOf(tenant, "hank")
-        const ivy = yield* walletOf(tenant, "ivy")
-        yield* fund(tenant, hank.walletId, eth, 100n)
+        const { payer: hank, payee: ivy, between } = yield* fundedPair(tenant, "hank", "ivy", 100n)
         const responses = yield* Effect.all(
           Array.from({ length: 20 }, (_, index) =>
             submit(tenant, {
-              assetId: eth,
-              source: { type: "WALLET", id: hank.walletId },
-              destination: { type: "WALLET", id: ivy.walletId },
+              ...between,
               amountRaw: "10",
               externalTxId: `race-${index}`
             })),
@@ -315,15 +313,11 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("internal transfers (sp
       Effect.gen(function*() {
         const ops = yield* opsClient
         const tenant = yield* provisionTenant()
-        const luke = yield* walletOf(tenant, "luke")
-        const mia = yield* walletOf(tenant, "mia")
-        yield* fund(tenant, luke.walletId, eth, 1_000n)
+        const { payer: luke, between } = yield* fundedPair(tenant, "luke", "mia", 1_000n)
         let n = 0
         const send = (headers: Record<string, string> = {}) =>
           submit(tenant, {
-            assetId: eth,
-            source: { type: "WALLET", id: luke.walletId },
-            destination: { type: "WALLET", id: mia.walletId },
+            ...between,
             amountRaw: "1",
             externalTxId: `2fa-${n++}`
           }, headers)

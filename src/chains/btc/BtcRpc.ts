@@ -21,8 +21,6 @@ import { splitCredentials } from "../NodeUrl.ts"
 
 /** Bound on one call; `scantxoutset` walks the whole UTXO set and gets its own, longer bound. */
 export const rpcTimeoutMillisDefault = 10_000
-/** The largest answer read: a block with its transactions (verbosity 2) fits many times over. */
-export const rpcResponseBytesMax = 64 * 1_048_576
 
 /** The node answered with a JSON-RPC error. */
 export class RpcError extends Data.TaggedError("RpcError")<{
@@ -74,7 +72,7 @@ export const makeBtcRpc = (options: {
   const unavailable = (message: string) => new ChainUnavailable({ networkKey, message })
   let nextId = 0
   // node:http over kept-alive connections (NodeHttpFetch.ts): a third of the global fetch's CPU per call.
-  const nodeFetch = makeNodeHttpFetch({ maxResponseBytes: rpcResponseBytesMax })
+  const nodeFetch = makeNodeHttpFetch()
 
   const call: BtcRpc["call"] = (method, params, callOptions) => {
     const timeoutMillis = callOptions?.timeoutMillis ?? defaultTimeout

@@ -30,8 +30,6 @@ import { makeSolWithdrawals } from "./SolWithdrawals.ts"
 
 /** Bound on one JSON-RPC call. */
 export const rpcTimeoutMillisDefault = 10_000
-/** The largest JSON-RPC answer read: a full block with its transactions fits many times over. */
-export const rpcResponseBytesMax = 64 * 1_048_576
 /** Slots asked of `getBlocks` at once when looking for a height (the RPC allows 500,000). */
 const slotWindow = 2_000
 
@@ -80,7 +78,7 @@ export const makeSolChainClient = (options: SolChainClientOptions): SolChainClie
   const timeoutMillis = options.rpcTimeoutMillis ?? rpcTimeoutMillisDefault
   const url = Redacted.value(options.rpcUrl)
   const { authorization, transportUrl } = splitCredentials(url)
-  const nodeFetch = makeNodeHttpFetch({ maxResponseBytes: rpcResponseBytesMax })
+  const nodeFetch = makeNodeHttpFetch()
   const connection = new Connection(transportUrl, {
     commitment: "confirmed",
     ...(authorization === undefined ? {} : { httpHeaders: { authorization } }),
