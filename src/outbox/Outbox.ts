@@ -5,13 +5,15 @@
  *
  * A service over the application's SqlClient and Ids: a statement made with the client captured here still runs on
  * the caller's transaction connection (the client finds it in the calling fiber's context), so callers need not
- * provide anything by hand.
+ * provide anything by hand. A recorded event wakes the dispatcher once the caller's transaction commits
+ * (OutboxSignal.ts says why not by a NOTIFY in that transaction).
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import { decodeFirstRow, Text } from "../db/RowSchemas.ts"
 import type { EventType } from "../webhooks/EventTypes.ts"
 import { Ids } from "../domain/Ids.ts"
+import { OutboxSignal } from "./OutboxSignal.ts"
 
 export interface OutboxEvent {
   readonly tenantId: string
@@ -41,15 +43,24 @@ export class Outbox extends Context.Service<Outbox, {
   /**
    * `record` as a statement to put in the caller's own (a data-modifying `WITH`), inserting only `when` it holds:
    * a change and its event in one statement, one round trip with no transaction around it. Answers the event's id
-   * when it inserted it.
+   * when it inserted it. The caller runs `committed` once its statement has run: building the fragment cannot
+   * know when that is.
    */
   readonly recordWhen: (event: OutboxEvent, when: Statement.Fragment) => Effect.Effect<Statement.Fragment>
+  /**
+   * Wakes the dispatcher when the caller's transaction commits (at once outside one): what `recordWhen`'s caller runs
+   * after its statement. The other methods do it themselves.
+   */
+  readonly committed: Effect.Effect<void>
 }>()("coffer/Outbox") {
+  /** The outbox with its signal (provided too: the dispatcher built above it waits on the same one). */
   static readonly layer = Layer.effect(
     Outbox,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const ids = yield* Ids
+      const signal = yield* OutboxSignal
+      const committed = sql.afterCommit(signal.committed)
 
       const recordReturningId = (event: OutboxEvent): Effect.Effect<string | undefined> =>
         Effect.gen(function*() {
@@ -61,6 +72,7 @@ export class Outbox extends Context.Service<Outbox, {
               ${JSON.stringify(event.data)}::jsonb, ${now})
             ON CONFLICT ON CONSTRAINT outbox_events_dedupe_key DO NOTHING
             RETURNING id`.pipe(Effect.orDie, Effect.flatMap(insertedEvent))
+          if (row !== undefined) yield* committed
           return row?.id
         })
 
@@ -103,12 +115,13 @@ export class Outbox extends Context.Service<Outbox, {
               AS e(id uuid, tenant_id uuid, event_type text, subject_id text, dedupe_key text, data jsonb)
             ON CONFLICT ON CONSTRAINT outbox_events_dedupe_key DO NOTHING
             RETURNING id`.pipe(Effect.orDie)
+          if (inserted.length > 0) yield* committed
           return inserted.length
         })
 
-      return Outbox.of({ record, recordMany, recordReturningId, recordWhen })
+      return Outbox.of({ record, recordMany, recordReturningId, recordWhen, committed })
     })
-  )
+  ).pipe(Layer.provideMerge(OutboxSignal.layer))
 }
 
 /** `Outbox.record` for code that has the service in its context (tests). */

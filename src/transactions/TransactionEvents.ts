@@ -41,6 +41,8 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
    * change will leave it, inserted only `when` the change happened.
    */
   readonly statusUpdatedWhen: (transaction: Transaction, when: Statement.Fragment) => Effect.Effect<Statement.Fragment>
+  /** What the caller of `createdWhen` or `statusUpdatedWhen` runs once its statement has run (Outbox `committed`). */
+  readonly committed: Effect.Effect<void>
   readonly statusUpdated: (
     tenantId: string,
     transactionId: string,
@@ -109,6 +111,7 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
         statusUpdatedAs,
         createdWhen,
         statusUpdatedWhen,
+        committed: outbox.committed,
         statusUpdated,
         changes
       })

@@ -309,6 +309,7 @@ export class Transfers extends Context.Service<Transfers, {
           dailyLimit: quote.dailyLimit,
           receipt: request.recordReceipt === undefined ? undefined : { answer: receipt, store: request.recordReceipt }
         }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(Ledger, ledger))
+        yield* transactionEvents.committed
         return receipt
       })
 

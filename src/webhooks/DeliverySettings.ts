@@ -42,7 +42,7 @@ export interface WebhookTimingsShape {
   readonly claimLeaseMillis: number
   /** How often the sweeper looks for due deliveries of endpoints whose entity is not running (restart, passivation). */
   readonly sweepIntervalMillis: number
-  /** How often the dispatcher polls the outbox besides the commit notifications. */
+  /** How often the dispatcher polls the outbox besides the wakes after commits (outbox/OutboxSignal.ts). */
   readonly dispatchPollIntervalMillis: number
   /** A delivery whose signature could not be made (signer disabled) waits this long; not counted as an attempt. */
   readonly signerRetryMillis: number

@@ -21,10 +21,8 @@ import type { Sharding } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { decodeRows, Text } from "../db/RowSchemas.ts"
 import { wakeEndpoints } from "../entities/WebhookEndpointEntity.ts"
+import { outboxChannel, OutboxSignal } from "../outbox/OutboxSignal.ts"
 import { fanOutBatchMax, sweepEndpointsMax, WebhookTimings } from "./DeliverySettings.ts"
-
-/** The channel the `outbox_events_notify` trigger (sql/0004_webhooks.sql) notifies at every commit of events. */
-export const outboxChannel = "coffer_outbox"
 
 // Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
 const fannedRows = decodeRows(
@@ -111,13 +109,13 @@ const logged = <A, R>(label: string, effect: Effect.Effect<A, never, R>) =>
   )
 
 /**
- * The background loop: dispatches on every outbox notification and at least every poll interval, and sweeps at
- * least every sweep interval.
+ * The background loop: dispatches when this process commits events (OutboxSignal), on every notification of another
+ * process that has no dispatcher, and at least every poll interval; sweeps at least every sweep interval.
  */
 export const WebhookDispatcher = Layer.effectDiscard(Effect.gen(function*() {
   const pg = yield* PgClient.PgClient
   const timings = yield* WebhookTimings
-  const signals = yield* Queue.sliding<void>(1)
+  const signals = yield* (yield* OutboxSignal).subscribe
 
   yield* Effect.scoped(Effect.gen(function*() {
     const notifications = yield* pg.listen(outboxChannel)

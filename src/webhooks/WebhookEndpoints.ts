@@ -220,7 +220,7 @@ export class WebhookEndpoints extends Context.Service<WebhookEndpoints, {
         )
         if (endpoint === undefined) return yield* endpointNotFound()
         const dedupeKey = yield* ids.uuidV7
-        // The dispatcher routes it to this endpoint only (Dispatcher.ts), woken by the commit notification.
+        // The dispatcher routes it to this endpoint only (Dispatcher.ts), woken once it commits (outbox/OutboxSignal.ts).
         const eventId = yield* outbox.recordReturningId({
           tenantId,
           type: "WEBHOOK_TEST",

@@ -215,6 +215,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
               ${details.countBroadcast === true ? sql`, counted AS (${countBroadcast(row.id)})` : sql``}
             SELECT id FROM changed`.pipe(Effect.orDie)
           if (moved.length === 0) return undefined
+          yield* transactionEvents.committed
           const changed: LoadedWithdrawal = {
             ...row,
             status: step.to,

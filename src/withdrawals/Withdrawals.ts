@@ -168,6 +168,7 @@ export class Withdrawals extends Context.Service<Withdrawals, {
             ? undefined
             : { answer: submitted, store: submission.recordReceipt }
         }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(Ledger, ledger))
+        yield* transactionEvents.committed
         // Asked in the background: the cluster's send of a persisted message returns only once the runner's storage
         // read has seen it (up to a read cycle, 1-2 s under a burst), and the tenant's answer does not depend on it:
         // the withdrawal is committed SUBMITTED. A crash before the message is stored leaves it SUBMITTED, and

@@ -137,9 +137,13 @@ export const databaseUrl = (dataDir: string): string =>
  * A pool of our own on the service's database. `maxConnections` defaults to the service's own pool size
  * (src/db/Database.ts), so a raw baseline gets the same number of connections as the service.
  */
+const benchApplicationName = "coffer-bench"
+
 export const makeDatabase = (dataDir: string, maxConnections = 10) => {
   const runtime = ManagedRuntime.make(
-    PgClient.layer({ url: Redacted.make(databaseUrl(dataDir)), maxConnections }).pipe(Layer.orDie)
+    // Named, so the activity sampler leaves the bench's own connections out.
+    PgClient.layer({ url: Redacted.make(databaseUrl(dataDir)), maxConnections, applicationName: benchApplicationName })
+      .pipe(Layer.orDie)
   )
   return {
     run: <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>): Promise<A> => runtime.runPromise(effect),
@@ -199,5 +203,41 @@ export const printStatements = async (db: Database, phase: string, top = 45) => 
   log(`  ${phase}: statements by total time (pg_stat_statements; calls, total ms, mean ms, plans, mean plan ms, statement)`)
   for (const row of rows) {
     log(`    ${row.calls.padStart(7)} ${row.ms.padStart(6)} ${row.mean.padStart(8)} ${row.plans.padStart(6)} ${row.plan.padStart(7)}  ${row.text}`)
+  }
+}
+
+/**
+ * Samples what the service's database connections are doing during a load (`--statements`): every few ms one row of
+ * `pg_stat_activity` per connection other than the bench's own, as state and wait event. `stop` prints the average
+ * number of connections in each, busiest first: idle connections mean the database waits for the service; a lock or
+ * WAL wait names what the statements queue on. This is how the outbox's NOTIFY lock was found (src/outbox/OutboxSignal.ts).
+ */
+export const sampleActivity = (db: Database, phase: string) => {
+  const samples: Array<ReadonlyArray<string>> = []
+  let sampling = true
+  const loop = (async () => {
+    while (sampling) {
+      const rows = await db.run(Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        return yield* sql<{ activity: string }>`
+          SELECT coalesce(state, '-') || coalesce(' ' || wait_event_type || ':' || wait_event, '') AS activity
+          FROM pg_stat_activity
+          WHERE backend_type = 'client backend' AND application_name <> ${benchApplicationName}`
+      }))
+      samples.push(rows.map((row) => row.activity))
+      await new Promise((resolvePromise) => setTimeout(resolvePromise, 3))
+    }
+  })()
+  return {
+    stop: async () => {
+      sampling = false
+      await loop
+      const counts = new Map<string, number>()
+      for (const sample of samples) for (const activity of sample) counts.set(activity, (counts.get(activity) ?? 0) + 1)
+      const average = [...counts].sort((a, b) => b[1] - a[1]).map(([activity, count]) =>
+        `${activity} ${(count / Math.max(1, samples.length)).toFixed(2)}`
+      )
+      log(`  ${phase}: connections by activity (pg_stat_activity, average of ${samples.length} samples): ${average.join(", ")}`)
+    }
   }
 }

@@ -18,6 +18,7 @@ import { SqlClient } from "effect/sql"
 import { spawn } from "node:child_process"
 import http from "node:http"
 import { createInterface } from "node:readline"
+import { outboxChannel } from "../../src/outbox/OutboxSignal.ts"
 import { deliveryConcurrencyPerEndpoint } from "../../src/webhooks/DeliverySettings.ts"
 import { repositoryRoot } from "../e2e/ServiceProcess.ts"
 import {
@@ -169,6 +170,8 @@ export const runDeliveriesPhase = async (options: {
         SELECT uuidv7(), CASE WHEN n <= ${eventCount} THEN ${tenantId}::uuid ELSE ${options.slowTenantId}::uuid END,
           'WALLET_CREATED', 'bench-' || n, 'created', ${JSON.stringify(sampleData)}::jsonb, now()
         FROM generate_series(1, ${eventCount + slowEventCount}) AS n ORDER BY n`
+      // A writer without a dispatcher of its own wakes the service's after its commit (src/outbox/OutboxSignal.ts).
+      yield* sql`SELECT pg_notify(${outboxChannel}, '')`
     }))
     const expected = eventCount * endpointCount
     await waitUntil("deliveries", async () => (await deliveredCounts(db, tenants)).fast >= expected, deliveryTimeoutMs, 200)

@@ -20,6 +20,7 @@ import {
   log,
   printStatements,
   rate,
+  sampleActivity,
   signedPostBytes,
   startStatements
 } from "./BenchSupport.ts"
@@ -142,11 +143,15 @@ export const runTransfersPhase = async (options: {
   }
   const count = transfersMax
   if (options.statements === true) await startStatements(options.db)
+  const activity = options.statements === true ? sampleActivity(options.db, "transfers") : undefined
   const many = await load("transfers", presignTransfers(hostHeader, options.tenant, options.wallets, count, (index) =>
     index % options.wallets.length))
+  await activity?.stop()
   if (options.statements === true) await printStatements(options.db, "transfers")
   if (options.statements === true) await startStatements(options.db)
+  const onePayerActivity = options.statements === true ? sampleActivity(options.db, "one-payer") : undefined
   const onePayer = await load("one-payer", presignTransfers(hostHeader, options.tenant, options.wallets, count, () => 0))
+  await onePayerActivity?.stop()
   if (options.statements === true) await printStatements(options.db, "one-payer", 20)
   const raw = await rawTransfers(options.db, {
     warmupMs: options.warmupMs,

@@ -36,6 +36,7 @@ import {
   monotonicMicros,
   perfMapArgs,
   printStatements,
+  sampleActivity,
   provisionTenant,
   rate,
   seconds,
@@ -158,6 +159,7 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
       return row!.open === 0
     }, 60_000)
     if (options.statements === true) await startStatements(db)
+    const activity = options.statements === true ? sampleActivity(db, "withdrawals") : undefined
     const startedAt = Date.now()
     burstWindow = [monotonicMicros(), 0]
     await mapLimit(Array.from({ length: options.count }, (_, index) => index), options.inFlight, async (index) => {
@@ -189,6 +191,7 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
       if (performance.now() > confirmingBy) throw new Error(`only ${row!.sent} of ${options.count} withdrawals were broadcast`)
       await sleep(100)
     }
+    await activity?.stop()
     // Where the time went, per withdrawal: submission (created) → signed → CONFIRMING (the broadcast's transition).
     const [steps] = await db.run(Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
