@@ -19,7 +19,7 @@
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
-import { decodeFirstRow, Numeric, Text } from "../db/RowSchemas.ts"
+import { decodeFirstRow, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import {
   AssetMismatch,
   BlockedByPolicy,
@@ -43,7 +43,16 @@ import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 import { PayerTotp, TwoFactor, type TwoFactorError } from "../users/TwoFactor.ts"
 import { userFrozenMessage } from "../users/UserRules.ts"
-import { type Wallet, walletColumns, walletFromRow, WalletRepository, WalletRow } from "../wallets/WalletRepository.ts"
+import {
+  RecipientWalletRow,
+  recipientFromRow,
+  recipientWalletColumns,
+  type Wallet,
+  walletColumns,
+  walletFromRow,
+  WalletRepository,
+  WalletRow
+} from "../wallets/WalletRepository.ts"
 import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
 import { utcDay } from "./DailyLimit.ts"
 import { createMovement } from "./CreateMovement.ts"
@@ -107,6 +116,22 @@ const payerRow = decodeFirstRow(
   Schema.Struct({ ...WalletRow.fields, user_status: Text, ...PayerTotp.fields, spent_today: Numeric }),
   "Transfers.payer"
 )
+const payerWithRecipientRow = decodeFirstRow(
+  Schema.Struct({
+    ...WalletRow.fields,
+    user_status: Text,
+    ...PayerTotp.fields,
+    spent_today: Numeric,
+    ...RecipientWalletRow.fields,
+    r_network_address: Nullable(Text)
+  }),
+  "Transfers.payerAndRecipient"
+)
+/** The recipient a WALLET destination names, read with the payer; `wallet` undefined when there is none. */
+interface PrefetchedRecipient {
+  readonly wallet: Wallet | undefined
+  readonly address: string | undefined
+}
 const recipientUserRow = decodeFirstRow(Schema.Struct({ id: Text, status: Text }), "Transfers.recipientWallet (user)")
 const defaultWalletRow = decodeFirstRow(Schema.Struct({ id: Text }), "Transfers.recipientWallet (default wallet)")
 const heldTransferRow = decodeFirstRow(
@@ -154,6 +179,7 @@ export class Transfers extends Context.Service<Transfers, {
        * one statement: the wallet as `WalletRepository.find` reads it.
        */
       const walletSelect = walletColumns(sql)
+      const recipientSelect = recipientWalletColumns(sql)
       const payerOf = (tenantId: string, walletId: string, assetId: string, nowMillis: number) =>
         sql`
           SELECT ${walletSelect}, u.status AS user_status, u.totp_secret, u.cooldown_until,
@@ -161,7 +187,40 @@ export class Transfers extends Context.Service<Transfers, {
           FROM wallets w JOIN users u ON u.id = w.user_id
           WHERE w.tenant_id = ${tenantId} AND w.id = ${walletId}`.pipe(
           Effect.flatMap(payerRow),
-          Effect.map((row) => row === undefined ? undefined : { wallet: walletFromRow(row), user: row }),
+          Effect.map((row) =>
+            row === undefined ? undefined : { wallet: walletFromRow(row), user: row, recipient: undefined as PrefetchedRecipient | undefined }
+          ),
+          Effect.orDie
+        )
+      /**
+       * `payerOf` with the recipient wallet a WALLET destination names, and its address on `networkKey`, in the same
+       * statement (one round trip less per transfer): what `recipientWallet` would read for it, read a moment earlier.
+       * `recipient` is undefined when this tenant has no such wallet.
+       */
+      const payerAndRecipientOf = (
+        tenantId: string,
+        walletId: string,
+        assetId: string,
+        nowMillis: number,
+        recipientId: string,
+        networkKey: string
+      ) =>
+        sql`
+          SELECT ${walletSelect}, u.status AS user_status, u.totp_secret, u.cooldown_until,
+            daily_spent(u.id, ${assetId}, ${utcDay(nowMillis)}::date)::text AS spent_today,
+            ${recipientSelect},
+            (SELECT a.address FROM wallet_addresses a WHERE a.wallet_id = rw.id AND a.network_key = ${networkKey})
+              AS r_network_address
+          FROM wallets w JOIN users u ON u.id = w.user_id
+            LEFT JOIN (wallets rw JOIN users ru ON ru.id = rw.user_id) ON rw.tenant_id = ${tenantId} AND rw.id = ${recipientId}
+          WHERE w.tenant_id = ${tenantId} AND w.id = ${walletId}`.pipe(
+          Effect.flatMap(payerWithRecipientRow),
+          Effect.map((row) => {
+            if (row === undefined) return undefined
+            const recipient = recipientFromRow(row)
+            const prefetched: PrefetchedRecipient = { wallet: recipient, address: row.r_network_address ?? undefined }
+            return { wallet: walletFromRow(row), user: row, recipient: prefetched }
+          }),
           Effect.orDie
         )
 
@@ -169,13 +228,25 @@ export class Transfers extends Context.Service<Transfers, {
        * The recipient wallet a WALLET or END_USER destination names (ONE_TIME_ADDRESS goes through the quote), read
        * with its address on `networkKey` when one is given: what the quote routes and the blocked list matches.
        */
-      const recipientWallet = (tenant: Tenant, payer: Wallet, destination: Destination, networkKey: string | undefined) =>
+      const recipientWallet = (
+        tenant: Tenant,
+        payer: Wallet,
+        destination: Destination,
+        networkKey: string | undefined,
+        prefetched: PrefetchedRecipient | undefined
+      ) =>
         Effect.gen(function*() {
           const withAddress = (walletId: string) =>
             networkKey === undefined
               ? Effect.map(wallets.find(tenant.id, walletId), (wallet) => wallet === undefined ? undefined : { wallet, address: undefined })
               : wallets.findWithAddressOn(tenant.id, walletId, networkKey)
           if (destination.type === "WALLET") {
+            // Read with the payer (`payerAndRecipientOf`) on the asset's network; its address only when the quote
+            // uses that network, as `withAddress` reads it.
+            if (prefetched !== undefined) {
+              if (prefetched.wallet === undefined) return yield* new NotFound({ message: "recipient wallet not found" })
+              return { wallet: prefetched.wallet, address: networkKey === undefined ? undefined : prefetched.address }
+            }
             // An id that is not a UUID names no wallet.
             const found = uuidPattern.test(destination.id) ? yield* withAddress(destination.id) : undefined
             if (found === undefined) return yield* new NotFound({ message: "recipient wallet not found" })
@@ -203,9 +274,14 @@ export class Transfers extends Context.Service<Transfers, {
 
       const submit = Effect.fn("Transfers.submit")(function*(tenant: Tenant, request: TransferRequest) {
         const readAt = yield* Clock.currentTimeMillis
-        const found = uuidPattern.test(request.sourceWalletId)
-          ? yield* payerOf(tenant.id, request.sourceWalletId, request.assetId, readAt)
-          : undefined
+        const requested = catalog.asset(request.assetId)
+        const destination = request.destination
+        // A WALLET destination's recipient is read with the payer; the checks below still take them in the spec's order.
+        const found = !uuidPattern.test(request.sourceWalletId)
+          ? undefined
+          : destination.type === "WALLET" && uuidPattern.test(destination.id) && requested !== undefined
+          ? yield* payerAndRecipientOf(tenant.id, request.sourceWalletId, request.assetId, readAt, destination.id, requested.networkKey)
+          : yield* payerOf(tenant.id, request.sourceWalletId, request.assetId, readAt)
         if (found === undefined) return yield* new NotFound({ message: "wallet not found" })
         const { user, wallet: payer } = found
         if (user.user_status !== "ACTIVE") return yield* new Forbidden({ message: userFrozenMessage })
@@ -213,9 +289,14 @@ export class Transfers extends Context.Service<Transfers, {
         if (payer.status !== "ACTIVE") return yield* new WalletNotActive({ message: "the paying wallet is not active" })
 
         // An unknown asset, one of another family, or the payer's own wallet is the quote's to refuse with its code.
-        const requested = catalog.asset(request.assetId)
         const usable = requested !== undefined && catalog.network(requested.networkKey)?.chainFamily === payer.chainFamily
-        const named = yield* recipientWallet(tenant, payer, request.destination, usable ? requested.networkKey : undefined)
+        const named = yield* recipientWallet(
+          tenant,
+          payer,
+          destination,
+          usable ? requested.networkKey : undefined,
+          found.recipient
+        )
         let destinationAddress: string
         let knownRecipient: { wallet: Wallet; networkKey: string; address: string } | undefined
         if (named === undefined) {

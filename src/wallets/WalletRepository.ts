@@ -82,10 +82,64 @@ export const walletFromRow = (row: WalletRow): Wallet => ({
   createdAt: row.created_at
 })
 
+/** The columns of `WalletRow`, each with the table it comes from: the wallet (`w`) or its user (`u`). */
+const walletColumnSources: ReadonlyArray<readonly [keyof typeof WalletRow.fields, "w" | "u"]> = [
+  ["id", "w"],
+  ["tenant_id", "w"],
+  ["user_id", "w"],
+  ["customer_ref_id", "u"],
+  ["uid", "u"],
+  ["chain_family", "w"],
+  ["seq", "w"],
+  ["name", "w"],
+  ["is_default", "w"],
+  ["status", "w"],
+  ["address", "w"],
+  ["created_at", "w"]
+]
+
 /** Select list for `wallets w JOIN users u`. */
 export const walletColumns = (sql: SqlClient.SqlClient) =>
-  sql`w.id, w.tenant_id, w.user_id, u.customer_ref_id, u.uid, w.chain_family, w.seq, w.name, w.is_default, w.status,
-    w.address, w.created_at`
+  sql.literal(walletColumnSources.map(([column, table]) => `${table}.${column}`).join(", "))
+
+/**
+ * A second wallet in the same statement: select list for `wallets rw JOIN users ru` (a LEFT JOIN), each column
+ * named `r_<column>`; `RecipientWalletRow` decodes it and `recipientFromRow` makes it a wallet, or undefined when the
+ * join found none.
+ */
+export const recipientWalletColumns = (sql: SqlClient.SqlClient) =>
+  sql.literal(walletColumnSources.map(([column, table]) => `r${table}.${column} AS r_${column}`).join(", "))
+
+export const RecipientWalletRow = Schema.Struct({
+  r_id: Nullable(Text),
+  r_tenant_id: Nullable(Text),
+  r_user_id: Nullable(Text),
+  r_customer_ref_id: Nullable(Text),
+  r_uid: Nullable(Text),
+  r_chain_family: Nullable(ChainFamily),
+  r_seq: Nullable(Int4),
+  r_name: Nullable(Text),
+  r_is_default: Nullable(Schema.Boolean),
+  r_status: Nullable(Schema.Literals(WalletStatus)),
+  r_address: Nullable(Text),
+  r_created_at: Nullable(Timestamp)
+})
+
+export const recipientFromRow = (row: typeof RecipientWalletRow.Type): Wallet | undefined =>
+  row.r_id === null ? undefined : walletFromRow({
+    id: row.r_id,
+    tenant_id: row.r_tenant_id!,
+    user_id: row.r_user_id!,
+    customer_ref_id: row.r_customer_ref_id!,
+    uid: row.r_uid!,
+    chain_family: row.r_chain_family!,
+    seq: row.r_seq!,
+    name: row.r_name!,
+    is_default: row.r_is_default!,
+    status: row.r_status!,
+    address: row.r_address,
+    created_at: row.r_created_at!
+  })
 
 export class WalletRepository extends Context.Service<WalletRepository, {
   /** A wallet of this tenant, or undefined (another tenant's wallet is as missing as a deleted one). */

@@ -287,6 +287,14 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("internal transfers (sp
         const other = yield* provisionTenant()
         expectError(yield* submit(other, base, fresh()), 404, "NOT_FOUND")
         expectError(yield* submit(tenant, { ...base, destination: { type: "WALLET", id: yield* uuidV7 } }, fresh()), 404, "NOT_FOUND")
+        // Another tenant's wallet is as missing as one that does not exist (read with the payer, Transfers.ts).
+        const foreign = yield* walletOf(other, "olga")
+        expectError(
+          yield* submit(tenant, { ...base, destination: { type: "WALLET", id: foreign.walletId } }, fresh()),
+          404,
+          "NOT_FOUND",
+          "recipient wallet not found"
+        )
         expectError(yield* submit(tenant, { ...base, destination: { type: "END_USER", customerRefId: "nobody" } }, fresh()), 404, "RECIPIENT_NOT_FOUND")
         expectError(yield* submit(tenant, { ...base, destination: { type: "END_USER", customerRefId: "jack" } }, fresh()), 422, "SAME_USER_USE_WALLET_TRANSFER")
         expectError(yield* submit(tenant, { ...base, destination: { type: "END_USER", customerRefId: "lone" } }, fresh()), 422, "RECIPIENT_NO_WALLET")
