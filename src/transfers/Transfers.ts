@@ -17,7 +17,7 @@
  * requests never overshoot it together.
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type SqlError } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { decodeFirstRow, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import {
@@ -112,25 +112,22 @@ const canReceive = (wallet: Wallet, payer: Wallet) =>
   wallet.status === "ACTIVE" || (wallet.status === "HIDDEN" && wallet.userId === payer.userId)
 
 // Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
-const payerRow = decodeFirstRow(
-  Schema.Struct({ ...WalletRow.fields, user_status: Text, ...PayerTotp.fields, spent_today: Numeric }),
-  "Transfers.payer"
-)
+const PayerRow = Schema.Struct({ ...WalletRow.fields, user_status: Text, ...PayerTotp.fields, spent_today: Numeric })
+const payerRow = decodeFirstRow(PayerRow, "Transfers.payer")
 const payerWithRecipientRow = decodeFirstRow(
-  Schema.Struct({
-    ...WalletRow.fields,
-    user_status: Text,
-    ...PayerTotp.fields,
-    spent_today: Numeric,
-    ...RecipientWalletRow.fields,
-    r_network_address: Nullable(Text)
-  }),
+  Schema.Struct({ ...PayerRow.fields, ...RecipientWalletRow.fields, r_network_address: Nullable(Text) }),
   "Transfers.payerAndRecipient"
 )
 /** The recipient a WALLET destination names, read with the payer; `wallet` undefined when there is none. */
 interface PrefetchedRecipient {
   readonly wallet: Wallet | undefined
   readonly address: string | undefined
+}
+/** What `payerOf` reads: the paying wallet, its user's columns, and the prefetched recipient when one was asked. */
+interface PayerRead {
+  readonly wallet: Wallet
+  readonly user: typeof PayerRow.Type
+  readonly recipient: PrefetchedRecipient | undefined
 }
 const recipientUserRow = decodeFirstRow(Schema.Struct({ id: Text, status: Text }), "Transfers.recipientWallet (user)")
 const defaultWalletRow = decodeFirstRow(Schema.Struct({ id: Text }), "Transfers.recipientWallet (default wallet)")
@@ -176,53 +173,44 @@ export class Transfers extends Context.Service<Transfers, {
       /**
        * The paying wallet of this tenant with its user's status and TOTP columns (for the two-step check that
        * follows) and what counts against the user's daily limit of `assetId` today (for the quote's early check), in
-       * one statement: the wallet as `WalletRepository.find` reads it.
+       * one statement: the wallet as `WalletRepository.find` reads it. With `recipient` (a WALLET destination), the
+       * same statement also reads that wallet of this tenant and its address on `networkKey`, as `recipientWallet`
+       * would: one round trip less per transfer, read a moment earlier, checked in the same order.
        */
       const walletSelect = walletColumns(sql)
       const recipientSelect = recipientWalletColumns(sql)
-      const payerOf = (tenantId: string, walletId: string, assetId: string, nowMillis: number) =>
-        sql`
-          SELECT ${walletSelect}, u.status AS user_status, u.totp_secret, u.cooldown_until,
-            daily_spent(u.id, ${assetId}, ${utcDay(nowMillis)}::date)::text AS spent_today
-          FROM wallets w JOIN users u ON u.id = w.user_id
-          WHERE w.tenant_id = ${tenantId} AND w.id = ${walletId}`.pipe(
-          Effect.flatMap(payerRow),
-          Effect.map((row) =>
-            row === undefined ? undefined : { wallet: walletFromRow(row), user: row, recipient: undefined as PrefetchedRecipient | undefined }
-          ),
-          Effect.orDie
-        )
-      /**
-       * `payerOf` with the recipient wallet a WALLET destination names, and its address on `networkKey`, in the same
-       * statement (one round trip less per transfer): what `recipientWallet` would read for it, read a moment earlier.
-       * `recipient` is undefined when this tenant has no such wallet.
-       */
-      const payerAndRecipientOf = (
+      const payerOf = (
         tenantId: string,
         walletId: string,
         assetId: string,
         nowMillis: number,
-        recipientId: string,
-        networkKey: string
-      ) =>
-        sql`
+        recipient?: { readonly walletId: string; readonly networkKey: string }
+      ) => {
+        const statement = sql`
           SELECT ${walletSelect}, u.status AS user_status, u.totp_secret, u.cooldown_until,
-            daily_spent(u.id, ${assetId}, ${utcDay(nowMillis)}::date)::text AS spent_today,
-            ${recipientSelect},
-            (SELECT a.address FROM wallet_addresses a WHERE a.wallet_id = rw.id AND a.network_key = ${networkKey})
-              AS r_network_address
+            daily_spent(u.id, ${assetId}, ${utcDay(nowMillis)}::date)::text AS spent_today
+            ${
+          recipient === undefined ? sql`` : sql`, ${recipientSelect},
+            (SELECT a.address FROM wallet_addresses a WHERE a.wallet_id = rw.id AND a.network_key = ${recipient.networkKey})
+              AS r_network_address`
+        }
           FROM wallets w JOIN users u ON u.id = w.user_id
-            LEFT JOIN (wallets rw JOIN users ru ON ru.id = rw.user_id) ON rw.tenant_id = ${tenantId} AND rw.id = ${recipientId}
-          WHERE w.tenant_id = ${tenantId} AND w.id = ${walletId}`.pipe(
-          Effect.flatMap(payerWithRecipientRow),
-          Effect.map((row) => {
-            if (row === undefined) return undefined
-            const recipient = recipientFromRow(row)
-            const prefetched: PrefetchedRecipient = { wallet: recipient, address: row.r_network_address ?? undefined }
-            return { wallet: walletFromRow(row), user: row, recipient: prefetched }
-          }),
-          Effect.orDie
-        )
+            ${
+          recipient === undefined ? sql`` : sql`LEFT JOIN (wallets rw JOIN users ru ON ru.id = rw.user_id)
+              ON rw.tenant_id = ${tenantId} AND rw.id = ${recipient.walletId}`
+        }
+          WHERE w.tenant_id = ${tenantId} AND w.id = ${walletId}`
+        const read: Effect.Effect<PayerRead | undefined, SqlError.SqlError> = recipient === undefined
+          ? Effect.map(Effect.flatMap(statement, payerRow), (row) =>
+            row === undefined ? undefined : { wallet: walletFromRow(row), user: row, recipient: undefined })
+          : Effect.map(Effect.flatMap(statement, payerWithRecipientRow), (row) =>
+            row === undefined ? undefined : {
+              wallet: walletFromRow(row),
+              user: row,
+              recipient: { wallet: recipientFromRow(row), address: row.r_network_address ?? undefined }
+            })
+        return Effect.orDie(read)
+      }
 
       /**
        * The recipient wallet a WALLET or END_USER destination names (ONE_TIME_ADDRESS goes through the quote), read
@@ -241,7 +229,7 @@ export class Transfers extends Context.Service<Transfers, {
               ? Effect.map(wallets.find(tenant.id, walletId), (wallet) => wallet === undefined ? undefined : { wallet, address: undefined })
               : wallets.findWithAddressOn(tenant.id, walletId, networkKey)
           if (destination.type === "WALLET") {
-            // Read with the payer (`payerAndRecipientOf`) on the asset's network; its address only when the quote
+            // Read with the payer (`payerOf` with a recipient) on the asset's network; its address only when the quote
             // uses that network, as `withAddress` reads it.
             if (prefetched !== undefined) {
               if (prefetched.wallet === undefined) return yield* new NotFound({ message: "recipient wallet not found" })
@@ -279,9 +267,15 @@ export class Transfers extends Context.Service<Transfers, {
         // A WALLET destination's recipient is read with the payer; the checks below still take them in the spec's order.
         const found = !uuidPattern.test(request.sourceWalletId)
           ? undefined
-          : destination.type === "WALLET" && uuidPattern.test(destination.id) && requested !== undefined
-          ? yield* payerAndRecipientOf(tenant.id, request.sourceWalletId, request.assetId, readAt, destination.id, requested.networkKey)
-          : yield* payerOf(tenant.id, request.sourceWalletId, request.assetId, readAt)
+          : yield* payerOf(
+            tenant.id,
+            request.sourceWalletId,
+            request.assetId,
+            readAt,
+            destination.type === "WALLET" && uuidPattern.test(destination.id) && requested !== undefined
+              ? { walletId: destination.id, networkKey: requested.networkKey }
+              : undefined
+          )
         if (found === undefined) return yield* new NotFound({ message: "wallet not found" })
         const { user, wallet: payer } = found
         if (user.user_status !== "ACTIVE") return yield* new Forbidden({ message: userFrozenMessage })

@@ -110,36 +110,22 @@ export const walletColumns = (sql: SqlClient.SqlClient) =>
 export const recipientWalletColumns = (sql: SqlClient.SqlClient) =>
   sql.literal(walletColumnSources.map(([column, table]) => `r${table}.${column} AS r_${column}`).join(", "))
 
-export const RecipientWalletRow = Schema.Struct({
-  r_id: Nullable(Text),
-  r_tenant_id: Nullable(Text),
-  r_user_id: Nullable(Text),
-  r_customer_ref_id: Nullable(Text),
-  r_uid: Nullable(Text),
-  r_chain_family: Nullable(ChainFamily),
-  r_seq: Nullable(Int4),
-  r_name: Nullable(Text),
-  r_is_default: Nullable(Schema.Boolean),
-  r_status: Nullable(Schema.Literals(WalletStatus)),
-  r_address: Nullable(Text),
-  r_created_at: Nullable(Timestamp)
-})
+/** `WalletRow`'s fields as `recipientWalletColumns` names them, each null when the LEFT JOIN found no wallet. */
+type RecipientFields = {
+  readonly [K in keyof typeof WalletRow.fields as `r_${K}`]: Schema.NullOr<(typeof WalletRow.fields)[K]>
+}
+export const RecipientWalletRow = Schema.Struct(
+  Object.fromEntries(
+    Object.entries(WalletRow.fields).map(([column, schema]) => [`r_${column}`, Nullable(schema)])
+  ) as RecipientFields
+)
 
 export const recipientFromRow = (row: typeof RecipientWalletRow.Type): Wallet | undefined =>
-  row.r_id === null ? undefined : walletFromRow({
-    id: row.r_id,
-    tenant_id: row.r_tenant_id!,
-    user_id: row.r_user_id!,
-    customer_ref_id: row.r_customer_ref_id!,
-    uid: row.r_uid!,
-    chain_family: row.r_chain_family!,
-    seq: row.r_seq!,
-    name: row.r_name!,
-    is_default: row.r_is_default!,
-    status: row.r_status!,
-    address: row.r_address,
-    created_at: row.r_created_at!
-  })
+  row.r_id === null
+    ? undefined
+    : walletFromRow(
+      Object.fromEntries(Object.keys(WalletRow.fields).map((column) => [column, row[`r_${column}` as keyof typeof row]])) as WalletRow
+    )
 
 export class WalletRepository extends Context.Service<WalletRepository, {
   /** A wallet of this tenant, or undefined (another tenant's wallet is as missing as a deleted one). */

@@ -197,7 +197,7 @@ export const printStatements = async (db: Database, phase: string, top = 45) => 
       SELECT calls::text AS calls, round(total_exec_time)::text AS ms,
         round(mean_exec_time::numeric, 3)::text AS mean, plans::text AS plans,
         round(mean_plan_time::numeric, 3)::text AS plan, left(regexp_replace(query, '\\s+', ' ', 'g'), 150) AS text
-      FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'
+      FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '%pg_stat_activity%'
       ORDER BY total_exec_time + total_plan_time DESC LIMIT ${top}`
   }))
   log(`  ${phase}: statements by total time (pg_stat_statements; calls, total ms, mean ms, plans, mean plan ms, statement)`)

@@ -142,17 +142,20 @@ export const runTransfersPhase = async (options: {
     })
   }
   const count = transfersMax
-  if (options.statements === true) await startStatements(options.db)
-  const activity = options.statements === true ? sampleActivity(options.db, "transfers") : undefined
-  const many = await load("transfers", presignTransfers(hostHeader, options.tenant, options.wallets, count, (index) =>
-    index % options.wallets.length))
-  await activity?.stop()
-  if (options.statements === true) await printStatements(options.db, "transfers")
-  if (options.statements === true) await startStatements(options.db)
-  const onePayerActivity = options.statements === true ? sampleActivity(options.db, "one-payer") : undefined
-  const onePayer = await load("one-payer", presignTransfers(hostHeader, options.tenant, options.wallets, count, () => 0))
-  await onePayerActivity?.stop()
-  if (options.statements === true) await printStatements(options.db, "one-payer", 20)
+  // `--statements`: what each load cost the database, and what its connections were doing meanwhile.
+  const observed = async (name: string, top: number, run: () => Promise<LoadResult>) => {
+    if (options.statements !== true) return run()
+    await startStatements(options.db)
+    const activity = sampleActivity(options.db, name)
+    const result = await run()
+    await activity.stop()
+    await printStatements(options.db, name, top)
+    return result
+  }
+  const many = await observed("transfers", 45, () =>
+    load("transfers", presignTransfers(hostHeader, options.tenant, options.wallets, count, (index) => index % options.wallets.length)))
+  const onePayer = await observed("one-payer", 20, () =>
+    load("one-payer", presignTransfers(hostHeader, options.tenant, options.wallets, count, () => 0)))
   const raw = await rawTransfers(options.db, {
     warmupMs: options.warmupMs,
     durationMs: options.durationMs,

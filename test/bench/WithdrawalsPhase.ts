@@ -36,9 +36,9 @@ import {
   monotonicMicros,
   perfMapArgs,
   printStatements,
-  sampleActivity,
   provisionTenant,
   rate,
+  sampleActivity,
   seconds,
   startStatements,
   waitUntil
