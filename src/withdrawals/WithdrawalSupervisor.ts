@@ -1,10 +1,13 @@
 /**
  * Background work of the withdrawal pipeline:
  *
- * - the sweep re-asks the entity of every withdrawal that has waited a while in a status it can leave by itself
- *   (SUBMITTED, QUEUED, PENDING_SIGNATURE): its first request was lost with a process, its entity gave up on a
- *   defect, the hot wallet was short (QUEUED/INSUFFICIENT_FUNDS_PLATFORM), or the network was unreachable. A
- *   re-request carries a new attempt key per sweep window, so it is not answered from an earlier stored reply;
+ * - at start, every withdrawal in a status it can leave by itself (SUBMITTED, QUEUED, PENDING_SIGNATURE) is asked
+ *   again: a request in memory (entities/WithdrawalEntity.ts `ProcessNow`) is lost with the process that held it,
+ *   and the withdrawal's row is what survives;
+ * - the sweep re-asks the entity of every withdrawal that has waited a while in such a status: its request was lost
+ *   with another process, its entity gave up on a defect, the hot wallet was short
+ *   (QUEUED/INSUFFICIENT_FUNDS_PLATFORM), or the network was unreachable. A re-request carries a new attempt key per
+ *   sweep window, so it is not answered from an earlier stored reply;
  * - the confirmation check completes CONFIRMING withdrawals after each network's confirmation rule.
  */
 import { Clock, Effect, Layer, Schedule, Schema } from "effect"
@@ -39,6 +42,28 @@ export const sweepStuckWithdrawals = Effect.gen(function*() {
     ORDER BY updated_at LIMIT ${withdrawalSweepBatchMax}`.pipe(Effect.flatMap(stuckRows))
   yield* ask(stuck, `supervisor:${Math.floor(now / withdrawalSweepIntervalMillis)}`)
   return stuck.length
+})
+
+/**
+ * Asks every withdrawal in a status it can leave by itself, however recent, in pages of `withdrawalSweepBatchMax`
+ * (keyset by id, so each is asked once); run when the process starts. Returns how many were asked.
+ */
+export const askOpenWithdrawals = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const now = yield* Clock.currentTimeMillis
+  let after = ""
+  let asked = 0
+  for (;;) {
+    const page = yield* sql`
+      SELECT id FROM transactions
+      WHERE kind = 'WITHDRAWAL' AND status IN ('SUBMITTED', 'QUEUED', 'PENDING_SIGNATURE')
+        ${after === "" ? sql`` : sql`AND id > ${after}`}
+      ORDER BY id LIMIT ${withdrawalSweepBatchMax}`.pipe(Effect.flatMap(stuckRows))
+    yield* ask(page, `start:${now}`)
+    asked += page.length
+    if (page.length < withdrawalSweepBatchMax) return asked
+    after = page[page.length - 1]!.id
+  }
 })
 
 /** Re-asks the network's QUEUED withdrawals at once (the hot wallet was topped up: PATCH /ops/devnet). */
@@ -76,9 +101,13 @@ export const queuedWithdrawalsRelease = Effect.gen(function*() {
 export const WithdrawalSupervisor = Layer.effectDiscard(Effect.gen(function*() {
   const processor = yield* WithdrawalProcessor
   const clients = yield* ChainClients
-  yield* sweepStuckWithdrawals.pipe(
-    Effect.catchCause((cause) => Effect.logWarning("withdrawal sweep failed", cause).pipe(Effect.as(0))),
-    Effect.repeat(Schedule.spaced(withdrawalSweepIntervalMillis)),
+  const sweep = sweepStuckWithdrawals.pipe(
+    Effect.catchCause((cause) => Effect.logWarning("withdrawal sweep failed", cause).pipe(Effect.as(0)))
+  )
+  yield* askOpenWithdrawals.pipe(
+    Effect.catchCause((cause) => Effect.logWarning("asking the open withdrawals at start failed; the sweep will", cause)),
+    Effect.andThen(Effect.sleep(withdrawalSweepIntervalMillis)),
+    Effect.andThen(sweep.pipe(Effect.repeat(Schedule.spaced(withdrawalSweepIntervalMillis)))),
     Effect.forkScoped
   )
   const confirmAll = Effect.forEach(clients.networkKeys, (networkKey) =>

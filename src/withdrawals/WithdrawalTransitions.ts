@@ -164,7 +164,7 @@ export class IllegalTransition extends Data.TaggedError("IllegalTransition")<{
 }
 
 /**
- * The processor's reply to one `process` (the withdrawal entity's persisted Process reply): the status the withdrawal
+ * The processor's reply to one `process` (the withdrawal entity's Process and ProcessNow reply): the status the withdrawal
  * stands in once it can go no further now, or MISSING when there is no such withdrawal. Encoded as the bare string
  * it always was, so replies the cluster stored before stay readable.
  */

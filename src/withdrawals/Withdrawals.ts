@@ -169,10 +169,10 @@ export class Withdrawals extends Context.Service<Withdrawals, {
             : { answer: submitted, store: submission.recordReceipt }
         }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(Ledger, ledger))
         yield* transactionEvents.committed
-        // Asked in the background: the cluster's send of a persisted message returns only once the runner's storage
-        // read has seen it (up to a read cycle, 1-2 s under a burst), and the tenant's answer does not depend on it:
-        // the withdrawal is committed SUBMITTED. A crash before the message is stored leaves it SUBMITTED, and
-        // WithdrawalSupervisor asks again. Forked in the service's scope, so shutdown interrupts it.
+        // Asked in the background: the tenant's answer does not depend on it (the withdrawal is committed SUBMITTED),
+        // and a persisted send (the entity's shard held by another process) returns only once that runner's storage
+        // read has seen it. A request lost with this process leaves the withdrawal SUBMITTED, and WithdrawalSupervisor
+        // asks again at the next start or sweep. Forked in the service's scope, so shutdown interrupts it.
         yield* Effect.forkIn(ask(id, "submitted"), scope)
         return submitted
       })

@@ -9,7 +9,7 @@ import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import { FetchHttpClient } from "effect/http"
 import { SqlClient } from "effect/sql"
 import { generateKeyPairSync, type KeyObject, randomUUID } from "node:crypto"
-import { readFileSync } from "node:fs"
+import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { rawPublicKeyHex } from "../../src/auth/Ed25519.ts"
 import { makeOpsClient } from "../../src/client/OpsClient.ts"
@@ -200,6 +200,16 @@ export const printStatements = async (db: Database, phase: string, top = 45) => 
       FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '%pg_stat_activity%'
       ORDER BY total_exec_time + total_plan_time DESC LIMIT ${top}`
   }))
+  const [sum] = await db.run(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    return yield* sql<{ calls: string; transactions: string }>`
+      SELECT sum(calls)::text AS calls,
+        coalesce(sum(calls) FILTER (WHERE query ILIKE 'COMMIT%'), 0)::text AS transactions
+      FROM pg_stat_statements
+      WHERE toplevel AND query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '%pg_stat_activity%'`
+  }))
+  log(`  ${phase}: ${sum!.calls} statements from clients (each a round trip; BEGIN and COMMIT included, ` +
+    `${sum!.transactions} COMMITs)`)
   log(`  ${phase}: statements by total time (pg_stat_statements; calls, total ms, mean ms, plans, mean plan ms, statement)`)
   for (const row of rows) {
     log(`    ${row.calls.padStart(7)} ${row.ms.padStart(6)} ${row.mean.padStart(8)} ${row.plans.padStart(6)} ${row.plan.padStart(7)}  ${row.text}`)
@@ -238,6 +248,64 @@ export const sampleActivity = (db: Database, phase: string) => {
         `${activity} ${(count / Math.max(1, samples.length)).toFixed(2)}`
       )
       log(`  ${phase}: connections by activity (pg_stat_activity, average of ${samples.length} samples): ${average.join(", ")}`)
+    }
+  }
+}
+
+/** Clock ticks per second of `/proc/<pid>/stat`'s times (USER_HZ: 100 on Linux everywhere in practice). */
+const ticksPerSecond = 100
+
+/** Fields of `/proc/<pid>/stat` after the command's closing parenthesis (state first); undefined once it is gone. */
+const statFields = (pid: number | string): ReadonlyArray<string> | undefined => {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /s, "").split(" ")
+  } catch {
+    return undefined
+  }
+}
+
+/** CPU time (user + system, ms) of each of these processes and of their children by pid: a postmaster's backends. */
+const cpuMillisByPid = (pids: ReadonlyArray<number>, parent?: number): Map<number, number> => {
+  const all = [...pids]
+  if (parent !== undefined) {
+    for (const name of readdirSync("/proc")) {
+      if (/^\d+$/.test(name) && Number(statFields(name)?.[1]) === parent) all.push(Number(name))
+    }
+  }
+  const millis = new Map<number, number>()
+  for (const pid of all) {
+    const fields = statFields(pid)
+    // utime and stime are the 12th and 13th fields after the state.
+    if (fields !== undefined) millis.set(pid, ((Number(fields[11]) + Number(fields[12])) / ticksPerSecond) * 1000)
+  }
+  return millis
+}
+
+/** What the processes of `after` spent since `before` (a process new since then counts from its start). */
+const spentSince = (before: Map<number, number>, after: Map<number, number>): number =>
+  [...after].reduce((sum, [pid, millis]) => sum + millis - (before.get(pid) ?? 0), 0)
+
+/**
+ * CPU time each process of a load spends in a window: the service, its PostgreSQL (the postmaster and its
+ * backends; one that ended within the window is missed), a chain node, this bench. Per unit of work it says which
+ * process binds a load, which the ratio alone does not: `stop` prints ms per unit (accurate to about 10 ms in all).
+ */
+export const measureCpu = (processes: { readonly service: number; readonly postmaster: number; readonly node?: number | undefined }) => {
+  const take = () => ({
+    service: cpuMillisByPid([processes.service]),
+    postgres: cpuMillisByPid([processes.postmaster], processes.postmaster),
+    node: cpuMillisByPid(processes.node === undefined ? [] : [processes.node]),
+    bench: (process.cpuUsage().user + process.cpuUsage().system) / 1000
+  })
+  const before = take()
+  return {
+    stop: (phase: string, units: number, unit: string) => {
+      const after = take()
+      const per = (millis: number) => (millis / units).toFixed(2)
+      log(`  ${phase}: CPU per ${unit} (ms): service ${per(spentSince(before.service, after.service))}, PostgreSQL ` +
+        `${per(spentSince(before.postgres, after.postgres))}` +
+        (processes.node === undefined ? "" : `, node ${per(spentSince(before.node, after.node))}`) +
+        `, bench ${per(after.bench - before.bench)}`)
     }
   }
 }

@@ -20,6 +20,7 @@ import {
   cleanUpNow,
   freePort,
   makeDataDir,
+  postmasterPid,
   type ServiceProcess,
   spawnService,
   stopService,
@@ -33,6 +34,7 @@ import {
   makeDatabase,
   makeSignedFetch,
   mapLimit,
+  measureCpu,
   monotonicMicros,
   perfMapArgs,
   printStatements,
@@ -160,6 +162,7 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
     }, 60_000)
     if (options.statements === true) await startStatements(db)
     const activity = options.statements === true ? sampleActivity(db, "withdrawals") : undefined
+    const cpu = measureCpu({ service: service.child.pid!, postmaster: postmasterPid(dataDir)!, node: anvil.child.pid })
     const startedAt = Date.now()
     burstWindow = [monotonicMicros(), 0]
     await mapLimit(Array.from({ length: options.count }, (_, index) => index), options.inFlight, async (index) => {
@@ -191,6 +194,8 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
       if (performance.now() > confirmingBy) throw new Error(`only ${row!.sent} of ${options.count} withdrawals were broadcast`)
       await sleep(100)
     }
+    // Which process binds the burst: CPU per withdrawal of the service, its PostgreSQL, anvil and this client.
+    cpu.stop("withdrawals", options.count, "withdrawal")
     await activity?.stop()
     // Where the time went, per withdrawal: submission (created) → signed → CONFIRMING (the broadcast's transition).
     const [steps] = await db.run(Effect.gen(function*() {

@@ -7,7 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Redacted } from "effect"
-import { TestRunner } from "effect/cluster"
+import { EntityId, MessageStorage, Sharding, TestRunner } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import { keccak256, parseTransaction, recoverTransactionAddress } from "viem"
@@ -33,6 +33,7 @@ import { Tenants } from "../../src/tenants/Tenants.ts"
 import { TransactionRepository } from "../../src/transactions/TransactionRepository.ts"
 import { PlatformAddresses } from "../../src/wallets/PlatformAddresses.ts"
 import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
+import { askOpenWithdrawals, sweepStuckWithdrawals } from "../../src/withdrawals/WithdrawalSupervisor.ts"
 import { testMnemonic } from "../support/TestApp.ts"
 
 const realSleep = (millis: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, millis)))
@@ -326,5 +327,37 @@ describe("withdrawal entity on the TestRunner", () => {
       assert.strictEqual(yield* confirm, 3, "12 of 12: asked, and final")
       assert.strictEqual((yield* withdrawalState(ids.withdrawalId)).status, "COMPLETED")
     }).pipe(Effect.provide(entityLayer(signerWith({ calls: 0 }, (real) => real.signTransaction), countingInclusions(asked))))
+  })
+
+  it.effect("at start every open withdrawal is asked, however recent, in memory: it moves on and no message is stored; the periodic sweep would not have asked it yet", () => {
+    const ids = {
+      tenantId: "01a20190-0000-7000-8000-00000000a001",
+      userId: "01a20190-0000-7000-8000-00000000a002",
+      uid: "10000005",
+      walletId: "01a20190-0000-7000-8000-00000000a003",
+      withdrawalId: "01a20190-0000-7000-8000-00000000a004"
+    }
+    return Effect.gen(function*() {
+      // Its request lost with the process that held it in memory: committed SUBMITTED a moment ago, asked by nobody.
+      yield* insertSubmittedWithdrawal(ids)
+      const stored = yield* MessageStorage.MemoryDriver
+      // The TestRunner takes its shards once started.
+      const sharding = yield* Sharding.Sharding
+      const entityId = EntityId.EntityId.make(ids.withdrawalId)
+      const shardId = sharding.getShardId(entityId, WithdrawalEntity.getShardGroup(entityId))
+      for (let step = 0; step < 100 && !sharding.hasShardId(shardId); step++) {
+        yield* TestClock.adjust("250 millis")
+        yield* realSleep(10)
+      }
+      assert.isTrue(sharding.hasShardId(shardId))
+      const storedBefore = stored.requests.size
+      assert.strictEqual(yield* sweepStuckWithdrawals, 0, "updated under withdrawalStuckAfterMillis ago: not the sweep's")
+      assert.strictEqual(yield* askOpenWithdrawals, 1)
+      for (let step = 0; step < 200 && (yield* withdrawalState(ids.withdrawalId)).status !== "CONFIRMING"; step++) {
+        yield* realSleep(10)
+      }
+      assert.strictEqual((yield* withdrawalState(ids.withdrawalId)).status, "CONFIRMING")
+      assert.strictEqual(stored.requests.size, storedBefore, "ProcessNow, not the persisted Process")
+    }).pipe(Effect.provide(entityLayer(signerWith({ calls: 0 }, (real) => real.signTransaction))))
   })
 })
