@@ -2,7 +2,7 @@ import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
-import type { ChildProcess } from "node:child_process"
+import { type ChildProcess, execFileSync } from "node:child_process"
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import net from "node:net"
@@ -150,6 +150,9 @@ describe("EmbeddedPostgres", () => {
         return
       }
       assert.isTrue(Option.isSome(account))
+      // One `id postgres`, parsed: the same ids as `id -u` and `id -g` (the primary group).
+      const id = (flag: string) => Number(execFileSync("id", [flag, "postgres"], { encoding: "utf8" }).trim())
+      assert.deepStrictEqual(Option.getOrThrow(account), { name: "postgres", uid: id("-u"), gid: id("-g") })
       const parent = mkdtempSync(join(tmpdir(), "coffer-private-"))
       try {
         assert.strictEqual(statSync(parent).mode & 0o777, 0o700)

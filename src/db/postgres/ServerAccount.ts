@@ -43,16 +43,29 @@ export const ensureServerAccount = Effect.flatMap(serverAccount, (account) =>
       })
   }))
 
+/** Accounts found, by name: an account does not change while the service runs, and each lookup runs `id`. */
+const foundAccounts = new Map<string, ServerAccount>()
+
+/**
+ * One `id <name>` (NSS-aware, unlike reading /etc/passwd): its POSIX output starts `uid=N(name) gid=N(group)`. Only
+ * the primary group counts: Node drops supplementary groups when it spawns a process under another uid. A missing
+ * account is -1 and not remembered (it is created before initdb). One call instead of `id -u` and `id -g`, and once
+ * per process: these run synchronously on the start's critical path (the restart promise, README).
+ */
 const lookupAccount = (name: string): ServerAccount => {
-  const id = (flag: string): number => {
-    try {
-      return Number(execFileSync("id", [flag, name], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim())
-    } catch {
-      return -1
-    }
+  const found = foundAccounts.get(name)
+  if (found !== undefined) return found
+  let output = ""
+  try {
+    output = execFileSync("id", [name], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] })
+  } catch {
+    return { name, uid: -1, gid: -1 }
   }
-  // Only the primary group counts: Node drops supplementary groups when it spawns a process under another uid.
-  return { name, uid: id("-u"), gid: id("-g") }
+  const match = /^uid=(\d+)\S* gid=(\d+)/.exec(output)
+  if (match === null) throw new Error(`unexpected output of id ${name}: ${output.slice(0, 200)}`)
+  const account = { name, uid: Number(match[1]), gid: Number(match[2]) }
+  foundAccounts.set(name, account)
+  return account
 }
 
 /** Whether `account` may pass through a directory with these `stats` (mode bits only, not POSIX ACLs). */
