@@ -181,6 +181,12 @@ interface PendingSigning {
 interface SignHooks {
   readonly guard: Effect.Effect<boolean>
   readonly onSigned?: ((send: Send) => Effect.Effect<void>) | undefined
+  /**
+   * The owner's own record, read before this call, shows no send (a withdrawal's `signed_raw`, which `onSigned`
+   * writes in the signing transaction): `sign` then skips its lookup of one. A send committed since that read is
+   * still found, under the guard's lock, in the batch (`storedFor`), and that one stands.
+   */
+  readonly knownUnsigned?: boolean | undefined
 }
 
 const latest = (send: Send): SendVersion => send.versions[send.versions.length - 1]!
@@ -442,7 +448,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       }
 
       const sign = Effect.fn("OutgoingSends.sign")(function*(spec: SendSpec, hooks: SignHooks) {
-        const existing = yield* forOwner(spec.purpose, spec.ownerId)
+        const existing = hooks.knownUnsigned === true ? undefined : yield* forOwner(spec.purpose, spec.ownerId)
         if (existing !== undefined) return { _tag: "Signed", send: existing } as SignOutcome
         const { chain } = sendingChain(spec.networkKey)
         const parameters = spec.parameters ?? (yield* chain.withdrawalParameters(spec.transfer))

@@ -294,7 +294,9 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
         Effect.gen(function*() {
           switch (row.status) {
             case "SUBMITTED": {
-              const tenant = yield* tenants.get(row.tenant_id)
+              // The settings as the API reads them (Tenants.getCached: an operator's change clears the cache in every
+              // process at once; a lost notification is bounded by the TTL), one query less per withdrawal.
+              const tenant = yield* tenants.getCached(row.tenant_id)
               // Fail closed: without the tenant there is no blocklist or approval threshold to apply, so the
               // withdrawal must not move on under defaults; it stays SUBMITTED and the failure is reported.
               if (tenant === undefined) {
@@ -366,7 +368,8 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
                     UPDATE withdrawals SET signed_raw = ${send.versions[0]!.raw}, signed_tx_hash = ${send.versions[0]!.tx_hash},
                       network_fee = ${send.versions[0]!.network_fee_max.toString()},
                       network_fee_asset_id = ${catalog.network(row.network_key)!.nativeAssetId}, signed_at = ${at}
-                    WHERE transaction_id = ${row.id} AND signed_raw IS NULL`).pipe(Effect.asVoid, Effect.orDie)
+                    WHERE transaction_id = ${row.id} AND signed_raw IS NULL`).pipe(Effect.asVoid, Effect.orDie),
+              knownUnsigned: row.signed_raw === null
             }
           )
           switch (signing._tag) {
