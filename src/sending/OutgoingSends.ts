@@ -178,9 +178,24 @@ interface PendingSigning {
   readonly id: string
 }
 
+/** What the owner's record keeps of its first signature (`SignHooks.onSigned`). */
+export interface FirstSignature {
+  readonly txHash: string
+  readonly raw: string
+  /** The most the signed parameters let the network fee be (the version's `network_fee_max`). */
+  readonly networkFeeMax: bigint
+  /** The signing transaction's time (Clock). */
+  readonly at: Date
+}
+
 interface SignHooks {
   readonly guard: Effect.Effect<boolean>
-  readonly onSigned?: ((send: Send) => Effect.Effect<void>) | undefined
+  /**
+   * The owner's record of the signature: one data-modifying statement (an UPDATE of the owner's row, no RETURNING),
+   * run as part of the statement that stores the send, so it commits with it and costs no round trip of its own
+   * inside the signing transaction, which holds the address's nonce row.
+   */
+  readonly onSigned?: ((signed: FirstSignature) => Statement.Fragment) | undefined
   /**
    * The owner's own record, read before this call, shows no send (a withdrawal's `signed_raw`, which `onSigned`
    * writes in the signing transaction): `sign` then skips its lookup of one. A send committed since that read is
@@ -400,10 +415,18 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
                 ), version AS (
                   ${versionInsert(sql`(SELECT id FROM send)`, spec.networkKey, 1, "PAYLOAD", signed.signed, signedParameters, at)}
                   RETURNING *
-                )
+                )${
+                hooks.onSigned === undefined ? sql`` : sql`, owner AS (${
+                  hooks.onSigned({
+                    txHash: signed.signed.txHash,
+                    raw: signed.signed.raw,
+                    networkFeeMax: signedParameters.networkFee,
+                    at
+                  })
+                })`
+              }
                 SELECT ${sendFields(sql)}, jsonb_build_array(${versionObject(sql)}) AS versions
                 FROM send s CROSS JOIN version v`.pipe(Effect.flatMap(signedSendRow))
-              if (hooks.onSigned !== undefined) yield* hooks.onSigned(send)
               if (spec.purpose === "WITHDRAWAL") withdrawalSigned = true
               yield* Effect.logInfo(
                 `${spec.purpose.toLowerCase()} ${spec.ownerId}: signed ${signed.signed.txHash} on ${spec.networkKey}` +

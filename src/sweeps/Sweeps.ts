@@ -34,7 +34,7 @@ import { nativeTransferGas } from "../chains/evm/EvmGas.ts"
 import { lamportsPerSignature, withFeePayer } from "../chains/sol/SolWithdrawals.ts"
 import { decodeFirstRow, decodeRows, Int4, Nullable, Numeric, Text, Timestamp } from "../db/RowSchemas.ts"
 import { Ids } from "../domain/Ids.ts"
-import { OutgoingSends, type Send } from "../sending/OutgoingSends.ts"
+import { OutgoingSends } from "../sending/OutgoingSends.ts"
 import { type InclusionPass, makeSeenInclusions } from "../sending/SeenInclusions.ts"
 import { gasKey, type SigningKey, walletKey } from "../signer/TransactionRequest.ts"
 import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
@@ -426,11 +426,7 @@ export class Sweeps extends Context.Service<Sweeps, {
               Effect.orDie,
               Effect.map((rows) => rows.length > 0)
             ),
-            onSigned: (signed: Send) =>
-              Effect.gen(function*() {
-                yield* sql`UPDATE sweeps SET tx_hash = ${signed.versions[0]!.tx_hash}, updated_at = ${yield* now}
-                  WHERE id = ${row.id}`
-              }).pipe(Effect.orDie)
+            onSigned: (signed) => sql`UPDATE sweeps SET tx_hash = ${signed.txHash}, updated_at = ${signed.at} WHERE id = ${row.id}`
           })
           switch (outcome._tag) {
             case "Superseded":

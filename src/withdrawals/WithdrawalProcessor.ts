@@ -362,13 +362,12 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
               guard: sql`
                 SELECT id FROM transactions WHERE id = ${row.id} AND kind = 'WITHDRAWAL' AND status = 'PENDING_SIGNATURE'
                 FOR UPDATE`.pipe(Effect.map((rows) => rows.length === 1), Effect.orDie),
-              onSigned: (send) =>
-                Effect.flatMap(now, (at) =>
-                  sql`
-                    UPDATE withdrawals SET signed_raw = ${send.versions[0]!.raw}, signed_tx_hash = ${send.versions[0]!.tx_hash},
-                      network_fee = ${send.versions[0]!.network_fee_max.toString()},
-                      network_fee_asset_id = ${catalog.network(row.network_key)!.nativeAssetId}, signed_at = ${at}
-                    WHERE transaction_id = ${row.id} AND signed_raw IS NULL`).pipe(Effect.asVoid, Effect.orDie),
+              onSigned: (signed) =>
+                sql`
+                  UPDATE withdrawals SET signed_raw = ${signed.raw}, signed_tx_hash = ${signed.txHash},
+                    network_fee = ${signed.networkFeeMax.toString()},
+                    network_fee_asset_id = ${catalog.network(row.network_key)!.nativeAssetId}, signed_at = ${signed.at}
+                  WHERE transaction_id = ${row.id} AND signed_raw IS NULL`,
               knownUnsigned: row.signed_raw === null
             }
           )

@@ -7,7 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, Redacted } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type Statement } from "effect/sql"
 import { Catalog } from "../../src/catalog/Catalog.ts"
 import { ChainClients } from "../../src/chains/ChainClient.ts"
 import { SimulatedChain } from "../../src/chains/simulated/SimulatedChain.ts"
@@ -15,7 +15,7 @@ import { AppConfig } from "../../src/Config.ts"
 import * as Database from "../../src/db/Database.ts"
 import { Entropy } from "../../src/domain/Entropy.ts"
 import { Ids, uuidV7 } from "../../src/domain/Ids.ts"
-import { OutgoingSends, type Send } from "../../src/sending/OutgoingSends.ts"
+import { type FirstSignature, OutgoingSends, type Send } from "../../src/sending/OutgoingSends.ts"
 import { Signer, SignerRefused } from "../../src/signer/Signer.ts"
 import { platformKey } from "../../src/signer/TransactionRequest.ts"
 import { testMnemonic } from "../support/TestApp.ts"
@@ -69,7 +69,7 @@ const signFrom = (
   from: string,
   ownerId: string,
   amount: bigint,
-  hooks: { readonly guard?: Effect.Effect<boolean>; readonly onSigned?: (send: Send) => Effect.Effect<void> } = {}
+  hooks: { readonly guard?: Effect.Effect<boolean>; readonly onSigned?: (signed: FirstSignature) => Statement.Fragment } = {}
 ) =>
   Effect.flatMap(Effect.service(OutgoingSends), (sends) =>
     sends.sign({
@@ -126,15 +126,17 @@ describe("signing batches", () => {
       }
     }).pipe(Effect.provide(layer)))
 
-  it.effect("a batch that fails is tried again one by one: the owner whose record fails dies alone, the others are signed with consecutive nonces", () =>
+  it.effect("a batch that fails is tried again one by one: the owner whose record fails dies alone (its statement fails), the others are signed with consecutive nonces", () =>
     Effect.gen(function*() {
       const from = yield* freshAddress
       const owners = yield* Effect.forEach(Array.from({ length: 6 }), () => uuidV7)
       const poisoned = owners[2]!
+      const sql = yield* SqlClient.SqlClient
       const exits = yield* Effect.all(
         owners.map((owner, index) =>
           Effect.exit(signFrom(from, owner, 2000n + BigInt(index), {
-            onSigned: () => owner === poisoned ? Effect.die(new Error("the owner's record cannot be written")) : Effect.void
+            // The owner's record cannot be written: its statement fails, and with it the statement storing the send.
+            ...(owner === poisoned ? { onSigned: () => sql`UPDATE no_such_table SET x = 1` } : {})
           }))
         ),
         { concurrency: "unbounded" }
