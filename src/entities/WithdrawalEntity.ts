@@ -63,7 +63,11 @@ export const requestProcessing = (
     const entityId = EntityId.EntityId.make(withdrawalId)
     const local = sharding.hasShardId(sharding.getShardId(entityId, WithdrawalEntity.getShardGroup(entityId)))
     const persisted = client.Process({ attempt }, { discard: true })
-    yield* (local ? client.ProcessNow({ attempt }, { discard: true }).pipe(Effect.catchCause(() => persisted)) : persisted).pipe(
+    // A shard lost since the check fails the volatile send (EntityNotAssignedToRunner): the persisted one follows it.
+    const send = local
+      ? client.ProcessNow({ attempt }, { discard: true }).pipe(Effect.catchCause(() => persisted))
+      : persisted
+    yield* send.pipe(
       Effect.catchCause((cause) =>
         // The supervisor finds the withdrawal again (it waits in a non-final status), so a lost request only waits.
         Effect.logWarning(`could not ask withdrawal ${withdrawalId} to proceed; the supervisor will`, cause)

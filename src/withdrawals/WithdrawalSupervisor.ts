@@ -105,7 +105,9 @@ export const WithdrawalSupervisor = Layer.effectDiscard(Effect.gen(function*() {
     Effect.catchCause((cause) => Effect.logWarning("withdrawal sweep failed", cause).pipe(Effect.as(0)))
   )
   yield* askOpenWithdrawals.pipe(
-    Effect.catchCause((cause) => Effect.logWarning("asking the open withdrawals at start failed; the sweep will", cause)),
+    Effect.catchCause((cause) =>
+      Effect.logWarning("asking the open withdrawals at start failed; the sweep will", cause)
+    ),
     Effect.andThen(Effect.sleep(withdrawalSweepIntervalMillis)),
     Effect.andThen(sweep.pipe(Effect.repeat(Schedule.spaced(withdrawalSweepIntervalMillis)))),
     Effect.forkScoped

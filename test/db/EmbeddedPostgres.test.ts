@@ -171,6 +171,27 @@ describe("EmbeddedPostgres", () => {
 })
 
 describe("Database.layerEmbedded", () => {
+  it.live("a new data directory's migrations are followed by a checkpoint: a crash right after replays next to nothing", () =>
+    Effect.gen(function*() {
+      const parent = mkdtempSync(join(tmpdir(), "coffer-checkpoint-"))
+      chmodSync(parent, 0o755)
+      try {
+        const behind = yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const [row] = yield* sql<{ behind: string; migrated: number }>`
+            SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), redo_lsn)::bigint::text AS behind,
+              (SELECT count(*)::int FROM schema_migrations) AS migrated
+            FROM pg_control_checkpoint()`
+          assert.isAbove(row!.migrated, 20)
+          return Number(row!.behind)
+        }).pipe(Effect.provide(Database.layerEmbedded(join(parent, "data"))), Effect.scoped)
+        // The migrations alone write several MB of WAL; what follows the checkpoint is the pool's sessions.
+        assert.isBelow(behind, 256 * 1024)
+      } finally {
+        rmSync(parent, { recursive: true, force: true })
+      }
+    }), 60_000)
+
   it.live("fails with the EmbeddedPostgres message when the start fails", () =>
     Effect.gen(function*() {
       const parent = mkdtempSync(join(tmpdir(), "coffer-not-a-directory-"))
