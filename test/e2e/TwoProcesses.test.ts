@@ -22,8 +22,8 @@ afterAll(async () => {
 })
 
 const count = 12
-/** Under the supervisor's sweep (a withdrawal waits 10 s before it is asked again), with room for a slow machine. */
-const withinMillis = 8_000
+/** Under the supervisor's sweep, which asks a withdrawal again 10 s after its last change at the earliest. */
+const withinMillis = 9_000
 
 describe("two processes on one database", () => {
   it.live("withdrawals submitted through either process all reach CONFIRMING at once; entities of the other process's shards are asked through storage", () =>
