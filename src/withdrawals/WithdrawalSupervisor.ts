@@ -12,7 +12,7 @@
  */
 import { Clock, Effect, Layer, Schedule, Schema } from "effect"
 import { Sharding } from "effect/cluster"
-import { SqlClient } from "effect/sql"
+import { SqlClient, Statement } from "effect/sql"
 import { ChainClients } from "../chains/ChainClient.ts"
 import { decodeRows, Text } from "../db/RowSchemas.ts"
 import { requestProcessing } from "../entities/WithdrawalEntity.ts"
@@ -29,6 +29,9 @@ export const withdrawalConfirmIntervalMillis = 1_000
 const stuckRows = decodeRows(Schema.Struct({ id: Text }), "WithdrawalSupervisor.sweepStuckWithdrawals")
 const queuedRows = decodeRows(Schema.Struct({ id: Text }), "WithdrawalSupervisor.retryQueuedWithdrawals")
 
+/** Withdrawals in a status they can leave by themselves: what both the start's ask and the sweep look for. */
+const openWithdrawal = Statement.literal("kind = 'WITHDRAWAL' AND status IN ('SUBMITTED', 'QUEUED', 'PENDING_SIGNATURE')")
+
 const ask = (ids: ReadonlyArray<{ id: string }>, attempt: string) =>
   Effect.forEach(ids, ({ id }) => requestProcessing(id, attempt), { discard: true })
 
@@ -37,8 +40,7 @@ export const sweepStuckWithdrawals = Effect.gen(function*() {
   const now = yield* Clock.currentTimeMillis
   const stuck = yield* sql`
     SELECT id FROM transactions
-    WHERE kind = 'WITHDRAWAL' AND status IN ('SUBMITTED', 'QUEUED', 'PENDING_SIGNATURE')
-      AND updated_at < ${new Date(now - withdrawalStuckAfterMillis)}
+    WHERE ${openWithdrawal} AND updated_at < ${new Date(now - withdrawalStuckAfterMillis)}
     ORDER BY updated_at LIMIT ${withdrawalSweepBatchMax}`.pipe(Effect.flatMap(stuckRows))
   yield* ask(stuck, `supervisor:${Math.floor(now / withdrawalSweepIntervalMillis)}`)
   return stuck.length
@@ -56,8 +58,7 @@ export const askOpenWithdrawals = Effect.gen(function*() {
   for (;;) {
     const page = yield* sql`
       SELECT id FROM transactions
-      WHERE kind = 'WITHDRAWAL' AND status IN ('SUBMITTED', 'QUEUED', 'PENDING_SIGNATURE')
-        ${after === "" ? sql`` : sql`AND id > ${after}`}
+      WHERE ${openWithdrawal} ${after === "" ? sql`` : sql`AND id > ${after}`}
       ORDER BY id LIMIT ${withdrawalSweepBatchMax}`.pipe(Effect.flatMap(stuckRows))
     yield* ask(page, `start:${now}`)
     asked += page.length

@@ -9,11 +9,12 @@ import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import { FetchHttpClient } from "effect/http"
 import { SqlClient } from "effect/sql"
 import { generateKeyPairSync, type KeyObject, randomUUID } from "node:crypto"
-import { readdirSync, readFileSync } from "node:fs"
+import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { rawPublicKeyHex } from "../../src/auth/Ed25519.ts"
 import { makeOpsClient } from "../../src/client/OpsClient.ts"
 import { signRequest } from "../../src/client/RequestSigner.ts"
+import { cpuSeconds, postgresPids } from "../e2e/ServiceProcess.ts"
 
 export const log = (line: string) => process.stderr.write(`${line}\n`)
 export const rate = (perSecond: number) => Math.round(perSecond).toLocaleString("en-US")
@@ -254,59 +255,27 @@ export const sampleActivity = (db: Database, phase: string) => {
   }
 }
 
-/** Clock ticks per second of `/proc/<pid>/stat`'s times (USER_HZ: 100 on Linux everywhere in practice). */
-const ticksPerSecond = 100
-
-/** Fields of `/proc/<pid>/stat` after the command's closing parenthesis (state first); undefined once it is gone. */
-const statFields = (pid: number | string): ReadonlyArray<string> | undefined => {
-  try {
-    return readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /s, "").split(" ")
-  } catch {
-    return undefined
-  }
-}
-
-/** CPU time (user + system, ms) of each of these processes and of their children by pid: a postmaster's backends. */
-const cpuMillisByPid = (pids: ReadonlyArray<number>, parent?: number): Map<number, number> => {
-  const all = [...pids]
-  if (parent !== undefined) {
-    for (const name of readdirSync("/proc")) {
-      if (/^\d+$/.test(name) && Number(statFields(name)?.[1]) === parent) all.push(Number(name))
-    }
-  }
-  const millis = new Map<number, number>()
-  for (const pid of all) {
-    const fields = statFields(pid)
-    // utime and stime are the 12th and 13th fields after the state.
-    if (fields !== undefined) millis.set(pid, ((Number(fields[11]) + Number(fields[12])) / ticksPerSecond) * 1000)
-  }
-  return millis
-}
-
-/** What the processes of `after` spent since `before` (a process new since then counts from its start). */
-const spentSince = (before: Map<number, number>, after: Map<number, number>): number =>
-  [...after].reduce((sum, [pid, millis]) => sum + millis - (before.get(pid) ?? 0), 0)
-
 /**
- * CPU time each process of a load spends in a window: the service, its PostgreSQL (the postmaster and its
- * backends; one that ended within the window is missed), a chain node, this bench. Per unit of work it says which
- * process binds a load, which the ratio alone does not: `stop` prints ms per unit (accurate to about 10 ms in all).
+ * CPU time each process of a load spends in a window, per unit of work: the service, its PostgreSQL (the postmaster
+ * and the backends alive at the start, as bench.ts's CpuMeter samples them), a chain node, this bench. It says which
+ * process binds a load, which the ratio alone does not; `stop` prints ms per unit (accurate to about 10 ms in all).
  */
-export const measureCpu = (processes: { readonly service: number; readonly postmaster: number; readonly node?: number | undefined }) => {
+export const measureCpu = (processes: { readonly service: number; readonly dataDir: string; readonly node?: number | undefined }) => {
+  const postgres = postgresPids(processes.dataDir)
   const take = () => ({
-    service: cpuMillisByPid([processes.service]),
-    postgres: cpuMillisByPid([processes.postmaster], processes.postmaster),
-    node: cpuMillisByPid(processes.node === undefined ? [] : [processes.node]),
-    bench: (process.cpuUsage().user + process.cpuUsage().system) / 1000
+    service: cpuSeconds(processes.service),
+    postgres: postgres.reduce((sum, pid) => sum + cpuSeconds(pid), 0),
+    node: processes.node === undefined ? 0 : cpuSeconds(processes.node),
+    bench: (process.cpuUsage().user + process.cpuUsage().system) / 1e6
   })
   const before = take()
   return {
     stop: (phase: string, units: number, unit: string) => {
       const after = take()
-      const per = (millis: number) => (millis / units).toFixed(2)
-      log(`  ${phase}: CPU per ${unit} (ms): service ${per(spentSince(before.service, after.service))}, PostgreSQL ` +
-        `${per(spentSince(before.postgres, after.postgres))}` +
-        (processes.node === undefined ? "" : `, node ${per(spentSince(before.node, after.node))}`) +
+      const per = (seconds: number) => ((seconds * 1000) / units).toFixed(2)
+      log(`  ${phase}: CPU per ${unit} (ms): service ${per(after.service - before.service)}, PostgreSQL ` +
+        `${per(after.postgres - before.postgres)}` +
+        (processes.node === undefined ? "" : `, node ${per(after.node - before.node)}`) +
         `, bench ${per(after.bench - before.bench)}`)
     }
   }

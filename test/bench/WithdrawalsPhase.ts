@@ -20,7 +20,6 @@ import {
   cleanUpNow,
   freePort,
   makeDataDir,
-  postmasterPid,
   type ServiceProcess,
   spawnService,
   stopService,
@@ -162,7 +161,7 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
     }, 60_000)
     if (options.statements === true) await startStatements(db)
     const activity = options.statements === true ? sampleActivity(db, "withdrawals") : undefined
-    const cpu = measureCpu({ service: service.child.pid!, postmaster: postmasterPid(dataDir)!, node: anvil.child.pid })
+    const cpu = measureCpu({ service: service.child.pid!, dataDir, node: anvil.child.pid })
     const startedAt = Date.now()
     burstWindow = [monotonicMicros(), 0]
     await mapLimit(Array.from({ length: options.count }, (_, index) => index), options.inFlight, async (index) => {
