@@ -4,12 +4,13 @@
  * nothing. Never runs outside `development`.
  */
 import { Context, Effect, Layer } from "effect"
-import { existsSync, mkdirSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync } from "node:fs"
 import { join } from "node:path"
 import { ApiKeyRegistry } from "../auth/ApiKeyRegistry.ts"
 import { keyPairFromSeed } from "../auth/Ed25519.ts"
 import { Catalog } from "../catalog/Catalog.ts"
 import { AppConfig } from "../Config.ts"
+import { writeFileAtomically } from "../domain/AtomicFile.ts"
 import { Entropy } from "../domain/Entropy.ts"
 import { Tenants } from "../tenants/Tenants.ts"
 
@@ -40,8 +41,8 @@ export class DevProvisioning extends Context.Service<DevProvisioning, DevCredent
         registry.create(tenant.id, { name: "dev", publicKey: publicKeyHex })).pipe(Effect.orDie)
       mkdirSync(config.dataDir, { recursive: true })
       const keyPath = join(config.dataDir, devKeyFile)
-      writeFileSync(keyPath, privateKey.export({ format: "pem", type: "pkcs8" }), { mode: 0o600 })
-      writeFileSync(marker, JSON.stringify({ tenantId: tenant.id, keyId: key.keyId }, null, 2) + "\n", { mode: 0o600 })
+      writeFileAtomically(keyPath, privateKey.export({ format: "pem", type: "pkcs8" }) as string, 0o600)
+      writeFileAtomically(marker, JSON.stringify({ tenantId: tenant.id, keyId: key.keyId }, null, 2) + "\n", 0o600)
       yield* Effect.logInfo(
         `development tenant ${tenant.id} provisioned with API key ${key.keyId} (private key: ${keyPath}). ` +
           `Try a signed call: npm run call -- GET /v1/networks`

@@ -3,9 +3,10 @@
  * when unset. Held as Redacted: it never reaches a log or a response.
  */
 import { Context, Effect, Layer, Option, Redacted } from "effect"
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { AppConfig } from "../Config.ts"
+import { writeFileAtomically } from "../domain/AtomicFile.ts"
 import { randomHex } from "../domain/Entropy.ts"
 
 export class OpsToken extends Context.Service<OpsToken, Redacted.Redacted<string>>()("coffer/OpsToken") {
@@ -18,7 +19,7 @@ export class OpsToken extends Context.Service<OpsToken, Redacted.Redacted<string
       if (existsSync(file)) return Redacted.make(readFileSync(file, "utf8").trim())
       const token = yield* randomHex(32)
       mkdirSync(config.dataDir, { recursive: true })
-      writeFileSync(file, `${token}\n`, { mode: 0o600 })
+      writeFileAtomically(file, `${token}\n`, 0o600)
       return Redacted.make(token)
     })
   )
