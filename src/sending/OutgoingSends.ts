@@ -5,11 +5,14 @@
  * payload for life; what may change is only the fee, in a new version (replacement) or, once the payload was
  * refused for good, a 0-value self-transfer taking its nonce (FILL), so later nonces are not stuck behind a gap.
  *
- * - `sign`: in one database transaction the owner's guard (its row locked, still in the state that may be signed),
- *   the next nonce of the sending address (EVM), the signature and the stored bytes; signings from one address that
- *   wait for each other share that transaction (`signBatch`). A crash rolls all of it back: the nonce is not used,
- *   and the next attempt signs the same nonce; a signer that is down or refuses takes no nonce. Once committed, the
- *   bytes are the only ones ever broadcast for that nonce and payload.
+ * - `sign`: the signature first, on the next nonce of the sending address (EVM) as read then, outside any
+ *   transaction; then in one short database transaction the owner's guard (its row locked, still in the state that
+ *   may be signed), the nonces taken if the sequence has not moved meanwhile (else it signs again), and the stored
+ *   bytes. Signings from one address that wait for each other share both steps (`signBatch`). A crash before the
+ *   commit leaves nothing: the nonce is not used, and the next attempt signs the same nonce; a signer that is down or
+ *   refuses takes no nonce. Once committed, the bytes are the only ones ever broadcast for that nonce and payload;
+ *   bytes that were not stored never leave the process. Replacements and fills are signed before their transaction
+ *   in the same way.
  * - `broadcast`: the latest version's bytes; accepted, not now (retried later), or refused for good.
  * - `check`: where the send stands on the current chain: final (succeeded or reverted, with the actual fee),
  *   waiting; on the way it gives a node that forgot the transaction the same bytes again (a reorganization, a
@@ -154,7 +157,10 @@ const sendColumns = (sql: SqlClient.SqlClient): Statement.Fragment =>
 const sendRow = decodeFirstRow(SendRow, "OutgoingSends.load")
 const signedSendRow = decodeSingleRow(SendRow, "OutgoingSends.sign")
 const sendRows = decodeRows(SendRow, "OutgoingSends.open")
-const heldNonceRow = decodeSingleRow(Schema.Struct({ nonce: Numeric }), "OutgoingSends.holdNonce")
+const nonceRows = decodeRows(
+  Schema.Struct({ network_key: Text, address: Text, nonce: Numeric }),
+  "OutgoingSends.nextNonces"
+)
 const storedRows = decodeRows(SendRow, "OutgoingSends.signBatch (stored)")
 const reservedRows = decodeRows(Schema.Struct({ asset_id: Text, amount: Numeric }), "OutgoingSends.reserved")
 
@@ -162,6 +168,11 @@ const reservedRows = decodeRows(Schema.Struct({ asset_id: Text, amount: Numeric 
 const signingStripes = 32
 /** Signings one batch takes at most. */
 const signingBatchMax = 50
+/**
+ * Times a batch signs again because its addresses' nonces moved before it could store its signatures (another
+ * process signing from the same address). Each time, some other batch took those nonces: one more round is rare.
+ */
+const signingRoundsMax = 5
 /** Sending addresses whose nonce sequence a process remembers having seen (sweeps sign from every deposit address). */
 const sequencedAddressesMax = 20_000
 
@@ -176,6 +187,25 @@ interface PendingSigning {
    */
   readonly seed: bigint | undefined
   readonly id: string
+}
+
+/** A signature made ahead of the transaction that stores it (`signAhead`). */
+interface AheadSignature {
+  /** The signing's place in its batch. */
+  readonly index: number
+  readonly nonce: bigint | null
+  /** Its nonce came from the address's sequence (not from parameters the owner decided). */
+  readonly sequenced: boolean
+  readonly parameters: WithdrawalParameters
+  readonly signed: { readonly txHash: string; readonly raw: string }
+}
+
+/** One address's signatures of a batch, and the sequence's next nonce they were signed from (none: no sequence). */
+interface AddressSignatures {
+  readonly networkKey: string
+  readonly from: string
+  readonly start: bigint | undefined
+  readonly signatures: ReadonlyArray<AheadSignature>
 }
 
 /** What the owner's record keeps of its first signature (`SignHooks.onSigned`). */
@@ -212,6 +242,14 @@ const ceilPerMille = (value: bigint, perMille: bigint) => (value * perMille + 99
 class SigningStopped extends Data.TaggedError("SigningStopped")<{
   readonly outcome: "Refused" | "SignerDown" | "Superseded"
   readonly message: string
+}> {}
+
+/**
+ * The nonces a batch signed with were taken meanwhile, or a gap would open: nothing was stored. `settled` holds the
+ * signings whose outcome is known regardless (superseded, or stored by another run).
+ */
+class NoncesMoved extends Data.TaggedError("NoncesMoved")<{
+  readonly settled: ReadonlyMap<number, SignOutcome>
 }> {}
 
 export class OutgoingSends extends Context.Service<OutgoingSends, {
@@ -315,17 +353,33 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         Effect.flatMap(now, (at) => versionInsert(sendId, networkKey, version, kind, signed, parameters, at))
 
       /**
-       * The address's nonce row, locked (created at `seed` on its first send), and the next nonce it holds. The lock
-       * is what keeps an address's signatures in order, across processes too; `advanceNonce` moves it past the ones
-       * this transaction used.
+       * The next nonce of each address that has a sequence, read without a lock: where a batch's signatures start
+       * (`takeNonces` checks it again when it stores them).
        */
-      const holdNonce = (networkKey: string, address: string, seed: bigint) =>
+      const nextNonces = (addresses: ReadonlyArray<{ readonly networkKey: string; readonly from: string }>) =>
+        addresses.length === 0
+          ? Effect.succeed(new Map<string, bigint>())
+          : sql`
+            SELECT n.network_key, n.address, n.next_nonce::text AS nonce
+            FROM evm_nonces n JOIN jsonb_to_recordset(${
+            JSON.stringify(addresses.map((address) => ({ network_key: address.networkKey, address: address.from })))
+          }::jsonb) AS a(network_key text, address text) ON n.network_key = a.network_key AND n.address = a.address`.pipe(
+            Effect.flatMap(nonceRows),
+            Effect.map((rows) => new Map(rows.map((row) => [`${row.network_key}/${row.address}`, row.nonce])))
+          )
+
+      /**
+       * Takes the address's nonces from `start` up to `end` (exclusive) in one statement, only while its sequence
+       * still stands at `start` (an address without one starts it there: `start` was its seed): false when a
+       * signing elsewhere took them first. The row stays locked to the end of the transaction, so the sends stored
+       * with these nonces commit before anyone else can read the sequence past them.
+       */
+      const takeNonces = (networkKey: string, address: string, start: bigint, end: bigint) =>
         sql`
-          INSERT INTO evm_nonces (network_key, address, next_nonce) VALUES (${networkKey}, ${address}, ${seed.toString()})
-          ON CONFLICT (network_key, address) DO UPDATE SET next_nonce = evm_nonces.next_nonce
-          RETURNING next_nonce::text AS nonce`.pipe(Effect.flatMap(heldNonceRow), Effect.map((row) => row.nonce))
-      const advanceNonce = (networkKey: string, address: string, next: bigint) =>
-        sql`UPDATE evm_nonces SET next_nonce = ${next.toString()} WHERE network_key = ${networkKey} AND address = ${address}`
+          INSERT INTO evm_nonces (network_key, address, next_nonce) VALUES (${networkKey}, ${address}, ${end.toString()})
+          ON CONFLICT (network_key, address) DO UPDATE SET next_nonce = EXCLUDED.next_nonce
+            WHERE evm_nonces.next_nonce = ${start.toString()}
+          RETURNING 1`.pipe(Effect.map((rows) => rows.length === 1))
 
       /** The sends some of these owners have already, by `purpose/ownerId`. */
       const storedFor = (specs: ReadonlyArray<SendSpec>) =>
@@ -344,51 +398,45 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       const signedOutcome = (stopped: SigningStopped): SignOutcome =>
         stopped.outcome === "Superseded" ? { _tag: "Superseded" } : { _tag: stopped.outcome, message: stopped.message }
 
+      const byOwner = (batch: ReadonlyArray<PendingSigning>) => (a: number, b: number) =>
+        batch[a]!.spec.ownerId < batch[b]!.spec.ownerId ? -1 : batch[a]!.spec.ownerId > batch[b]!.spec.ownerId ? 1 : 0
+
       /**
-       * One database transaction for every signing queued on a stripe (GroupCommit.ts): under a burst of withdrawals
-       * the address's nonce row is taken once for the batch instead of once per signature, and the statements every
-       * other signature from the address waits for are a handful per batch (the guards, the stored sends, the nonce,
-       * then per signature its insert and its owner's record), not seven each with a BEGIN and a COMMIT.
-       *
-       * Each owner's guard runs first (in owner order, so two batches never wait on each other in a cycle), then
-       * per address (in address order) the nonce row, each signature with the next nonce, the send and its first
-       * version, `onSigned`. A signature the signer refuses or cannot make now takes no nonce and stores nothing; the
-       * others go on. Commit, and each caller gets its own outcome.
+       * Step 1 of a batch, outside any transaction: per address (in address order) its signings (in owner order),
+       * each signed with the next nonce after the sequence as read now. A signing the signer refuses or cannot make
+       * now gets its outcome here and takes no nonce.
        */
-      const signBatch = (batch: ReadonlyArray<PendingSigning>) =>
-        sql.withTransaction(Effect.gen(function*() {
-          const outcomes: Array<SignOutcome> = batch.map(() => ({ _tag: "Superseded" }))
-          const order = batch.map((_, index) => index)
-            .sort((a, b) => batch[a]!.spec.ownerId < batch[b]!.spec.ownerId ? -1 : batch[a]!.spec.ownerId > batch[b]!.spec.ownerId ? 1 : 0)
-          const live: Array<number> = []
-          for (const index of order) if (yield* batch[index]!.hooks.guard) live.push(index)
-          // Signed by a run that committed while this one waited for the owner's lock: that one stands.
-          const stored = yield* storedFor(live.map((index) => batch[index]!.spec))
+      const signAhead = (batch: ReadonlyArray<PendingSigning>, open: ReadonlyArray<number>, outcomes: Array<SignOutcome | undefined>) =>
+        Effect.gen(function*() {
           const byAddress = new Map<string, Array<number>>()
-          for (const index of live) {
+          for (const index of open) {
             const { spec } = batch[index]!
-            const send = stored.get(`${spec.purpose}/${spec.ownerId}`)
-            if (send !== undefined) {
-              outcomes[index] = { _tag: "Signed", send }
-              continue
-            }
             const address = `${spec.networkKey}/${spec.transfer.from}`
             byAddress.set(address, [...(byAddress.get(address) ?? []), index])
           }
-          let withdrawalSigned = false
-          for (const address of [...byAddress.keys()].sort()) {
+          const addresses = [...byAddress.keys()].sort().map((address) => {
             const indices = byAddress.get(address)!
-            const { spec: first } = batch[indices[0]!]!
+            const { spec } = batch[indices[0]!]!
             const seeds = indices.flatMap((index) => {
               const item = batch[index]!
               return item.seed === undefined || item.parameters.family !== "EVM" ? [] : [item.seed]
             })
-            const sequenceStart = seeds.length === 0
-              ? undefined
-              : yield* holdNonce(first.networkKey, first.transfer.from, seeds.reduce((a, b) => a > b ? a : b))
-            let next = sequenceStart
+            return {
+              address,
+              indices,
+              networkKey: spec.networkKey,
+              from: spec.transfer.from,
+              seed: seeds.length === 0 ? undefined : seeds.reduce((a, b) => a > b ? a : b)
+            }
+          })
+          const current = yield* nextNonces(addresses.filter((address) => address.seed !== undefined))
+          const plans: Array<AddressSignatures> = []
+          for (const { address, indices, networkKey, from, seed } of addresses) {
+            const start = seed === undefined ? undefined : current.get(address) ?? seed
+            let next = start
+            const signatures: Array<AheadSignature> = []
             for (const index of indices) {
-              const { spec, hooks, parameters, id } = batch[index]!
+              const { spec, parameters } = batch[index]!
               const sequenced = next !== undefined && batch[index]!.seed !== undefined && parameters.family === "EVM"
               const nonce = parameters.family !== "EVM" ? null : sequenced ? next! : BigInt(parameters.nonce)
               const signedParameters: WithdrawalParameters = parameters.family === "EVM" && nonce !== null
@@ -403,7 +451,49 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
                 continue
               }
               if (sequenced) next = next! + 1n
-              const at = yield* now
+              signatures.push({ index, nonce, sequenced, parameters: signedParameters, signed: signed.signed })
+            }
+            plans.push({ networkKey, from, start, signatures })
+          }
+          return plans
+        })
+
+      /**
+       * Step 2 of a batch, one short transaction: each owner's guard (in owner order, so two batches never wait on
+       * each other in a cycle), one read of the sends stored meanwhile, per address the nonces taken if the sequence
+       * has not moved since step 1, then per signature the send, its first version and the owner's record. Answers
+       * the outcome of every signature; fails with `NoncesMoved` (nothing stored) when an address's sequence moved,
+       * or when an owner that may no longer be signed sits before others in its address's nonce order (storing
+       * those would leave a gap).
+       */
+      const storeSigned = (batch: ReadonlyArray<PendingSigning>, plans: ReadonlyArray<AddressSignatures>) =>
+        sql.withTransaction(Effect.gen(function*() {
+          const all = plans.flatMap((plan) => plan.signatures.map((signature) => signature.index)).sort(byOwner(batch))
+          const live = new Set<number>()
+          for (const index of all) if (yield* batch[index]!.hooks.guard) live.add(index)
+          // Signed by a run that committed while this one waited for the owner's lock: that one stands.
+          const stored = yield* storedFor([...live].map((index) => batch[index]!.spec))
+          const settled = new Map<number, SignOutcome>()
+          for (const index of all) {
+            const { spec } = batch[index]!
+            const send = stored.get(`${spec.purpose}/${spec.ownerId}`)
+            if (!live.has(index)) settled.set(index, { _tag: "Superseded" })
+            else if (send !== undefined) settled.set(index, { _tag: "Signed", send })
+          }
+          for (const plan of plans) {
+            const sequenced = plan.signatures.filter((signature) => signature.sequenced)
+            const kept = sequenced.filter((signature) => !settled.has(signature.index))
+            if (kept.some((signature, position) => signature !== sequenced[position])) return yield* new NoncesMoved({ settled })
+            if (kept.length > 0 && !(yield* takeNonces(plan.networkKey, plan.from, plan.start!, plan.start! + BigInt(kept.length)))) {
+              return yield* new NoncesMoved({ settled })
+            }
+          }
+          const at = yield* now
+          let withdrawalSigned = false
+          for (const plan of plans) {
+            for (const { index, nonce, parameters, signed } of plan.signatures) {
+              if (settled.has(index)) continue
+              const { spec, hooks, id } = batch[index]!
               const send = yield* sql`
                 WITH send AS (
                   INSERT INTO outgoing_sends (id, network_key, purpose, owner_id, from_address, to_address, asset_id,
@@ -413,32 +503,60 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
                     ${JSON.stringify(spec.key)}::jsonb, ${nonce?.toString() ?? null}, ${at})
                   RETURNING *
                 ), version AS (
-                  ${versionInsert(sql`(SELECT id FROM send)`, spec.networkKey, 1, "PAYLOAD", signed.signed, signedParameters, at)}
+                  ${versionInsert(sql`(SELECT id FROM send)`, spec.networkKey, 1, "PAYLOAD", signed, parameters, at)}
                   RETURNING *
                 )${
                 hooks.onSigned === undefined ? sql`` : sql`, owner AS (${
-                  hooks.onSigned({
-                    txHash: signed.signed.txHash,
-                    raw: signed.signed.raw,
-                    networkFeeMax: signedParameters.networkFee,
-                    at
-                  })
+                  hooks.onSigned({ txHash: signed.txHash, raw: signed.raw, networkFeeMax: parameters.networkFee, at })
                 })`
               }
                 SELECT ${sendFields(sql)}, jsonb_build_array(${versionObject(sql)}) AS versions
                 FROM send s CROSS JOIN version v`.pipe(Effect.flatMap(signedSendRow))
               if (spec.purpose === "WITHDRAWAL") withdrawalSigned = true
-              yield* Effect.logInfo(
-                `${spec.purpose.toLowerCase()} ${spec.ownerId}: signed ${signed.signed.txHash} on ${spec.networkKey}` +
-                  (nonce === null ? "" : ` with nonce ${nonce}`)
-              )
-              outcomes[index] = { _tag: "Signed", send }
+              settled.set(index, { _tag: "Signed", send })
             }
-            if (next !== undefined && next !== sequenceStart) yield* advanceNonce(first.networkKey, first.transfer.from, next)
           }
           if (withdrawalSigned) yield* reach("WITHDRAWAL", "send-before-commit")
-          return outcomes
-        })).pipe(
+          return settled
+        }))
+
+      /**
+       * One batch of the signings queued on a stripe (GroupCommit.ts). The signatures are made first, outside any
+       * transaction: no row stays locked while the signer works, however slow a signer (a remote one) may be
+       * (docs/ledger.md, "Nothing outside the database inside a transaction"). They are then stored in one short
+       * transaction, which takes the address's nonce row once for the batch instead of once per signature. If the
+       * nonces moved meanwhile (another process signed from the address), nothing is stored and the batch's open
+       * signings are made again on the fresh sequence: signatures that were never stored never leave this process,
+       * so the bytes a node may ever see for a nonce are still only the stored ones.
+       */
+      const signBatch = (batch: ReadonlyArray<PendingSigning>) =>
+        Effect.gen(function*() {
+          const outcomes: Array<SignOutcome | undefined> = batch.map(() => undefined)
+          let open = batch.map((_, index) => index).sort(byOwner(batch))
+          for (let round = 1; open.length > 0; round++) {
+            if (round > signingRoundsMax) {
+              return yield* Effect.die(new Error(`the nonces of a signing batch moved in each of ${signingRoundsMax} rounds`))
+            }
+            const plans = yield* signAhead(batch, open, outcomes)
+            const settled = yield* storeSigned(batch, plans).pipe(
+              Effect.catchTag("NoncesMoved", (moved) => Effect.succeed(moved.settled))
+            )
+            for (const [index, outcome] of settled) {
+              // A signature stored by another run keeps its outcome from that run; only this one's are logged.
+              const ours = outcome._tag === "Signed" && outcome.send.id === batch[index]!.id
+              outcomes[index] = outcome
+              if (ours) {
+                const { spec } = batch[index]!
+                yield* Effect.logInfo(
+                  `${spec.purpose.toLowerCase()} ${spec.ownerId}: signed ${outcome.send.versions[0]!.tx_hash} on ` +
+                    `${spec.networkKey}` + (outcome.send.nonce === null ? "" : ` with nonce ${outcome.send.nonce}`)
+                )
+              }
+            }
+            open = open.filter((index) => outcomes[index] === undefined)
+          }
+          return outcomes as Array<SignOutcome>
+        }).pipe(
           Effect.catchTag("SqlError", Effect.die),
           // The batch runs on the fiber of whichever caller started the flush: never inside that caller's transaction.
           Effect.updateContext((context: Context.Context<never>) =>
@@ -546,13 +664,18 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
             maxPriorityFeePerGas: refused.max_priority_fee_per_gas,
             networkFee: nativeTransferGas * refused.max_fee_per_gas
           }
-          yield* sql.withTransaction(Effect.gen(function*() {
-            const moved = yield* sql`UPDATE outgoing_sends SET state = 'FILLING' WHERE id = ${send.id} AND state = 'PENDING' RETURNING id`
-            if (moved.length === 0) return
+          // Signed before the transaction (no row locked while the signer works); stored only if the send is still
+          // PENDING, else these bytes are dropped unseen.
+          yield* Effect.gen(function*() {
             const signed = yield* signRequest(fillSpec, fillParameters)
-            yield* insertVersion(send.id, send.network_key, latest(send).version + 1, "FILL", signed, fillParameters)
-            yield* Effect.logWarning(`${send.purpose.toLowerCase()} ${send.owner_id}: nonce ${send.nonce} filled by ${signed.txHash}`)
-          })).pipe(
+            const filled = yield* sql.withTransaction(Effect.gen(function*() {
+              const moved = yield* sql`UPDATE outgoing_sends SET state = 'FILLING' WHERE id = ${send.id} AND state = 'PENDING' RETURNING id`
+              if (moved.length === 0) return false
+              yield* insertVersion(send.id, send.network_key, latest(send).version + 1, "FILL", signed, fillParameters)
+              return true
+            }))
+            if (filled) yield* Effect.logWarning(`${send.purpose.toLowerCase()} ${send.owner_id}: nonce ${send.nonce} filled by ${signed.txHash}`)
+          }).pipe(
             Effect.catchTag("SqlError", Effect.die),
             // Not signed now: the send stays PENDING and refused, and the next broadcast attempt comes back here.
             Effect.catchTag("SigningStopped", (stopped) => Effect.logWarning(`nonce fill of ${send.id} not signed now: ${stopped.message}`))
@@ -607,6 +730,27 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       })
 
       /**
+       * Stores `signed` as the version after `version`, signed before this call (no row locked while the signer
+       * works): only while the send is in one of `states` and `version` is still its latest, else a concurrent check
+       * stored one first and these bytes are dropped unseen. True when stored.
+       */
+      const storeNextVersion = (
+        send: Send,
+        version: SendVersion,
+        states: ReadonlyArray<"PENDING" | "FILLING">,
+        signed: { readonly txHash: string; readonly raw: string },
+        parameters: WithdrawalParameters
+      ) =>
+        sql.withTransaction(Effect.gen(function*() {
+          const locked = yield* sql`SELECT id FROM outgoing_sends WHERE id = ${send.id} AND state IN ${sql.in(states)} FOR UPDATE`
+          if (locked.length === 0) return false
+          const top = yield* sql`SELECT max(version) AS version FROM outgoing_versions WHERE send_id = ${send.id}`
+          if (Number(top[0]!["version"]) !== version.version) return false
+          yield* insertVersion(send.id, send.network_key, version.version + 1, version.kind, signed, parameters)
+          return true
+        }))
+
+      /**
        * Signs the next version of a stuck EVM send: same nonce and payload, both fee fields raised by at least
        * 12.5 % and to what the node asks now if more, never above the network's cap (then it only waits).
        */
@@ -643,18 +787,14 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
             networkFee: version.gas * maxFeePerGas
           }
           const transfer = signedOf(send, version)
-          yield* sql.withTransaction(Effect.gen(function*() {
-            const locked = yield* sql`SELECT id FROM outgoing_sends WHERE id = ${send.id} AND state IN ('PENDING', 'FILLING') FOR UPDATE`
-            if (locked.length === 0) return
-            const top = yield* sql`SELECT max(version) AS version FROM outgoing_versions WHERE send_id = ${send.id}`
-            if (Number(top[0]!["version"]) !== version.version) return
+          yield* Effect.gen(function*() {
             const signed = yield* signRequest({ networkKey: send.network_key, key: send.signing_key as SigningKey, transfer }, parameters)
-            yield* insertVersion(send.id, send.network_key, version.version + 1, version.kind, signed, parameters)
+            if (!(yield* storeNextVersion(send, version, ["PENDING", "FILLING"], signed, parameters))) return
             yield* Effect.logWarning(
               `${send.purpose.toLowerCase()} ${send.owner_id}: ${version.tx_hash} not included after ${stuckAfterBlocks} blocks; ` +
                 `replaced by ${signed.txHash} (nonce ${send.nonce}, maxFeePerGas ${maxFeePerGas})`
             )
-          })).pipe(
+          }).pipe(
             Effect.catchTag("SqlError", Effect.die),
             Effect.catchTag("SigningStopped", (stopped) => Effect.logWarning(`replacement of ${send.id} not signed now: ${stopped.message}`))
           )
@@ -670,17 +810,13 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       const resign = (send: Send, version: SendVersion, parameters: WithdrawalParameters, why: string) =>
         Effect.gen(function*() {
           const transfer = signedOf(send, version)
-          yield* sql.withTransaction(Effect.gen(function*() {
-            const locked = yield* sql`SELECT id FROM outgoing_sends WHERE id = ${send.id} AND state = 'PENDING' FOR UPDATE`
-            if (locked.length === 0) return
-            const top = yield* sql`SELECT max(version) AS version FROM outgoing_versions WHERE send_id = ${send.id}`
-            if (Number(top[0]!["version"]) !== version.version) return
+          yield* Effect.gen(function*() {
             const signed = yield* signRequest({ networkKey: send.network_key, key: send.signing_key as SigningKey, transfer }, parameters)
-            yield* insertVersion(send.id, send.network_key, version.version + 1, version.kind, signed, parameters)
+            if (!(yield* storeNextVersion(send, version, ["PENDING"], signed, parameters))) return
             yield* Effect.logWarning(
               `${send.purpose.toLowerCase()} ${send.owner_id}: ${version.tx_hash} ${why}; signed again as ${signed.txHash}`
             )
-          })).pipe(
+          }).pipe(
             Effect.catchTag("SqlError", Effect.die),
             Effect.catchTag("SigningStopped", (stopped) => Effect.logWarning(`new version of ${send.id} not signed now: ${stopped.message}`))
           )

@@ -6,7 +6,7 @@
  * the simulated one with an EVM `accountNonce` added, so the service's own nonce sequence is used as on a real node.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Exit, Layer, Redacted } from "effect"
+import { Cause, Context, Deferred, Effect, Exit, Fiber, Layer, Redacted } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import { Catalog } from "../../src/catalog/Catalog.ts"
 import { ChainClients } from "../../src/chains/ChainClient.ts"
@@ -38,6 +38,12 @@ const clientsLayer = Layer.effect(
     }))
 )
 
+/** The amount whose signature waits for the test (`gate`): a slow signer, such as a remote one. */
+const gatedAmount = 77n
+
+/** Set by a test before it signs `gatedAmount`: the signer says it started, then waits for `release`. */
+let gate: { readonly started: Deferred.Deferred<void>; readonly release: Deferred.Deferred<void>; calls: number } | undefined
+
 const refusingSigner = Layer.effect(
   Signer,
   Effect.map(Effect.service(Signer), (signer) =>
@@ -46,6 +52,14 @@ const refusingSigner = Layer.effect(
       signTransaction: (request) =>
         request.family === "EVM" && request.amount === refusedAmount
           ? Effect.fail(new SignerRefused({ message: "refused by the test" }))
+          : request.family === "EVM" && request.amount === gatedAmount && gate !== undefined
+          ? Effect.gen(function*() {
+            const { started, release } = gate!
+            gate!.calls++
+            yield* Deferred.succeed(started, undefined)
+            yield* Deferred.await(release)
+            return yield* signer.signTransaction(request)
+          })
           : signer.signTransaction(request)
     }))
 ).pipe(Layer.provide(Signer.layerLocalHd(Redacted.make(testMnemonic))))
@@ -151,4 +165,66 @@ describe("signing batches", () => {
       const stored = yield* storedOwners(owners)
       assert.sameMembers(stored.map((send) => send.owner_id), owners.filter((owner) => owner !== poisoned))
     }).pipe(Effect.provide(layer)))
+
+  it.effect("the signer works with no row locked and no transaction open: the address's nonce row and the owner's row can be locked meanwhile", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const from = yield* freshAddress
+      assert.strictEqual(nonceOf(yield* Effect.exit(signFrom(from, yield* uuidV7, 4000n))), nodeCount)
+      // The owner's row: a row of its own, locked by the guard as a withdrawal's guard locks its transaction row.
+      yield* sql`CREATE TABLE IF NOT EXISTS signing_owners (id uuid PRIMARY KEY)`
+      const owner = yield* uuidV7
+      yield* sql`INSERT INTO signing_owners (id) VALUES (${owner})`
+      const guard = sql`SELECT id FROM signing_owners WHERE id = ${owner} FOR UPDATE`.pipe(
+        Effect.map((rows) => rows.length === 1),
+        Effect.orDie
+      )
+      gate = { started: yield* Deferred.make<void>(), release: yield* Deferred.make<void>(), calls: 0 }
+      const signing = yield* Effect.forkChild(signFrom(from, owner, gatedAmount, { guard }))
+      yield* Deferred.await(gate.started)
+      // Each fails at once (55P03) if a transaction holds the row.
+      const nonceRow = yield* sql`
+        SELECT next_nonce FROM evm_nonces WHERE network_key = 'ETH_SEPOLIA' AND address = ${from} FOR UPDATE NOWAIT`
+      assert.lengthOf(nonceRow, 1)
+      assert.lengthOf(yield* sql`SELECT id FROM signing_owners WHERE id = ${owner} FOR UPDATE NOWAIT`, 1)
+      const [open] = yield* sql<{ count: number }>`
+        SELECT count(*)::int AS count FROM pg_stat_activity
+        WHERE datname = current_database() AND state LIKE 'idle in transaction%'`
+      assert.strictEqual(open!.count, 0)
+      yield* Deferred.succeed(gate.release, undefined)
+      const outcome = yield* Fiber.join(signing)
+      gate = undefined
+      assert.strictEqual(outcome._tag, "Signed")
+      assert.strictEqual(nonceOf(Exit.succeed(outcome)), nodeCount + 1n)
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("a nonce taken elsewhere while the signer worked: nothing of the first signature is stored, the signing is made again on the fresh sequence, no gap", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const from = yield* freshAddress
+      assert.strictEqual(nonceOf(yield* Effect.exit(signFrom(from, yield* uuidV7, 5000n))), nodeCount)
+      const owner = yield* uuidV7
+      gate = { started: yield* Deferred.make<void>(), release: yield* Deferred.make<void>(), calls: 0 }
+      const signing = yield* Effect.forkChild(signFrom(from, owner, gatedAmount))
+      yield* Deferred.await(gate.started)
+      // Another process (its own OutgoingSends: its own signing queues) signs from the address meanwhile and takes
+      // the nonce this signature was made with.
+      const other = Context.get(yield* Layer.build(Layer.fresh(OutgoingSends.layer)), OutgoingSends)
+      const taken = yield* signFrom(from, yield* uuidV7, 5001n).pipe(Effect.provideService(OutgoingSends, other))
+      assert.strictEqual(nonceOf(Exit.succeed(taken)), nodeCount + 1n)
+      yield* Deferred.succeed(gate.release, undefined)
+      // The second round's signature waits on the gate too: it is released already.
+      const outcome = yield* Fiber.join(signing)
+      const calls = gate.calls
+      gate = undefined
+      assert.strictEqual(calls, 2)
+      assert.strictEqual(nonceOf(Exit.succeed(outcome)), nodeCount + 2n)
+      const versions = yield* sql<{ nonce: string; count: number }>`
+        SELECT s.nonce::text AS nonce, count(v.*)::int AS count FROM outgoing_sends s
+        JOIN outgoing_versions v ON v.send_id = s.id WHERE s.owner_id = ${owner} GROUP BY s.nonce`
+      assert.deepStrictEqual(versions.map((row) => ({ ...row })), [{ nonce: (nodeCount + 2n).toString(), count: 1 }])
+      const [row] = yield* sql<{ next: string }>`
+        SELECT next_nonce::text AS next FROM evm_nonces WHERE network_key = 'ETH_SEPOLIA' AND address = ${from}`
+      assert.strictEqual(row?.next, (nodeCount + 3n).toString())
+    }).pipe(Effect.scoped, Effect.provide(layer)))
 })
