@@ -1,30 +1,69 @@
 /**
- * Each wallet is a cluster entity (id = wallet id) that supervises its provisioning. `Provision` is a persisted
- * message: it survives a kill -9 and is delivered again after a restart, and the handler is idempotent (state is
- * read from PostgreSQL, every transition is a conditional UPDATE), so running it twice is harmless. Fatal defects
+ * Each wallet is a cluster entity (id = wallet id) that supervises its provisioning. The handler is idempotent (state
+ * is read from PostgreSQL, every transition is a conditional UPDATE), so running it twice is harmless. Fatal defects
  * are reported to the caller instead of restarting the entity forever (cluster notes, "Supervision").
+ *
+ * Two messages ask the same thing. The wallet is committed (PROVISIONING) before it is asked about, so a request need
+ * not survive a crash: the provisioning supervisor asks every PROVISIONING wallet again when a process starts, and
+ * every one that waits too long afterwards.
+ * - `ProvisionNow`, volatile, when this process holds the entity's shard: delivered in memory (LocalFirstSend.ts).
+ * - `Provision`, persisted, when another process holds the shard, or when the volatile send fails. Each names its
+ *   attempt (the first request, a new network's registration, a supervisor's re-request), deduplicated on its own.
  */
 import { Effect, Schema } from "effect"
-import { ClusterSchema, Entity } from "effect/cluster"
+import { ClusterSchema, Entity, type Sharding } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 import { WalletProvisioner } from "../wallets/WalletProvisioner.ts"
+import { sendLocalFirst } from "./LocalFirstSend.ts"
+
+const ProvisionReply = Schema.Literals(["ACTIVATED", "REGISTERED", "ALREADY_PROVISIONED", "MISSING"])
 
 export const Provision = Rpc.make("Provision", {
   /** Distinguishes the first request from a supervisor's later re-requests (each is deduplicated on its own). */
   payload: { attempt: Schema.String },
   primaryKey: ({ attempt }) => attempt,
-  success: Schema.Literals(["ACTIVATED", "REGISTERED", "ALREADY_PROVISIONED", "MISSING"])
+  success: ProvisionReply
 }).annotate(ClusterSchema.Persisted, true)
 
-export const WalletEntity = Entity.make("Wallet", [Provision])
+/** `Provision` delivered in memory to an entity of this process (above): lost with the process, which is fine here. */
+export const ProvisionNow = Rpc.make("ProvisionNow", {
+  payload: { attempt: Schema.String },
+  success: ProvisionReply
+})
+
+export const WalletEntity = Entity.make("Wallet", [Provision, ProvisionNow])
 
 export const WalletEntityLayer = WalletEntity.toLayer(
   Effect.gen(function*() {
     const provisioner = yield* WalletProvisioner
     const { entityId } = yield* Entity.CurrentAddress
     return WalletEntity.of({
-      Provision: () => provisioner.provision(entityId)
+      Provision: () => provisioner.provision(entityId),
+      ProvisionNow: () => provisioner.provision(entityId)
     })
   }),
   { maxIdleTime: "1 minute", disableFatalDefects: true }
 )
+
+/**
+ * Asks the wallet's entity to provision it, in memory when its shard is this process's, else through storage;
+ * returns once the message is handed over (it runs in the background). Never fails: the wallet is committed, and the
+ * provisioning supervisor finds it again if the request is lost.
+ */
+export const requestProvisioning = (
+  walletId: string,
+  attempt: string
+): Effect.Effect<void, never, Sharding.Sharding> =>
+  Effect.gen(function*() {
+    const client = (yield* WalletEntity.client)(walletId)
+    yield* sendLocalFirst(
+      WalletEntity,
+      walletId,
+      client.ProvisionNow({ attempt }, { discard: true }),
+      client.Provision({ attempt }, { discard: true })
+    ).pipe(
+      Effect.catchCause((cause) =>
+        Effect.logWarning(`could not ask wallet ${walletId} to provision; the supervisor will`, cause)
+      )
+    )
+  })

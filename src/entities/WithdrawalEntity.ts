@@ -8,18 +8,16 @@
  * Two messages ask the same thing. The withdrawal is committed in its own tables before it is asked about, so a
  * request need not survive a crash: WithdrawalSupervisor asks every open withdrawal again when a process starts, and
  * every one that waits too long afterwards.
- * - `ProcessNow`, volatile, when this process holds the entity's shard: delivered in memory. A persisted message is
- *   four more statements (its row, the storage read that delivers it, the reply, the processed mark): measured at
- *   about 4 ms of PostgreSQL and 3 ms of service CPU per withdrawal (README, tenth measurement).
- * - `Process`, persisted, when another process holds the shard (the single-runner layer has no transport between
- *   runners; PostgreSQL is the way there), or when the volatile send fails. Each names its attempt (submission,
- *   approval, supervisor sweep, hot-wallet top-up), deduplicated on its own.
+ * - `ProcessNow`, volatile, when this process holds the entity's shard: delivered in memory (LocalFirstSend.ts).
+ * - `Process`, persisted, when another process holds the shard, or when the volatile send fails. Each names its
+ *   attempt (submission, approval, supervisor sweep, hot-wallet top-up), deduplicated on its own.
  */
 import { Effect, Schema } from "effect"
-import { ClusterSchema, Entity, EntityId, Sharding } from "effect/cluster"
+import { ClusterSchema, Entity, type Sharding } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 import { WithdrawalProcessor } from "../withdrawals/WithdrawalProcessor.ts"
 import { ProcessReply } from "../withdrawals/WithdrawalTransitions.ts"
+import { sendLocalFirst } from "./LocalFirstSend.ts"
 
 export const Process = Rpc.make("Process", {
   payload: { attempt: Schema.String },
@@ -57,17 +55,13 @@ export const requestProcessing = (
   attempt: string
 ): Effect.Effect<void, never, Sharding.Sharding> =>
   Effect.gen(function*() {
-    const sharding = yield* Sharding.Sharding
-    const clientFor = yield* WithdrawalEntity.client
-    const client = clientFor(withdrawalId)
-    const entityId = EntityId.EntityId.make(withdrawalId)
-    const local = sharding.hasShardId(sharding.getShardId(entityId, WithdrawalEntity.getShardGroup(entityId)))
-    const persisted = client.Process({ attempt }, { discard: true })
-    // A shard lost since the check fails the volatile send (EntityNotAssignedToRunner): the persisted one follows it.
-    const send = local
-      ? client.ProcessNow({ attempt }, { discard: true }).pipe(Effect.catchCause(() => persisted))
-      : persisted
-    yield* send.pipe(
+    const client = (yield* WithdrawalEntity.client)(withdrawalId)
+    yield* sendLocalFirst(
+      WithdrawalEntity,
+      withdrawalId,
+      client.ProcessNow({ attempt }, { discard: true }),
+      client.Process({ attempt }, { discard: true })
+    ).pipe(
       Effect.catchCause((cause) =>
         // The supervisor finds the withdrawal again (it waits in a non-final status), so a lost request only waits.
         Effect.logWarning(`could not ask withdrawal ${withdrawalId} to proceed; the supervisor will`, cause)

@@ -1,52 +1,93 @@
 /**
- * Finds wallets stuck in PROVISIONING (their Provision message was never stored because the process died between
- * the wallet's commit and the send, or the entity gave up on a defect), and provisioned wallets without an address
- * on a network added to the catalog since, and asks their entity again. A re-request carries a new attempt key per
- * sweep window, so it is not answered from the stored reply of an earlier one.
+ * Asks wallets' entities again (entities/WalletEntity.ts):
+ *
+ * - at start, every wallet still PROVISIONING, however recent: a request in memory (`ProvisionNow`) is lost with the
+ *   process that held it, and the wallet's row is what survives;
+ * - every `provisioningSweepIntervalMillis` from then on, wallets stuck in PROVISIONING (their request was lost with
+ *   another process, or the entity gave up on a defect);
+ * - both times, provisioned wallets without an address on a network added to the catalog since.
+ *
+ * A re-request carries a new attempt key (per start, per sweep window), so it is not answered from the stored reply of
+ * an earlier one.
  */
 import { Clock, Effect, Layer, Schedule, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { decodeRows, Text } from "../db/RowSchemas.ts"
-import { WalletEntity } from "../entities/WalletEntity.ts"
+import { requestProvisioning } from "../entities/WalletEntity.ts"
 
 export const provisioningSweepIntervalMillis = 60_000
 /** Younger wallets are left to their first request. */
 export const provisioningStuckAfterMillis = 60_000
 export const provisioningSweepBatchMax = 500
 
-const stuckRows = decodeRows(Schema.Struct({ id: Text }), "ProvisioningSupervisor (stuck wallets)")
-const unregisteredRows = decodeRows(Schema.Struct({ id: Text }), "ProvisioningSupervisor (unregistered networks)")
+const walletRows = decodeRows(Schema.Struct({ id: Text }), "ProvisioningSupervisor (wallets)")
 
-export const sweepStuckWallets = Effect.gen(function*() {
+const ask = (wallets: ReadonlyArray<{ id: string }>, attempt: string) =>
+  Effect.forEach(wallets, ({ id }) => requestProvisioning(id, attempt), { discard: true })
+
+/** Provisioned wallets without an address on an enabled network of their family (the catalog gained it since). */
+const unregisteredWallets = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const catalog = yield* Catalog
-  const clientFor = yield* WalletEntity.client
-  const now = yield* Clock.currentTimeMillis
-  const stuck = yield* sql`
-    SELECT id FROM wallets WHERE status = 'PROVISIONING' AND created_at < ${new Date(now - provisioningStuckAfterMillis)}
-    ORDER BY created_at LIMIT ${provisioningSweepBatchMax}`.pipe(Effect.flatMap(stuckRows))
   const familyNetworks = catalog.networks
     .filter((network) => network.enabled)
     .map((network) => ({ chain_family: network.chainFamily, network_key: network.networkKey }))
-  const unregistered = yield* sql`
+  return yield* sql`
     SELECT DISTINCT w.id FROM wallets w
       JOIN jsonb_to_recordset(${JSON.stringify(familyNetworks)}::jsonb) AS n (chain_family text, network_key text)
         ON n.chain_family = w.chain_family
     WHERE w.status IN ('ACTIVE', 'HIDDEN', 'FROZEN')
       AND NOT EXISTS (SELECT 1 FROM wallet_addresses a WHERE a.wallet_id = w.id AND a.network_key = n.network_key)
-    LIMIT ${provisioningSweepBatchMax}`.pipe(Effect.flatMap(unregisteredRows))
-  const attempt = `supervisor:${Math.floor(now / provisioningSweepIntervalMillis)}`
-  for (const { id } of [...stuck, ...unregistered]) {
-    yield* clientFor(id).Provision({ attempt }, { discard: true })
-  }
+    LIMIT ${provisioningSweepBatchMax}`.pipe(Effect.flatMap(walletRows))
+})
+
+/** The periodic sweep: stuck PROVISIONING wallets and unregistered networks; returns how many were asked. */
+export const sweepStuckWallets = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const now = yield* Clock.currentTimeMillis
+  const stuck = yield* sql`
+    SELECT id FROM wallets WHERE status = 'PROVISIONING' AND created_at < ${new Date(now - provisioningStuckAfterMillis)}
+    ORDER BY created_at LIMIT ${provisioningSweepBatchMax}`.pipe(Effect.flatMap(walletRows))
+  const unregistered = yield* unregisteredWallets
+  yield* ask([...stuck, ...unregistered], `supervisor:${Math.floor(now / provisioningSweepIntervalMillis)}`)
   return stuck.length + unregistered.length
 })
 
+/**
+ * The start's ask: every PROVISIONING wallet, however recent, in pages of `provisioningSweepBatchMax` (keyset by id,
+ * so each is asked once), and the unregistered networks. Returns how many were asked.
+ */
+export const askAtStart = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const now = yield* Clock.currentTimeMillis
+  const attempt = `start:${now}`
+  let after = ""
+  let asked = 0
+  for (;;) {
+    const page = yield* sql`
+      SELECT id FROM wallets WHERE status = 'PROVISIONING' ${after === "" ? sql`` : sql`AND id > ${after}`}
+      ORDER BY id LIMIT ${provisioningSweepBatchMax}`.pipe(Effect.flatMap(walletRows))
+    yield* ask(page, attempt)
+    asked += page.length
+    if (page.length < provisioningSweepBatchMax) break
+    after = page[page.length - 1]!.id
+  }
+  const unregistered = yield* unregisteredWallets
+  yield* ask(unregistered, attempt)
+  return asked + unregistered.length
+})
+
 export const ProvisioningSupervisor = Layer.effectDiscard(
-  sweepStuckWallets.pipe(
-    Effect.catchCause((cause) => Effect.logWarning("provisioning sweep failed", cause).pipe(Effect.as(0))),
-    Effect.repeat(Schedule.spaced(provisioningSweepIntervalMillis)),
+  askAtStart.pipe(
+    Effect.catchCause((cause) => Effect.logWarning("asking the provisioning wallets at start failed; the sweep will", cause)),
+    Effect.andThen(Effect.sleep(provisioningSweepIntervalMillis)),
+    Effect.andThen(
+      sweepStuckWallets.pipe(
+        Effect.catchCause((cause) => Effect.logWarning("provisioning sweep failed", cause).pipe(Effect.as(0))),
+        Effect.repeat(Schedule.spaced(provisioningSweepIntervalMillis))
+      )
+    ),
     Effect.forkScoped
   )
 )

@@ -5,6 +5,7 @@
  * entity's job; this service records the wallet and sends it the persisted `Provision` message.
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
+import { Sharding } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import type { ChainFamily } from "../chains/ChainFamily.ts"
 import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
@@ -20,7 +21,7 @@ import {
 } from "../domain/ApiError.ts"
 import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Text } from "../db/RowSchemas.ts"
 import { Ids } from "../domain/Ids.ts"
-import { WalletEntity } from "../entities/WalletEntity.ts"
+import { requestProvisioning as askProvisioning } from "../entities/WalletEntity.ts"
 import { Signer } from "../signer/Signer.ts"
 import { walletCreationsPer24hDefault, walletsPerFamilyDefault } from "../tenants/TenantSettings.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
@@ -102,7 +103,7 @@ export class Wallets extends Context.Service<Wallets, {
       const switches = yield* Switches
       const watchHealth = yield* WatchHealth
       const ids = yield* Ids
-      const walletClient = yield* WalletEntity.client
+      const sharding = yield* Sharding.Sharding
       const columns = walletColumns(sql)
 
       const requireSigner = Effect.gen(function*() {
@@ -140,9 +141,9 @@ export class Wallets extends Context.Service<Wallets, {
       const lockUser = (userId: string) =>
         sql`SELECT status FROM users WHERE id = ${userId} FOR UPDATE`.pipe(Effect.flatMap(lockedUser))
 
-      /** Sends the persisted Provision message; returns once it is stored. */
+      /** Asks the wallet's entity (entities/WalletEntity.ts); returns once the request is handed over. */
       const requestProvisioning = (walletId: string, attempt = "initial") =>
-        walletClient(walletId).Provision({ attempt }, { discard: true }).pipe(Effect.orDie)
+        askProvisioning(walletId, attempt).pipe(Effect.provideService(Sharding.Sharding, sharding))
 
       const loadWallet = (tenantId: string, walletId: string) =>
         Effect.flatMap(repository.find(tenantId, walletId), (wallet) =>

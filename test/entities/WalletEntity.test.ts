@@ -1,13 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Exit, Fiber, Layer, Redacted } from "effect"
 import * as Database from "../../src/db/Database.ts"
-import { MachineId, Snowflake, TestRunner } from "effect/cluster"
+import { EntityId, MachineId, MessageStorage, Sharding, Snowflake, TestRunner } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { ClusterLayer, purgeProcessedMessages } from "../../src/entities/Cluster.ts"
 import { WalletEntity, WalletEntityLayer } from "../../src/entities/WalletEntity.ts"
+import { askAtStart, sweepStuckWallets } from "../../src/wallets/ProvisioningSupervisor.ts"
 import { derivationPath } from "../../src/chains/Derivation.ts"
 import {
   crashingOnceSigner,
@@ -151,4 +152,43 @@ describe("wallet entity", () => {
       assert.match(row.address!, /^0x[0-9a-f]{40}$/)
     }).pipe(Effect.provide(Database.layerFromUrl(Redacted.make(process.env.DATABASE_URL!))), Effect.orDie)
   }, 60_000)
+
+  it.effect("at start every PROVISIONING wallet is asked, however recent, in memory: it is provisioned and no message is stored; the periodic sweep would not have asked it yet", () => {
+    const ids = {
+      tenantId: "01a20190-0000-7000-8000-00000000a004",
+      userId: "01a20190-0000-7000-8000-00000000b004",
+      walletId: "01a20190-0000-7000-8000-00000000c004"
+    }
+    return Effect.gen(function*() {
+      // Its request lost with the process that held it in memory: committed PROVISIONING a moment ago, asked by nobody.
+      yield* insertProvisioningWallet(ids)
+      const stored = yield* MessageStorage.MemoryDriver
+      // The TestRunner takes its shards once started.
+      const sharding = yield* Sharding.Sharding
+      const entityId = EntityId.EntityId.make(ids.walletId)
+      const shardId = sharding.getShardId(entityId, WalletEntity.getShardGroup(entityId))
+      for (let step = 0; step < 100 && !sharding.hasShardId(shardId); step++) {
+        yield* TestClock.adjust("250 millis")
+        yield* realSleep(10)
+      }
+      assert.isTrue(sharding.hasShardId(shardId))
+      const storedBefore = stored.requests.size
+      // Other wallets of this database may be asked too (the sweep's unregistered networks); this one is not the sweep's.
+      yield* sweepStuckWallets
+      assert.strictEqual((yield* walletRow(ids.walletId)).status, "PROVISIONING", "created under a minute ago: not the sweep's")
+      const storedAfterSweep = stored.requests.size
+      assert.isAtLeast(yield* askAtStart, 1)
+      for (let step = 0; step < 200 && (yield* walletRow(ids.walletId)).status !== "ACTIVE"; step++) {
+        yield* realSleep(10)
+      }
+      assert.strictEqual((yield* walletRow(ids.walletId)).status, "ACTIVE")
+      assert.strictEqual(stored.requests.size, storedAfterSweep, "ProvisionNow, not the persisted Provision")
+      assert.isAtLeast(storedAfterSweep, storedBefore)
+    }).pipe(
+      Effect.provide(WalletEntityLayer.pipe(
+        Layer.provideMerge(TestRunner.layer),
+        Layer.provideMerge(provisionerLayer(flakySigner({ remaining: 0, calls: 0 })))
+      ))
+    )
+  })
 })
