@@ -57,7 +57,8 @@ const describeUrl = (url: Redacted.Redacted<string>): string => {
  * applied. A crash's recovery replays the WAL written since the last checkpoint, and a fresh database's migrations
  * are about 2.3 MB of it with none since initdb: a kill -9 in a new DATA_DIR's first minutes replayed it all. The
  * restart then took 2.59-2.69 s on an idle machine, 2.33-2.36 s with this checkpoint (2026-11-27): one cause of the
- * bench's `--only` runs, whose restarted service is such a new one, going over the 3 s promise (README, tenth).
+ * bench's `--only` runs, whose restarted service is such a new one, going over the 3 s promise (docs/benchmarks.md,
+ * tenth).
  */
 const connectAndMigrate = (url: Redacted.Redacted<string>, options: { readonly checkpointAfterMigrations?: boolean } = {}) =>
   Effect.gen(function*() {

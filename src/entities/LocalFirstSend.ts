@@ -4,8 +4,8 @@
  * in memory when this process holds the entity's shard, else through the cluster's storage.
  *
  * A persisted message costs four more statements (its row, the storage read that delivers it, the reply, the
- * processed mark): about 4 ms of PostgreSQL and 3 ms of service CPU (README, tenth measurement). The in-memory one dies
- * with the process, and the start's ask replaces it. `SingleRunner` has no transport between runners, so the stored
+ * processed mark): about 4 ms of PostgreSQL and 3 ms of service CPU (docs/benchmarks.md, tenth measurement). The
+ * in-memory one dies with the process, and the start's ask replaces it. `SingleRunner` has no transport between runners, so the stored
  * message is the only way to another process's entity; it is also sent when the in-memory send fails (the shard moved
  * since the check: EntityNotAssignedToRunner).
  */
