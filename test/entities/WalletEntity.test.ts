@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Exit, Fiber, Layer, Redacted } from "effect"
 import * as Database from "../../src/db/Database.ts"
-import { EntityId, MachineId, MessageStorage, Sharding, Snowflake, TestRunner } from "effect/cluster"
+import { MachineId, MessageStorage, Snowflake, TestRunner } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import { spawn } from "node:child_process"
@@ -17,6 +17,7 @@ import {
   provisionerLayer,
   walletRow
 } from "./fixtures/WalletFixtures.ts"
+import { holdShardOf } from "../support/Shards.ts"
 
 const realSleep = (millis: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, millis)))
 
@@ -163,15 +164,7 @@ describe("wallet entity", () => {
       // Its request lost with the process that held it in memory: committed PROVISIONING a moment ago, asked by nobody.
       yield* insertProvisioningWallet(ids)
       const stored = yield* MessageStorage.MemoryDriver
-      // The TestRunner takes its shards once started.
-      const sharding = yield* Sharding.Sharding
-      const entityId = EntityId.EntityId.make(ids.walletId)
-      const shardId = sharding.getShardId(entityId, WalletEntity.getShardGroup(entityId))
-      for (let step = 0; step < 100 && !sharding.hasShardId(shardId); step++) {
-        yield* TestClock.adjust("250 millis")
-        yield* realSleep(10)
-      }
-      assert.isTrue(sharding.hasShardId(shardId))
+      assert.isTrue(yield* holdShardOf(WalletEntity, ids.walletId))
       const storedBefore = stored.requests.size
       // Other wallets of this database may be asked too (the sweep's unregistered networks); this one is not the sweep's.
       yield* sweepStuckWallets

@@ -7,7 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Redacted } from "effect"
-import { EntityId, MessageStorage, Sharding, TestRunner } from "effect/cluster"
+import { MessageStorage, TestRunner } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import { keccak256, parseTransaction, recoverTransactionAddress } from "viem"
@@ -35,6 +35,7 @@ import { PlatformAddresses } from "../../src/wallets/PlatformAddresses.ts"
 import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
 import { askOpenWithdrawals, sweepStuckWithdrawals } from "../../src/withdrawals/WithdrawalSupervisor.ts"
 import { testMnemonic } from "../support/TestApp.ts"
+import { holdShardOf } from "../support/Shards.ts"
 
 const realSleep = (millis: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, millis)))
 
@@ -341,15 +342,7 @@ describe("withdrawal entity on the TestRunner", () => {
       // Its request lost with the process that held it in memory: committed SUBMITTED a moment ago, asked by nobody.
       yield* insertSubmittedWithdrawal(ids)
       const stored = yield* MessageStorage.MemoryDriver
-      // The TestRunner takes its shards once started.
-      const sharding = yield* Sharding.Sharding
-      const entityId = EntityId.EntityId.make(ids.withdrawalId)
-      const shardId = sharding.getShardId(entityId, WithdrawalEntity.getShardGroup(entityId))
-      for (let step = 0; step < 100 && !sharding.hasShardId(shardId); step++) {
-        yield* TestClock.adjust("250 millis")
-        yield* realSleep(10)
-      }
-      assert.isTrue(sharding.hasShardId(shardId))
+      assert.isTrue(yield* holdShardOf(WithdrawalEntity, ids.withdrawalId))
       const storedBefore = stored.requests.size
       assert.strictEqual(yield* sweepStuckWithdrawals, 0, "updated under withdrawalStuckAfterMillis ago: not the sweep's")
       assert.strictEqual(yield* askOpenWithdrawals, 1)
