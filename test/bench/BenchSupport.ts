@@ -9,7 +9,7 @@ import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import { FetchHttpClient } from "effect/http"
 import { SqlClient } from "effect/sql"
 import { generateKeyPairSync, type KeyObject, randomUUID } from "node:crypto"
-import { readFileSync } from "node:fs"
+import { readFileSync, statSync } from "node:fs"
 import { join } from "node:path"
 import { rawPublicKeyHex } from "../../src/auth/Ed25519.ts"
 import { makeOpsClient } from "../../src/client/OpsClient.ts"
@@ -216,6 +216,34 @@ export const printStatements = async (db: Database, phase: string, top = 45) => 
   log(`  ${phase}: statements by total time (pg_stat_statements; calls, total ms, mean ms, plans, mean plan ms, statement)`)
   for (const row of rows) {
     log(`    ${row.calls.padStart(7)} ${row.ms.padStart(6)} ${row.mean.padStart(8)} ${row.plans.padStart(6)} ${row.plan.padStart(7)}  ${row.text}`)
+  }
+}
+
+/**
+ * `--explain`: the service's PostgreSQL logs every statement's plan with the triggers and foreign-key checks it fired
+ * (auto_explain, COFFER_PG_EXPLAIN in src/db/postgres/Postmaster.ts) to `path`. `explainMark` is where a load starts in
+ * that file; `printTriggerCounts` counts, from there, how many times each trigger and foreign-key check ran, per
+ * statement whose text holds `unit` (the load's own statement: one per request), nested statements included.
+ */
+export const explainMark = (path: string): number => {
+  try {
+    return statSync(path).size
+  } catch {
+    return 0
+  }
+}
+
+export const printTriggerCounts = (path: string, from: number, phase: string, unit: string) => {
+  const text = readFileSync(path).subarray(from).toString("utf8")
+  const units = text.split(unit).length - 1
+  const counts = new Map<string, number>()
+  for (const match of text.matchAll(/^\s*Trigger (for constraint )?([A-Za-z0-9_]+)( on [A-Za-z0-9_]+)?: calls=(\d+)/gm)) {
+    const name = `${match[1] === undefined ? "trigger" : "foreign key"} ${match[2]}`
+    counts.set(name, (counts.get(name) ?? 0) + Number(match[4]))
+  }
+  log(`  ${phase}: triggers and foreign-key checks per request (auto_explain, ${units} requests; calls per request, name)`)
+  for (const [name, calls] of [...counts].sort((a, b) => b[1] - a[1])) {
+    log(`    ${(units === 0 ? 0 : calls / units).toFixed(2).padStart(7)}  ${name}`)
   }
 }
 

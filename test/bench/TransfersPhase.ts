@@ -19,6 +19,8 @@ import {
   type Database,
   log,
   printStatements,
+  printTriggerCounts,
+  explainMark,
   rate,
   sampleActivity,
   signedPostBytes,
@@ -118,6 +120,8 @@ export const runTransfersPhase = async (options: {
   readonly meter: () => CpuMeter
   /** Print the statements of each load (bench.ts `--statements`). */
   readonly statements?: boolean
+  /** The service's auto_explain log, whose triggers each load prints per transfer (bench.ts `--explain`). */
+  readonly explainLog?: string | undefined
 }) => {
   const hostHeader = `${options.host}:${options.port}`
   const load = (name: string, requests: ReadonlyArray<Buffer>) => {
@@ -143,8 +147,14 @@ export const runTransfersPhase = async (options: {
   }
   const count = transfersMax
   // `--statements`: what each load cost the database, and what its connections were doing meanwhile.
+  // `--explain`: what each transfer's statements fired, from the service's auto_explain log.
   const observed = async (name: string, top: number, run: () => Promise<LoadResult>) => {
-    if (options.statements !== true) return run()
+    const explainFrom = options.explainLog === undefined ? undefined : explainMark(options.explainLog)
+    if (options.statements !== true) {
+      const result = await run()
+      if (explainFrom !== undefined) printTriggerCounts(options.explainLog!, explainFrom, name, "WITH movement_0 AS")
+      return result
+    }
     await startStatements(options.db)
     const activity = sampleActivity(options.db, name)
     const result = await run()

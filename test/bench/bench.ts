@@ -23,6 +23,11 @@
  * `--cpu-prof` and prints where its CPU time went during the measured part (test/bench/ProfileSummary.ts);
  * `--statements` loads pg_stat_statements into the service's PostgreSQL and prints, after the transfers, deliveries and
  * withdrawals loads, the statements that took the most database time (BenchSupport.ts `printStatements`);
+ * `--explain` loads auto_explain into the service's PostgreSQL (every statement's plan with the triggers and foreign-key
+ * checks it fired, in `<DATA_DIR>/postgres-explain.log`) and prints, after each transfers load, how many times each
+ * trigger and check ran per transfer (BenchSupport.ts `printTriggerCounts`; constraint triggers deferred to COMMIT run
+ * outside any plan and are not among them); every statement then runs instrumented, so that run's rates are not
+ * comparable;
  * `--perf-map` starts the service processes with `--perf-basic-prof-only-functions`, so Linux `perf` names their
  * JavaScript frames (`/tmp/perf-<pid>.map`): `perf` samples what runs on the CPU, where `--cpu-prof` also counts the
  * time the event loop is off it inside a system call (docs/benchmarks.md, sixth; README "Benchmark", eighth);
@@ -73,6 +78,7 @@ const { values: flags } = parseArgs({
     only: { type: "string" },
     profile: { type: "string" },
     statements: { type: "boolean", default: false },
+    explain: { type: "boolean", default: false },
     "perf-map": { type: "boolean", default: false },
     duration: { type: "string", default: "5" },
     warmup: { type: "string", default: "2" },
@@ -236,6 +242,7 @@ const main = async () => {
   }
 
   const dataDir = makeDataDir("coffer-bench-")
+  const explainLog = flags.explain ? join(dataDir, "postgres-explain.log") : undefined
   let service: ServiceProcess | undefined
   const onSignal = () => {
     cleanUpNow(service, dataDir)
@@ -256,7 +263,11 @@ const main = async () => {
       dataDir,
       port,
       opsPort,
-      env: { OPS_TOKEN: opsToken, ...(flags.statements ? { COFFER_PG_STATEMENTS: "1" } : {}) },
+      env: {
+        OPS_TOKEN: opsToken,
+        ...(flags.statements ? { COFFER_PG_STATEMENTS: "1" } : {}),
+        ...(explainLog === undefined ? {} : { COFFER_PG_EXPLAIN: explainLog })
+      },
       nodeArgs: [
         ...(profileDirectory === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${profileDirectory}`]),
         ...(flags["perf-map"] ? perfMapArgs : [])
@@ -389,7 +400,8 @@ const main = async () => {
           durationMs,
           describe: describeLoad,
           meter: cpuMeter,
-          statements: flags.statements
+          statements: flags.statements,
+          explainLog
         })
         if (profilePhase === "transfers") profileWindow = transfers.window
         figure(`transfers/raw ratio: ${(transfers.transfers / transfers.raw).toFixed(2)}`)

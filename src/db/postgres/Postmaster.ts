@@ -2,6 +2,7 @@
  * The postmaster: started on a port, ready when it says so, stopped with escalating signals, each with a bound.
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import { createWriteStream } from "node:fs"
 import net from "node:net"
 import { setTimeout as sleep } from "node:timers/promises"
 import type { Option } from "effect"
@@ -51,6 +52,8 @@ export const spawnPostmaster = (
   onSpawned: () => void = () => {}
 ): Promise<Postmaster> =>
   new Promise((resolvePromise, reject) => {
+    const explainLog = process.env.COFFER_PG_EXPLAIN || undefined
+    const explained = explainLog === undefined ? undefined : createWriteStream(explainLog, { flags: "a" })
     const child = spawn(binaries.postgres, [
       "-D",
       pgdata,
@@ -77,6 +80,25 @@ export const spawnPostmaster = (
       // share of a figure goes. Loading the library changes nothing until the extension is created. Nested statements
       // too (triggers, foreign-key checks, functions), each under its own text: a statement's own time then includes
       // theirs, and they show where it goes. Planning too: a statement planned at each execution shows it there.
+      // `npm run bench -- --explain` (test/bench/BenchSupport.ts `printTriggerCounts`): every statement's plan with the
+      // triggers and foreign-key checks it fired, how many times each, written with the server's other lines to the
+      // file COFFER_PG_EXPLAIN names. Every statement runs instrumented, so that run's rates are not comparable.
+      ...(explainLog === undefined
+        ? []
+        : [
+          "-c",
+          "session_preload_libraries=auto_explain",
+          "-c",
+          "auto_explain.log_min_duration=0",
+          "-c",
+          "auto_explain.log_analyze=on",
+          "-c",
+          "auto_explain.log_timing=off",
+          "-c",
+          "auto_explain.log_triggers=on",
+          "-c",
+          "auto_explain.log_nested_statements=on"
+        ]),
       ...(process.env.COFFER_PG_STATEMENTS === "1"
         ? [
           "-c",
@@ -101,6 +123,7 @@ export const spawnPostmaster = (
     const exited = new Promise<void>((resolveExit) =>
       child.once("exit", () => {
         running = false
+        explained?.end()
         resolveExit()
       })
     )
@@ -114,6 +137,7 @@ export const spawnPostmaster = (
       const lines = (partial + chunk.toString("utf8")).split("\n")
       partial = lines.pop() ?? ""
       for (const line of lines) {
+        explained?.write(`${line}\n`)
         log.push(line)
         if (log.length > logLinesMax) log.shift()
         if (!ready && line.includes(readyLine)) {
