@@ -538,6 +538,8 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
               return yield* Effect.die(new Error(`the nonces of a signing batch moved in each of ${signingRoundsMax} rounds`))
             }
             const plans = yield* signAhead(batch, open, outcomes)
+            // Nothing signed (the signer is down or refused them all): nothing to store.
+            if (plans.every((plan) => plan.signatures.length === 0)) break
             const settled = yield* storeSigned(batch, plans).pipe(
               Effect.catchTag("NoncesMoved", (moved) => Effect.succeed(moved.settled))
             )
