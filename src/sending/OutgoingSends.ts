@@ -541,7 +541,12 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
             // Nothing signed (the signer is down or refused them all): nothing to store.
             if (plans.every((plan) => plan.signatures.length === 0)) break
             const settled = yield* storeSigned(batch, plans).pipe(
-              Effect.catchTag("NoncesMoved", (moved) => Effect.succeed(moved.settled))
+              Effect.catchTag("NoncesMoved", (moved) =>
+                Effect.as(
+                  Effect.logInfo(`signing round ${round}: nonces taken elsewhere meanwhile, or a gap would open; ` +
+                    "nothing stored, the batch signs again"),
+                  moved.settled
+                ))
             )
             for (const [index, outcome] of settled) {
               // A signature stored by another run keeps its outcome from that run; only this one's are logged.
