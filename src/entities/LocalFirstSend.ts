@@ -5,22 +5,27 @@
  *
  * A persisted message costs four more statements (its row, the storage read that delivers it, the reply, the
  * processed mark): about 4 ms of PostgreSQL and 3 ms of service CPU (docs/benchmarks.md, tenth measurement). The
- * in-memory one dies with the process, and the start's ask replaces it. `SingleRunner` has no transport between runners, so the stored
- * message is the only way to another process's entity; it is also sent when the in-memory send fails (the shard moved
- * since the check: EntityNotAssignedToRunner).
+ * in-memory one dies with the process, and the start's ask replaces it. `SingleRunner` has no transport between
+ * runners, so the stored message is the only way to another process's entity; it is also sent when the in-memory
+ * send fails (the shard moved since the check: EntityNotAssignedToRunner).
  */
 import { Effect } from "effect"
 import { EntityId, Sharding } from "effect/cluster"
 
-export const sendLocalFirst = <E1, E2>(
-  entity: { readonly getShardGroup: (entityId: EntityId.EntityId) => string },
-  id: string,
-  inMemory: Effect.Effect<void, E1>,
-  stored: Effect.Effect<void, E2>
-): Effect.Effect<void, E2, Sharding.Sharding> =>
+/**
+ * Hands the request over (it runs in the background) and never fails: the subject is committed, and its supervisor
+ * asks again, so a request neither send could hand over is logged as `lost` says and only waits.
+ */
+export const askLocalFirst = (options: {
+  readonly entity: { readonly getShardGroup: (entityId: EntityId.EntityId) => string }
+  readonly id: string
+  readonly inMemory: Effect.Effect<void, unknown>
+  readonly stored: Effect.Effect<void, unknown>
+  readonly lost: string
+}): Effect.Effect<void, never, Sharding.Sharding> =>
   Effect.gen(function*() {
     const sharding = yield* Sharding.Sharding
-    const entityId = EntityId.EntityId.make(id)
-    const local = sharding.hasShardId(sharding.getShardId(entityId, entity.getShardGroup(entityId)))
-    return yield* local ? inMemory.pipe(Effect.catchCause(() => stored)) : stored
-  })
+    const entityId = EntityId.EntityId.make(options.id)
+    const local = sharding.hasShardId(sharding.getShardId(entityId, options.entity.getShardGroup(entityId)))
+    yield* local ? options.inMemory.pipe(Effect.catchCause(() => options.stored)) : options.stored
+  }).pipe(Effect.catchCause((cause) => Effect.logWarning(options.lost, cause)))

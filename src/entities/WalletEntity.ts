@@ -14,7 +14,7 @@ import { Effect, Schema } from "effect"
 import { ClusterSchema, Entity, type Sharding } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 import { WalletProvisioner } from "../wallets/WalletProvisioner.ts"
-import { sendLocalFirst } from "./LocalFirstSend.ts"
+import { askLocalFirst } from "./LocalFirstSend.ts"
 
 const ProvisionReply = Schema.Literals(["ACTIVATED", "REGISTERED", "ALREADY_PROVISIONED", "MISSING"])
 
@@ -45,25 +45,18 @@ export const WalletEntityLayer = WalletEntity.toLayer(
   { maxIdleTime: "1 minute", disableFatalDefects: true }
 )
 
-/**
- * Asks the wallet's entity to provision it, in memory when its shard is this process's, else through storage;
- * returns once the message is handed over (it runs in the background). Never fails: the wallet is committed, and the
- * provisioning supervisor finds it again if the request is lost.
- */
+/** Asks the wallet's entity to provision it (LocalFirstSend.ts); never fails. */
 export const requestProvisioning = (
   walletId: string,
   attempt: string
 ): Effect.Effect<void, never, Sharding.Sharding> =>
-  Effect.gen(function*() {
-    const client = (yield* WalletEntity.client)(walletId)
-    yield* sendLocalFirst(
-      WalletEntity,
-      walletId,
-      client.ProvisionNow({ attempt }, { discard: true }),
-      client.Provision({ attempt }, { discard: true })
-    ).pipe(
-      Effect.catchCause((cause) =>
-        Effect.logWarning(`could not ask wallet ${walletId} to provision; the supervisor will`, cause)
-      )
-    )
+  Effect.flatMap(WalletEntity.client, (clientFor) => {
+    const client = clientFor(walletId)
+    return askLocalFirst({
+      entity: WalletEntity,
+      id: walletId,
+      inMemory: client.ProvisionNow({ attempt }, { discard: true }),
+      stored: client.Provision({ attempt }, { discard: true }),
+      lost: `could not ask wallet ${walletId} to provision; the supervisor will`
+    })
   })

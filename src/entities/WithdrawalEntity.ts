@@ -17,7 +17,7 @@ import { ClusterSchema, Entity, type Sharding } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 import { WithdrawalProcessor } from "../withdrawals/WithdrawalProcessor.ts"
 import { ProcessReply } from "../withdrawals/WithdrawalTransitions.ts"
-import { sendLocalFirst } from "./LocalFirstSend.ts"
+import { askLocalFirst } from "./LocalFirstSend.ts"
 
 export const Process = Rpc.make("Process", {
   payload: { attempt: Schema.String },
@@ -47,24 +47,20 @@ export const WithdrawalEntityLayer = WithdrawalEntity.toLayer(
 )
 
 /**
- * Asks the withdrawal's entity to process it, in memory when its shard is this process's, else through storage;
- * returns once the message is handed over (it runs in the background).
+ * Asks the withdrawal's entity to process it (LocalFirstSend.ts); never fails: the supervisor finds the withdrawal
+ * again (it waits in a non-final status), so a lost request only waits.
  */
 export const requestProcessing = (
   withdrawalId: string,
   attempt: string
 ): Effect.Effect<void, never, Sharding.Sharding> =>
-  Effect.gen(function*() {
-    const client = (yield* WithdrawalEntity.client)(withdrawalId)
-    yield* sendLocalFirst(
-      WithdrawalEntity,
-      withdrawalId,
-      client.ProcessNow({ attempt }, { discard: true }),
-      client.Process({ attempt }, { discard: true })
-    ).pipe(
-      Effect.catchCause((cause) =>
-        // The supervisor finds the withdrawal again (it waits in a non-final status), so a lost request only waits.
-        Effect.logWarning(`could not ask withdrawal ${withdrawalId} to proceed; the supervisor will`, cause)
-      )
-    )
+  Effect.flatMap(WithdrawalEntity.client, (clientFor) => {
+    const client = clientFor(withdrawalId)
+    return askLocalFirst({
+      entity: WithdrawalEntity,
+      id: withdrawalId,
+      inMemory: client.ProcessNow({ attempt }, { discard: true }),
+      stored: client.Process({ attempt }, { discard: true }),
+      lost: `could not ask withdrawal ${withdrawalId} to proceed; the supervisor will`
+    })
   })

@@ -13,6 +13,7 @@
 import { Clock, Effect, Layer, Schedule, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
+import { forEachIdPage } from "../db/IdPages.ts"
 import { decodeRows, Text } from "../db/RowSchemas.ts"
 import { requestProvisioning } from "../entities/WalletEntity.ts"
 
@@ -62,17 +63,14 @@ export const askAtStart = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const now = yield* Clock.currentTimeMillis
   const attempt = `start:${now}`
-  let after = ""
-  let asked = 0
-  for (;;) {
-    const page = yield* sql`
-      SELECT id FROM wallets WHERE status = 'PROVISIONING' ${after === "" ? sql`` : sql`AND id > ${after}`}
-      ORDER BY id LIMIT ${provisioningSweepBatchMax}`.pipe(Effect.flatMap(walletRows))
-    yield* ask(page, attempt)
-    asked += page.length
-    if (page.length < provisioningSweepBatchMax) break
-    after = page[page.length - 1]!.id
-  }
+  const asked = yield* forEachIdPage(
+    provisioningSweepBatchMax,
+    (afterCursor) =>
+      sql`
+        SELECT id FROM wallets WHERE status = 'PROVISIONING' ${afterCursor}
+        ORDER BY id LIMIT ${provisioningSweepBatchMax}`.pipe(Effect.flatMap(walletRows)),
+    (page) => ask(page, attempt)
+  )
   const unregistered = yield* unregisteredWallets
   yield* ask(unregistered, attempt)
   return asked + unregistered.length

@@ -14,6 +14,7 @@ import { Clock, Effect, Layer, Schedule, Schema } from "effect"
 import { Sharding } from "effect/cluster"
 import { SqlClient, Statement } from "effect/sql"
 import { ChainClients } from "../chains/ChainClient.ts"
+import { forEachIdPage } from "../db/IdPages.ts"
 import { decodeRows, Text } from "../db/RowSchemas.ts"
 import { requestProcessing } from "../entities/WithdrawalEntity.ts"
 import { WithdrawalProcessor } from "./WithdrawalProcessor.ts"
@@ -53,18 +54,14 @@ export const sweepStuckWithdrawals = Effect.gen(function*() {
 export const askOpenWithdrawals = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const now = yield* Clock.currentTimeMillis
-  let after = ""
-  let asked = 0
-  for (;;) {
-    const page = yield* sql`
-      SELECT id FROM transactions
-      WHERE ${openWithdrawal} ${after === "" ? sql`` : sql`AND id > ${after}`}
-      ORDER BY id LIMIT ${withdrawalSweepBatchMax}`.pipe(Effect.flatMap(stuckRows))
-    yield* ask(page, `start:${now}`)
-    asked += page.length
-    if (page.length < withdrawalSweepBatchMax) return asked
-    after = page[page.length - 1]!.id
-  }
+  return yield* forEachIdPage(
+    withdrawalSweepBatchMax,
+    (afterCursor) =>
+      sql`
+        SELECT id FROM transactions WHERE ${openWithdrawal} ${afterCursor}
+        ORDER BY id LIMIT ${withdrawalSweepBatchMax}`.pipe(Effect.flatMap(stuckRows)),
+    (page) => ask(page, `start:${now}`)
+  )
 })
 
 /** Re-asks the network's QUEUED withdrawals at once (the hot wallet was topped up: PATCH /ops/devnet). */

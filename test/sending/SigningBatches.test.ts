@@ -94,6 +94,26 @@ const signFrom = (
       transfer: { withdrawalId: ownerId, from, to: "0x00000000000000000000000000000000000000b1", assetId: "ETH_SEPOLIA_ETH", amount }
     }, { guard: hooks.guard ?? Effect.succeed(true), onSigned: hooks.onSigned }))
 
+/**
+ * Starts a signing of `gatedAmount` whose signature waits in the signer (`gate`): answers its fiber once the signer
+ * has it, with `release` to let it go on and `calls` to read how often the signer was asked.
+ */
+const signGated = (from: string, ownerId: string, hooks: { readonly guard?: Effect.Effect<boolean> } = {}) =>
+  Effect.gen(function*() {
+    const opened = { started: yield* Deferred.make<void>(), release: yield* Deferred.make<void>(), calls: 0 }
+    gate = opened
+    const signing = yield* Effect.forkChild(signFrom(from, ownerId, gatedAmount, hooks))
+    yield* Deferred.await(opened.started)
+    return {
+      release: Deferred.succeed(opened.release, undefined),
+      /** The signing's outcome, and the gate closed again. */
+      outcome: Effect.ensuring(Fiber.join(signing), Effect.sync(() => {
+        gate = undefined
+      })),
+      calls: () => opened.calls
+    }
+  })
+
 const nonceOf = (exit: Exit.Exit<unknown, unknown>) =>
   Exit.isSuccess(exit) && (exit.value as { _tag: string })._tag === "Signed"
     ? BigInt((exit.value as { send: Send }).send.nonce!)
@@ -179,9 +199,7 @@ describe("signing batches", () => {
         Effect.map((rows) => rows.length === 1),
         Effect.orDie
       )
-      gate = { started: yield* Deferred.make<void>(), release: yield* Deferred.make<void>(), calls: 0 }
-      const signing = yield* Effect.forkChild(signFrom(from, owner, gatedAmount, { guard }))
-      yield* Deferred.await(gate.started)
+      const signing = yield* signGated(from, owner, { guard })
       // Each fails at once (55P03) if a transaction holds the row.
       const nonceRow = yield* sql`
         SELECT next_nonce FROM evm_nonces WHERE network_key = 'ETH_SEPOLIA' AND address = ${from} FOR UPDATE NOWAIT`
@@ -191,9 +209,8 @@ describe("signing batches", () => {
         SELECT count(*)::int AS count FROM pg_stat_activity
         WHERE datname = current_database() AND state LIKE 'idle in transaction%'`
       assert.strictEqual(open!.count, 0)
-      yield* Deferred.succeed(gate.release, undefined)
-      const outcome = yield* Fiber.join(signing)
-      gate = undefined
+      yield* signing.release
+      const outcome = yield* signing.outcome
       assert.strictEqual(outcome._tag, "Signed")
       assert.strictEqual(nonceOf(Exit.succeed(outcome)), nodeCount + 1n)
     }).pipe(Effect.provide(layer)))
@@ -204,20 +221,16 @@ describe("signing batches", () => {
       const from = yield* freshAddress
       assert.strictEqual(nonceOf(yield* Effect.exit(signFrom(from, yield* uuidV7, 5000n))), nodeCount)
       const owner = yield* uuidV7
-      gate = { started: yield* Deferred.make<void>(), release: yield* Deferred.make<void>(), calls: 0 }
-      const signing = yield* Effect.forkChild(signFrom(from, owner, gatedAmount))
-      yield* Deferred.await(gate.started)
+      const signing = yield* signGated(from, owner)
       // Another process (its own OutgoingSends: its own signing queues) signs from the address meanwhile and takes
       // the nonce this signature was made with.
       const other = Context.get(yield* Layer.build(Layer.fresh(OutgoingSends.layer)), OutgoingSends)
       const taken = yield* signFrom(from, yield* uuidV7, 5001n).pipe(Effect.provideService(OutgoingSends, other))
       assert.strictEqual(nonceOf(Exit.succeed(taken)), nodeCount + 1n)
-      yield* Deferred.succeed(gate.release, undefined)
+      yield* signing.release
       // The second round's signature waits on the gate too: it is released already.
-      const outcome = yield* Fiber.join(signing)
-      const calls = gate.calls
-      gate = undefined
-      assert.strictEqual(calls, 2)
+      const outcome = yield* signing.outcome
+      assert.strictEqual(signing.calls(), 2)
       assert.strictEqual(nonceOf(Exit.succeed(outcome)), nodeCount + 2n)
       const versions = yield* sql<{ nonce: string; count: number }>`
         SELECT s.nonce::text AS nonce, count(v.*)::int AS count FROM outgoing_sends s
