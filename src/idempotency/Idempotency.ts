@@ -11,8 +11,9 @@
  * whose claim was taken over can no longer commit.
  */
 import { Cause, Clock, Context, Effect, Exit, Layer, Option, Schema } from "effect"
-import { SqlClient, type Statement } from "effect/sql"
-import { decodeFirstRow, Int4, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
+import { SqlClient, type SqlError, type Statement } from "effect/sql"
+import { makeGroupCommit } from "../db/GroupCommit.ts"
+import { decodeFirstRow, decodeRows, Int4, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
 import { BadRequest, IdempotencyConflict } from "../domain/ApiError.ts"
 import { Ids } from "../domain/Ids.ts"
 import { CrashPoints } from "./CrashPoints.ts"
@@ -124,6 +125,28 @@ const heldRecord = decodeFirstRow(
   "Idempotency.claim (held record)"
 )
 
+/** Claims per INSERT at most. */
+const claimBatchMax = 500
+
+/** A first claim of a key, for the shared INSERT (`claimFresh`). */
+interface FreshClaim {
+  readonly scope: IdempotencyScope
+  readonly requestSha256: string
+  readonly now: number
+  readonly claimId: string
+}
+
+/** The unique keys a claim's record takes: the record's own, and for a tenant-wide key the tenant's. */
+const holderKeys = (scope: IdempotencyScope): ReadonlyArray<string> => {
+  const own = [scope.tenantId, scope.keyId, recordEndpoint(scope), scope.key].join("\u0000")
+  return scope.tenantWide === true
+    ? [own, [scope.tenantId, recordEndpoint(scope), scope.key].join("\u0000")]
+    : [own]
+}
+
+// The claims a shared INSERT wrote, decoded at this edge.
+const insertedClaims = decodeRows(Schema.Struct({ claim_id: Text }), "Idempotency.claim (inserted)")
+
 export class Idempotency extends Context.Service<Idempotency, {
   /**
    * Runs `execute` at most once per scope and body: a replay of the same body returns the first response, a
@@ -156,21 +179,73 @@ export class Idempotency extends Context.Service<Idempotency, {
       const claimed = (scope: IdempotencyScope, claimId: string) =>
         sql`${where(scope)} AND state = 'IN_PROGRESS' AND claim_id = ${claimId}`
 
+      /**
+       * The first claim of a key: its IN_PROGRESS record, inserted unless the key is held (`ON CONFLICT DO NOTHING`
+       * covers both the record's key and the tenant-wide one). Concurrent requests share one INSERT (db/GroupCommit.ts),
+       * and each waits for its own record's commit before it executes, as with an INSERT of its own; the database
+       * sees one statement and one commit per flush instead of one per request. Two claims of one key in a batch:
+       * only the first is inserted, the other finds it held and goes the way of any held key (rule 5). A batch that
+       * fails (a record a CHECK refuses, a tenant gone) is written again one claim at a time, so it fails only its own
+       * request.
+       */
+      const insertClaims = (batch: ReadonlyArray<FreshClaim>) =>
+        sql`
+          INSERT INTO idempotency_records (tenant_id, key_id, endpoint, idempotency_key, request_sha256, state,
+            locked_until, created_at, updated_at, tenant_wide, owner_instance, claim_id)
+          SELECT r.tenant_id, r.key_id, r.endpoint, r.idempotency_key, r.request_sha256, 'IN_PROGRESS', r.locked_until,
+            r.at, r.at, r.tenant_wide, ${instance.id}, r.claim_id
+          FROM jsonb_to_recordset(${
+          JSON.stringify(batch.map(({ claimId, now, requestSha256, scope }) => ({
+            tenant_id: scope.tenantId,
+            key_id: scope.keyId,
+            endpoint: recordEndpoint(scope),
+            idempotency_key: scope.key,
+            request_sha256: requestSha256,
+            locked_until: new Date(now + inProgressLeaseSeconds * 1000).toISOString(),
+            at: new Date(now).toISOString(),
+            tenant_wide: scope.tenantWide === true,
+            claim_id: claimId
+          })))
+        }::jsonb) AS r(tenant_id uuid, key_id text, endpoint text, idempotency_key text, request_sha256 text,
+            locked_until timestamptz, at timestamptz, tenant_wide boolean, claim_id uuid)
+          ON CONFLICT DO NOTHING
+          RETURNING claim_id`.pipe(Effect.flatMap(insertedClaims))
+      /** Answers, per claim, whether its record was inserted; a claim whose own INSERT failed gets the failure. */
+      const writeClaims = (batch: ReadonlyArray<FreshClaim>) =>
+        Effect.gen(function*() {
+          const holders = new Set<string>()
+          const firsts = batch.filter((claim) => {
+            const keys = holderKeys(claim.scope)
+            if (keys.some((key) => holders.has(key))) return false
+            for (const key of keys) holders.add(key)
+            return true
+          })
+          const inserted = yield* Effect.exit(insertClaims(firsts))
+          if (Exit.isSuccess(inserted)) {
+            const fresh = new Set(inserted.value.map((row) => row.claim_id))
+            return batch.map((claim) => Exit.succeed(fresh.has(claim.claimId)))
+          }
+          if (batch.length === 1) return [Exit.failCause(inserted.cause)]
+          return yield* Effect.forEach(batch, (claim) =>
+            Effect.exit(insertClaims([claim]).pipe(Effect.map((rows) => rows.length === 1))))
+        }).pipe(
+          // The flush runs on the fiber of whichever request started it: never inside that request's transaction.
+          Effect.updateContext((context: Context.Context<never>) =>
+            Context.omit(sql.transactionService)(context) as Context.Context<never>)
+        )
+      const claimFresh = yield* makeGroupCommit<FreshClaim, Exit.Exit<boolean, SqlError.SqlError>>({
+        batchMax: claimBatchMax,
+        write: writeClaims
+      })
+
       const claim = (scope: IdempotencyScope, requestSha256: string) =>
         Effect.gen(function*() {
           for (let attempt = 0; attempt < 3; attempt++) {
             const now = yield* Clock.currentTimeMillis
             const lease = new Date(now + inProgressLeaseSeconds * 1000)
             const claimId = yield* newClaimId
-            const inserted = yield* sql`
-              INSERT INTO idempotency_records (tenant_id, key_id, endpoint, idempotency_key, request_sha256, state,
-                locked_until, created_at, updated_at, tenant_wide, owner_instance, claim_id)
-              VALUES (${scope.tenantId}, ${scope.keyId}, ${recordEndpoint(scope)}, ${scope.key}, ${requestSha256},
-                'IN_PROGRESS', ${lease}, ${new Date(now)}, ${new Date(now)}, ${scope.tenantWide === true},
-                ${instance.id}, ${claimId})
-              ON CONFLICT DO NOTHING
-              RETURNING 1 AS inserted`
-            if (inserted.length > 0) return { _tag: "Execute", claimId } as Claim
+            const inserted = yield* Effect.flatten(claimFresh({ scope, requestSha256, now, claimId }))
+            if (inserted) return { _tag: "Execute", claimId } as Claim
             const decided = yield* sql.withTransaction(Effect.gen(function*() {
               const row = yield* sql`SELECT key_id, request_sha256, state, response_status, response_body, locked_until,
                    (owner_instance IS NOT NULL AND owner_instance <> ${instance.id}

@@ -212,6 +212,37 @@ layer(TestLayer, { excludeTestServices: true })("idempotency engine", (it) => {
       }
     }))
 
+  it.effect("first claims share one INSERT; a claim the database refuses fails its own request only", () =>
+    Effect.gen(function*() {
+      yield* seedTenant
+      const idempotency = yield* Idempotency
+      const sql = yield* SqlClient.SqlClient
+      let executions = 0
+      const execute = Effect.sync(() => ++executions).pipe(Effect.as({ status: 202, body: "{}" }))
+      const runId = crypto.randomUUID().slice(0, 8)
+      // Started together, so they queue behind one flush: the one of a tenant that does not exist (its foreign key
+      // fails the shared INSERT) sits among the others.
+      const exits = yield* Effect.all(
+        Array.from({ length: 10 }, (_, index) =>
+          Effect.exit(idempotency.run(
+            index === 4
+              ? { ...scope(`batch-${runId}-${index}`), tenantId: "00000000-0000-7000-8000-0000000000ff" }
+              : scope(`batch-${runId}-${index}`),
+            hashA,
+            execute
+          ))),
+        { concurrency: "unbounded" }
+      )
+      assert.strictEqual(executions, 9)
+      exits.forEach((exit, index) => {
+        if (index === 4) assert.isTrue(Exit.hasDies(exit))
+        else assert.deepStrictEqual(exit, Exit.succeed({ status: 202, body: "{}" }))
+      })
+      const [row] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM idempotency_records
+        WHERE idempotency_key LIKE ${`batch-${runId}-%`} AND state = 'COMPLETED'`
+      assert.strictEqual(row!.n, 9)
+    }).pipe(Effect.catchTag("SqlError", Effect.die)))
+
   /** A table standing for a business effect, written in the same transaction as the response. */
   const effects = Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
