@@ -56,6 +56,7 @@ import { Ledger } from "./ledger/Ledger.ts"
 import { latestTransactionEventData } from "./transactions/TransactionEventData.ts"
 import { TransactionEvents } from "./transactions/TransactionEvents.ts"
 import { TransactionRepository } from "./transactions/TransactionRepository.ts"
+import { Movements } from "./transfers/CreateMovement.ts"
 import { TransferQuotes } from "./transfers/TransferQuotes.ts"
 import { Transfers } from "./transfers/Transfers.ts"
 import { TwoFactor } from "./users/TwoFactor.ts"
@@ -107,7 +108,14 @@ export const DomainLayer = Layer.mergeAll(
   Layer.provideMerge(Layer.mergeAll(Sweeps.layer, GasWallets.layer)),
   // Every transaction the service sends, once (sending/): withdrawals now, sweeps next.
   Layer.provideMerge(OutgoingSends.layer),
-  Layer.provideMerge(Layer.mergeAll(DepositWatcher.layer, ManualDepositCredit.layer, TransferQuotes.layer, TwoFactor.layer)),
+  Layer.provideMerge(Layer.mergeAll(
+    DepositWatcher.layer,
+    ManualDepositCredit.layer,
+    TransferQuotes.layer,
+    TwoFactor.layer,
+    // Movements of a payer's funds, created in statements shared by concurrent requests (transfers/CreateMovement.ts).
+    Movements.layer
+  )),
   // Fee rule 3: recent network costs and the prices that convert them (catalog, operator's PUT /ops/prices).
   Layer.provideMerge(FeeFloors.layer),
   Layer.provideMerge(PriceFeed.layer),

@@ -65,6 +65,17 @@ export interface PreparedEntries {
   readonly accountIds: ReadonlyMap<string, string>
 }
 
+/**
+ * Several callers' prepared entries as one (`Ledger.postPreparedAfter` writes them in one statement), in their order;
+ * the entries' time is the first's.
+ */
+export const mergePrepared = (list: ReadonlyArray<PreparedEntries>): PreparedEntries => ({
+  requests: list.flatMap((prepared) => prepared.requests),
+  entryIds: list.flatMap((prepared) => prepared.entryIds),
+  at: list[0]!.at,
+  accountIds: new Map(list.flatMap((prepared) => [...prepared.accountIds]))
+})
+
 export interface Balance {
   readonly assetId: string
   /** Negative only after a deposit reversal took back funds already spent (decisions.md, Deposits). */
@@ -165,17 +176,22 @@ export class Ledger extends Context.Service<Ledger, {
    */
   readonly prepare: (request: EntryRequest) => Effect.Effect<PreparedEntries>
   /**
-   * The prepared entry (one) as the end of the caller's statement: `before` is the caller's part of its `WITH`, the
-   * last of it a query named `first` answering at most one row. `first` runs before the entry is written (its locks
-   * come first), and the entry is written only if it answered a row. Answers that row as JSON (undefined for none,
-   * when nothing was posted) and the result. Alone, the statement is its own transaction: a movement's rows, its
-   * hold and its entry in one round trip (transfers/CreateMovement.ts).
+   * The prepared entries as the end of the caller's statement: `before` is the caller's part of its `WITH`, the
+   * last of it a query named `first` answering at most one row. `first` runs before the entries are written (its
+   * locks come first), and they are written only if it answered a row. Answers that row as JSON (undefined for none,
+   * when nothing was posted) and the results in request order (`result` the first's). Alone, the statement is its
+   * own transaction: a movement's rows, its hold and its entry in one round trip, or several movements' together
+   * (transfers/CreateMovement.ts; `mergePrepared`). One InsufficientBalance fails them all.
    */
   readonly postPreparedAfter: (
     prepared: PreparedEntries,
     before: Statement.Fragment
   ) => Effect.Effect<
-    { readonly first: unknown; readonly result: PostResult | undefined },
+    {
+      readonly first: unknown
+      readonly result: PostResult | undefined
+      readonly results: ReadonlyArray<PostResult>
+    },
     InsufficientBalance | SqlError.SqlError
   >
   /** A wallet's balances, one per asset that has had bookkeeping, by asset id. */
@@ -392,13 +408,13 @@ export class Ledger extends Context.Service<Ledger, {
         prepared: PreparedEntries,
         before: Statement.Fragment
       ) {
-        if (prepared.requests.length !== 1) return yield* Effect.die(new Error("postPreparedAfter books one entry"))
+        if (prepared.requests.length === 0) return yield* Effect.die(new Error("postPreparedAfter needs an entry"))
         // The caller's part may refuse too (its own SQLSTATEs): any error but an overdraft is the caller's to read.
         const written = yield* write(prepared, before).pipe(
           Effect.catchTag("SqlError", (error): Effect.Effect<never, InsufficientBalance | SqlError.SqlError> =>
             sqlStateOf(error) === insufficientBalanceSqlState ? refused(prepared.requests)(error) : Effect.fail(error))
         )
-        return { first: written.first, result: written.results[0] }
+        return { first: written.first, result: written.results[0], results: written.results }
       })
 
       const post = Effect.fn("Ledger.post")(function*(request: EntryRequest) {

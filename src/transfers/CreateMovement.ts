@@ -17,11 +17,24 @@
  * per second), then the hold, then the entry, whose postings lock the accounts at the statement's end. The hold
  * refuses by raising, in the order of the checks: the limit, then the user, then the wallet; the balance
  * (INSUFFICIENT_BALANCE, the postings' trigger) comes after all of them. Any refusal fails the statement whole.
+ *
+ * Concurrent movements share statements (`Movements`, a group commit as db/GroupCommit.ts has it): each request
+ * still waits for its own movement's commit, but the database sees one statement and one commit per flush, and one
+ * payer's movements take the payer's account row once per flush instead of once each. In a shared statement every
+ * movement's rows come first, then the holds one after the other, then all the entries, whose postings lock the
+ * accounts in id order at the statement's end (the same lock order as alone). Movements are queued by their payer's
+ * user, so the daily limit's lock of a user is taken by one queue of a process. A hold reads the day's total without
+ * the statement's own movements (their trigger fires at its end), so a hold is asked for its movement plus those
+ * before it in the statement with the same limit (user, asset, day): N movements that each fit but together exceed
+ * the limit never all pass, shared or not. A shared statement that fails (a refusal, an overdraft, a lost
+ * idempotency claim, a deadlock with another process) is written again one movement at a time, so each request gets
+ * its own answer, the same as alone.
  */
-import { Effect } from "effect"
+import { Context, Effect, Exit, Layer } from "effect"
 import { SqlClient, type SqlError, type Statement } from "effect/sql"
+import { makeGroupCommit } from "../db/GroupCommit.ts"
 import { Forbidden, type InsufficientBalance, LimitExceeded, NotFound, WalletNotActive } from "../domain/ApiError.ts"
-import { Ledger, type PostResult, type PreparedEntries, sqlStateOf } from "../ledger/Ledger.ts"
+import { Ledger, mergePrepared, type PostResult, type PreparedEntries, sqlStateOf } from "../ledger/Ledger.ts"
 import type { StoreInStatement } from "../idempotency/Idempotency.ts"
 import { insertTransactionStatement, type NewTransaction } from "../transactions/NewTransaction.ts"
 import { userFrozenMessage } from "../users/UserRules.ts"
@@ -68,41 +81,111 @@ export interface NewMovement<A> {
   readonly receipt?: { readonly answer: A; readonly store: StoreInStatement<A> } | undefined
 }
 
-/**
- * Creates the movement in one statement (module comment): its transaction row, its other rows and its receipt, the
- * payer's hold, its entry. Fails with the hold's refusals or INSUFFICIENT_BALANCE, having written nothing.
- */
-export const createMovement = <A>(
-  movement: NewMovement<A>
-): Effect.Effect<PostResult, HoldRefusal | InsufficientBalance, SqlClient.SqlClient | Ledger> =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const { transaction } = movement
-    const { walletId, userId } = transaction.source
-    if (walletId === undefined || walletId === null || userId === undefined || userId === null) {
-      return yield* Effect.die(new Error(`movement ${transaction.id} has no paying wallet and user`))
-    }
-    const write = (receiptRow?: Statement.Fragment) =>
-      holdPayerAndCreate({
-        hold: {
-          walletId,
-          userId,
-          assetId: transaction.assetId,
-          amount: transaction.amount,
-          dailyLimit: movement.dailyLimit,
-          nowMillis: transaction.at.getTime(),
-          movementId: transaction.id
-        },
-        rows: [
-          insertTransactionStatement(sql, transaction),
-          ...movement.rows,
-          ...(receiptRow === undefined ? [] : [receiptRow])
-        ],
-        entry: movement.entry
-      })
-    const receipt = movement.receipt
-    return yield* receipt === undefined ? write() : receipt.store(receipt.answer, write)
-  })
+/** Queues of movements (by the payer's user), each writing its own statements: at most this many at once. */
+const movementQueues = 4
+/** Movements per shared statement at most. */
+const movementBatchMax = 64
+
+type Written = Exit.Exit<PostResult, HoldRefusal | InsufficientBalance>
+
+export class Movements extends Context.Service<Movements, {
+  /**
+   * Creates the movement (module comment): its transaction row, its other rows and its receipt, the payer's hold, its
+   * entry, committed together, alone or in a statement shared with concurrent movements. Fails with the hold's
+   * refusals or INSUFFICIENT_BALANCE, having written nothing.
+   */
+  readonly create: <A>(movement: NewMovement<A>) => Effect.Effect<PostResult, HoldRefusal | InsufficientBalance>
+}>()("coffer/Movements") {
+  static readonly layer = Layer.effect(
+    Movements,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const ledger = yield* Ledger
+
+      /** Alone: the movement's own statement, its refusals as the spec's errors. */
+      const writeAlone = (movement: Movement) =>
+        holdPayerAndCreate([movement]).pipe(
+          Effect.map((results) => results[0]!),
+          Effect.provideService(SqlClient.SqlClient, sql),
+          Effect.provideService(Ledger, ledger)
+        )
+
+      /**
+       * A flush: the movements in one statement, or, when that fails whole, each in its own (so each request gets
+       * its own answer). In the order of their daily limits' locks (`limitKey`), which every process takes in the
+       * same order.
+       */
+      const writeBatch = (batch: ReadonlyArray<Movement>): Effect.Effect<ReadonlyArray<Written>> =>
+        Effect.gen(function*() {
+          if (batch.length === 1) return [yield* Effect.exit(writeAlone(batch[0]!))]
+          const order = batch.map((_, index) => index).sort((a, b) => {
+            const [x, y] = [limitKey(batch[a]!.hold), limitKey(batch[b]!.hold)]
+            return x < y ? -1 : x > y ? 1 : a - b
+          })
+          const together = yield* Effect.exit(
+            holdPayerAndCreate(order.map((index) => batch[index]!)).pipe(
+              Effect.provideService(SqlClient.SqlClient, sql),
+              Effect.provideService(Ledger, ledger)
+            )
+          )
+          if (Exit.isSuccess(together)) {
+            const results: Array<Written> = new Array(batch.length)
+            order.forEach((index, position) => {
+              results[index] = Exit.succeed(together.value[position]!)
+            })
+            return results
+          }
+          return yield* Effect.forEach(batch, (movement) => Effect.exit(writeAlone(movement)))
+        }).pipe(
+          // The flush runs on the fiber of whichever request started it: never inside that request's transaction.
+          Effect.updateContext((context: Context.Context<never>) =>
+            Context.omit(sql.transactionService)(context) as Context.Context<never>)
+        )
+
+      const queues = yield* Effect.forEach(
+        Array.from({ length: movementQueues }),
+        () => makeGroupCommit<Movement, Written>({ batchMax: movementBatchMax, write: writeBatch })
+      )
+      /** The payer's user decides the queue: one user's movements, and its daily limits' locks, share one. */
+      const queueOf = (userId: string) => {
+        let hash = 0
+        for (const char of userId) hash = (hash * 31 + char.charCodeAt(0)) | 0
+        return queues[Math.abs(hash) % movementQueues]!
+      }
+
+      const create = <A>(movement: NewMovement<A>) =>
+        Effect.gen(function*() {
+          const { transaction } = movement
+          const { walletId, userId } = transaction.source
+          if (walletId === undefined || walletId === null || userId === undefined || userId === null) {
+            return yield* Effect.die(new Error(`movement ${transaction.id} has no paying wallet and user`))
+          }
+          const write = (receiptRow?: Statement.Fragment) =>
+            Effect.flatten(queueOf(userId)({
+              hold: {
+                walletId,
+                userId,
+                assetId: transaction.assetId,
+                amount: transaction.amount,
+                dailyLimit: movement.dailyLimit,
+                nowMillis: transaction.at.getTime(),
+                movementId: transaction.id
+              },
+              rows: [
+                insertTransactionStatement(sql, transaction),
+                ...movement.rows,
+                ...(receiptRow === undefined ? [] : [receiptRow])
+              ],
+              entry: movement.entry
+            }))
+          const receipt = movement.receipt
+          return yield* receipt === undefined ? write() : receipt.store(receipt.answer, write)
+        })
+
+      return Movements.of({ create })
+    })
+  )
+}
 
 /** The hold's refusals by SQLSTATE (sql/0021_payer_hold_and_daily_totals.sql). */
 const refusals: Record<string, () => HoldRefusal> = {
@@ -117,25 +200,52 @@ const refusalOf = (error: SqlError.SqlError): Effect.Effect<never, HoldRefusal> 
   return refusal === undefined ? Effect.die(error) : Effect.fail(refusal())
 }
 
-/** The statement: the rows, then the hold, then the entry; answers the entry's result. */
+/** The daily limit a hold counts against (user, asset, UTC day), or "" for a movement with no limit. */
+const limitKey = (hold: HoldRequest): string =>
+  hold.dailyLimit === undefined ? "" : `${dailyLimitLockKey(hold)}:${utcDay(hold.nowMillis)}`
+
+/**
+ * The statement: every movement's rows, then their holds one after the other (each hold's arguments wait for the one
+ * before, so the limits' locks are taken in the movements' order), then all their entries; answers each entry's
+ * result, in the movements' order. A hold is asked for its amount plus that of the movements before it in the
+ * statement with the same limit: their totals join the day's only at the statement's end.
+ */
 const holdPayerAndCreate = (
-  movement: Movement
-): Effect.Effect<PostResult, HoldRefusal | InsufficientBalance, SqlClient.SqlClient | Ledger> =>
+  movements: ReadonlyArray<Movement>
+): Effect.Effect<ReadonlyArray<PostResult>, HoldRefusal | InsufficientBalance, SqlClient.SqlClient | Ledger> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const ledger = yield* Ledger
-    const { hold, rows } = movement
-    const names = rows.map((_, index) => sql.literal(`movement_${index}`))
-    const written = names.length === 0 ? sql`true` : sql.and(names.map((name) => sql`EXISTS (SELECT FROM ${name})`))
-    const limit = hold.dailyLimit
-    const first = sql`first AS MATERIALIZED (
-      SELECT hold_payer_or_refuse(${hold.walletId}, ${limit === undefined ? null : dailyLimitLockKey(hold)},
-        ${limit === undefined ? null : limit.toString()}::numeric, ${hold.amount.toString()}::numeric,
-        ${hold.userId}, ${hold.assetId}, ${utcDay(hold.nowMillis)}::date, ${hold.movementId}, ${written}) AS held)`
-    const before = sql.join(",", false)([...rows.map((row, index) => sql`${names[index]!} AS (${row})`), first])
-    const { result } = yield* ledger.postPreparedAfter(movement.entry, before).pipe(
+    const alone = movements.length === 1
+    const countedBefore = new Map<string, bigint>()
+    const parts: Array<Statement.Fragment> = []
+    movements.forEach((movement, index) => {
+      const { hold, rows } = movement
+      // Alone, the names the statement always had; shared, each movement's own.
+      const prefix = alone ? "" : `m${index}_`
+      const names = rows.map((_, row) => sql.literal(`${prefix}movement_${row}`))
+      const own = names.length === 0 ? sql`true` : sql.and(names.map((name) => sql`EXISTS (SELECT FROM ${name})`))
+      const written = index === 0 ? own : sql`${own} AND EXISTS (SELECT FROM ${sql.literal(`m${index - 1}_first`)})`
+      const limit = hold.dailyLimit
+      const key = limitKey(hold)
+      const counted = (countedBefore.get(key) ?? 0n) + hold.amount
+      if (limit !== undefined) countedBefore.set(key, counted)
+      parts.push(...rows.map((row, position) => sql`${names[position]!} AS (${row})`))
+      parts.push(sql`${sql.literal(`${prefix}first`)} AS MATERIALIZED (
+        SELECT hold_payer_or_refuse(${hold.walletId}, ${limit === undefined ? null : dailyLimitLockKey(hold)},
+          ${limit === undefined ? null : limit.toString()}::numeric, ${counted.toString()}::numeric,
+          ${hold.userId}, ${hold.assetId}, ${utcDay(hold.nowMillis)}::date, ${hold.movementId}, ${written}) AS held)`)
+    })
+    if (!alone) {
+      parts.push(sql`first AS MATERIALIZED (SELECT held FROM ${sql.literal(`m${movements.length - 1}_first`)})`)
+    }
+    const before = sql.join(",", false)(parts)
+    const prepared = alone ? movements[0]!.entry : mergePrepared(movements.map((movement) => movement.entry))
+    const { first, results } = yield* ledger.postPreparedAfter(prepared, before).pipe(
       Effect.catchTag("SqlError", refusalOf)
     )
-    if (result === undefined) return yield* Effect.die(new Error("the payer's hold answered no row"))
-    return result
+    if (first === undefined || results.length !== movements.length) {
+      return yield* Effect.die(new Error("the payers' holds answered no row"))
+    }
+    return results
   })

@@ -55,7 +55,7 @@ import {
 } from "../wallets/WalletRepository.ts"
 import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
 import { utcDay } from "./DailyLimit.ts"
-import { createMovement } from "./CreateMovement.ts"
+import { Movements } from "./CreateMovement.ts"
 import { type QuoteError, TransferQuotes } from "./TransferQuotes.ts"
 
 export type Destination =
@@ -164,6 +164,7 @@ export class Transfers extends Context.Service<Transfers, {
       const quotes = yield* TransferQuotes
       const twoFactor = yield* TwoFactor
       const ledger = yield* Ledger
+      const movements = yield* Movements
       const transactions = yield* TransactionRepository
       const catalog = yield* Catalog
       const ids = yield* Ids
@@ -377,13 +378,13 @@ export class Transfers extends Context.Service<Transfers, {
           transactionAsInserted(record, { source: payer, destination: recipient }),
           sql`true`
         )
-        yield* createMovement({
+        yield* movements.create({
           transaction: record,
           rows: [event],
           entry: yield* ledger.prepare(entryRequest(tenant.id, id, entry)),
           dailyLimit: quote.dailyLimit,
           receipt: request.recordReceipt === undefined ? undefined : { answer: receipt, store: request.recordReceipt }
-        }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(Ledger, ledger))
+        })
         yield* transactionEvents.committed
         return receipt
       })

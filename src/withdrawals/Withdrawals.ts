@@ -25,7 +25,7 @@ import { requestProcessing } from "../entities/WithdrawalEntity.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest } from "../ledger/Postings.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
-import { createMovement } from "../transfers/CreateMovement.ts"
+import { Movements } from "../transfers/CreateMovement.ts"
 import { type NewTransaction, transactionAsInserted } from "../transactions/NewTransaction.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
@@ -103,6 +103,7 @@ export class Withdrawals extends Context.Service<Withdrawals, {
     never,
     | SqlClient.SqlClient
     | Ledger
+    | Movements
     | Ids
     | TransactionEvents
     | TransactionRepository
@@ -113,6 +114,7 @@ export class Withdrawals extends Context.Service<Withdrawals, {
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const ledger = yield* Ledger
+      const movements = yield* Movements
       const ids = yield* Ids
       const transactionEvents = yield* TransactionEvents
       const transactions = yield* TransactionRepository
@@ -159,7 +161,7 @@ export class Withdrawals extends Context.Service<Withdrawals, {
         }
         // One statement (CreateMovement.ts): the withdrawal's rows, the payer's hold, the freeze.
         const event = yield* transactionEvents.createdWhen(transactionAsInserted(record, { source: payer }), sql`true`)
-        yield* createMovement({
+        yield* movements.create({
           transaction: record,
           rows: [sql`INSERT INTO withdrawals (transaction_id) VALUES (${id}) RETURNING transaction_id`, event],
           entry: yield* ledger.prepare(entryRequest(tenant.id, id, freeze)),
@@ -167,7 +169,7 @@ export class Withdrawals extends Context.Service<Withdrawals, {
           receipt: submission.recordReceipt === undefined
             ? undefined
             : { answer: submitted, store: submission.recordReceipt }
-        }).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(Ledger, ledger))
+        })
         yield* transactionEvents.committed
         // Asked in the background: the tenant's answer does not depend on it (the withdrawal is committed SUBMITTED),
         // and a persisted send (the entity's shard held by another process) returns only once that runner's storage

@@ -5,6 +5,11 @@
  * posting is left. The same submission with its receipt written then goes through. The hold's other refusals are
  * reached through the interface: test/transfers/FreezeRace.test.ts (wallet and user), DailyLimitRace.test.ts (the
  * limit).
+ *
+ * Concurrent movements share statements (`Movements`): the second test sees it in the transactions' `xmin` (the
+ * database transaction that wrote each row). Shared statements that fail whole are written again one movement at a
+ * time; Transfers.test ("20 concurrent transfers of 10 from a balance of 100") and DailyLimitRace.test reach that
+ * through the interface, and the latter fails if a hold is not asked for the movements before it in its statement.
  */
 import { assert, layer } from "@effect/vitest"
 import { Cause, Effect, Exit } from "effect"
@@ -59,5 +64,43 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("a movement in one stat
       const after = (yield* call(provisioned, "GET", `/v1/wallets/${payer}/assets`)).json as Array<any>
       assert.deepStrictEqual(after.map((item) => [item.assetId, item.available]), [[eth, (1_000n - 10n - fee).toString()]])
       assert.deepStrictEqual((yield* rows)[0], { transactions: before.transactions + 1, events: before.events + 1 })
+    }).pipe(Effect.catchTag("SqlError", Effect.die)))
+
+  it.effect("concurrent movements of one payer share statements, each still answered and booked as alone", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const provisioned = yield* provisionTenant()
+      const payer = yield* ethWalletOf(provisioned, "shared-payer")
+      const payee = yield* ethWalletOf(provisioned, "shared-payee")
+      yield* fund(provisioned, payer, eth, 1_000_000n)
+      const count = 16
+      const responses = yield* Effect.all(
+        Array.from({ length: count }, (_, index) =>
+          call(provisioned, "POST", "/v1/transactions", {
+            assetId: eth,
+            source: { type: "WALLET", id: payer },
+            destination: { type: "WALLET", id: payee },
+            amountRaw: "100",
+            externalTxId: `shared-${index}`
+          })),
+        { concurrency: "unbounded" }
+      )
+      for (const response of responses) assert.strictEqual(response.status, 202, response.text)
+      const ids = responses.map((response) => response.json.transactionId as string)
+      assert.strictEqual(new Set(ids).size, count)
+      const [written] = yield* sql<{ rows: number; commits: number; entries: number }>`
+        SELECT count(*)::int AS rows, count(DISTINCT t.xmin::text)::int AS commits,
+          (SELECT count(*) FROM ledger_entries e WHERE e.reference_id = ANY(${`{${ids.join(",")}}`}::uuid[]))::int AS entries
+        FROM transactions t WHERE t.id = ANY(${`{${ids.join(",")}}`}::uuid[])`
+      assert.strictEqual(written!.rows, count)
+      assert.strictEqual(written!.entries, count)
+      assert.isBelow(written!.commits, count, "no two movements shared a statement")
+      const fee = BigInt(responses[0]!.json.fee)
+      const payerAssets = (yield* call(provisioned, "GET", `/v1/wallets/${payer}/assets`)).json as Array<any>
+      assert.deepStrictEqual(payerAssets.map((item) => [item.available, item.frozen]), [
+        [(1_000_000n - BigInt(count) * (100n + fee)).toString(), "0"]
+      ])
+      const payeeAssets = (yield* call(provisioned, "GET", `/v1/wallets/${payee}/assets`)).json as Array<any>
+      assert.deepStrictEqual(payeeAssets.map((item) => item.available), [String(100 * count)])
     }).pipe(Effect.catchTag("SqlError", Effect.die)))
 })
