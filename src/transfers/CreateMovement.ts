@@ -23,7 +23,8 @@
  * payer's movements take the payer's account row once per flush instead of once each. In a shared statement every
  * movement's rows come first, then the holds one after the other, then all the entries, whose postings lock the
  * accounts in id order at the statement's end (the same lock order as alone). Movements are queued by their payer's
- * user, so the daily limit's lock of a user is taken by one queue of a process. A hold reads the day's total without
+ * user, so what is locked per user (the limit's lock, the payer's rows, the day's total) is taken by one queue of a
+ * process, and a shared statement takes it in the order of the users, the same in every process. A hold reads the day's total without
  * the statement's own movements (their trigger fires at its end), so a hold is asked for its movement plus those
  * before it in the statement with the same limit (user, asset, day): N movements that each fit but together exceed
  * the limit never all pass, shared or not. A shared statement that fails (a refusal, an overdraft, a lost
@@ -112,14 +113,15 @@ export class Movements extends Context.Service<Movements, {
 
       /**
        * A flush: the movements in one statement, or, when that fails whole, each in its own (so each request gets
-       * its own answer). In the order of their daily limits' locks (`limitKey`), which every process takes in the
-       * same order.
+       * its own answer). In the order of their payers' users, then their daily limits (`lockOrder`): what a
+       * statement locks per user (the limit's lock, the payer's rows, the day's total) it then takes in the same
+       * order in every process, and the accounts in id order after all of it (docs/ledger.md "Lock order").
        */
       const writeBatch = (batch: ReadonlyArray<Movement>): Effect.Effect<ReadonlyArray<Written>> =>
         Effect.gen(function*() {
           if (batch.length === 1) return [yield* Effect.exit(writeAlone(batch[0]!))]
           const order = batch.map((_, index) => index).sort((a, b) => {
-            const [x, y] = [limitKey(batch[a]!.hold), limitKey(batch[b]!.hold)]
+            const [x, y] = [lockOrder(batch[a]!.hold), lockOrder(batch[b]!.hold)]
             return x < y ? -1 : x > y ? 1 : a - b
           })
           const together = yield* Effect.exit(
@@ -203,6 +205,9 @@ const refusalOf = (error: SqlError.SqlError): Effect.Effect<never, HoldRefusal> 
 /** The daily limit a hold counts against (user, asset, UTC day), or "" for a movement with no limit. */
 const limitKey = (hold: HoldRequest): string =>
   hold.dailyLimit === undefined ? "" : `${dailyLimitLockKey(hold)}:${utcDay(hold.nowMillis)}`
+
+/** Where a movement goes in a shared statement: by its payer's user, then its limit. */
+const lockOrder = (hold: HoldRequest): string => `${hold.userId}/${limitKey(hold)}`
 
 /**
  * The statement: every movement's rows, then their holds one after the other (each hold's arguments wait for the one
