@@ -189,6 +189,9 @@ export const startStatements = (db: Database) =>
     const sql = yield* SqlClient.SqlClient
     yield* sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`
     yield* sql`SELECT pg_stat_statements_reset()`
+    // The WAL flushes of the load too (`printStatements`): the commit's WAL flush is serial.
+    yield* sql`SELECT pg_stat_reset_shared('wal')`
+    yield* sql`SELECT pg_stat_reset_shared('io')`
   }))
 
 export const printStatements = async (db: Database, phase: string, top = 45) => {
@@ -213,6 +216,18 @@ export const printStatements = async (db: Database, phase: string, top = 45) => 
   }))
   log(`  ${phase}: ${sum!.calls} statements from clients, each a round trip (and ${sum!.deferred} of deferred ` +
     `constraint triggers at COMMIT)`)
+  const [wal] = await db.run(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Counted by the cumulative statistics, which backends report about once a second: approximate.
+    // PostgreSQL 18 counts WAL fsyncs in pg_stat_io (pg_stat_wal lost its wal_sync column).
+    return yield* sql<{ syncs: string; mb: string; records: string; fpi: string; checkpoints: string }>`
+      SELECT (SELECT coalesce(sum(fsyncs), 0) FROM pg_stat_io WHERE object = 'wal')::text AS syncs,
+        round(wal_bytes / 1048576.0, 1)::text AS mb, wal_records::text AS records, wal_fpi::text AS fpi,
+        (SELECT num_timed + num_requested FROM pg_stat_checkpointer)::text AS checkpoints
+      FROM pg_stat_wal`
+  }))
+  log(`  ${phase}: about ${wal!.syncs} WAL flushes (fsync) of ${wal!.mb} MB of WAL (${wal!.records} records, ` +
+    `${wal!.fpi} full-page images), ${wal!.checkpoints} checkpoints since the server started`)
   log(`  ${phase}: statements by total time (pg_stat_statements; calls, total ms, mean ms, plans, mean plan ms, statement)`)
   for (const row of rows) {
     log(`    ${row.calls.padStart(7)} ${row.ms.padStart(6)} ${row.mean.padStart(8)} ${row.plans.padStart(6)} ${row.plan.padStart(7)}  ${row.text}`)
