@@ -56,7 +56,7 @@ import { Ledger } from "./ledger/Ledger.ts"
 import { latestTransactionEventData } from "./transactions/TransactionEventData.ts"
 import { TransactionEvents } from "./transactions/TransactionEvents.ts"
 import { TransactionRepository } from "./transactions/TransactionRepository.ts"
-import { Movements } from "./transfers/CreateMovement.ts"
+import { Movements } from "./transfers/Movements.ts"
 import { TransferQuotes } from "./transfers/TransferQuotes.ts"
 import { Transfers } from "./transfers/Transfers.ts"
 import { TwoFactor } from "./users/TwoFactor.ts"
@@ -113,7 +113,7 @@ export const DomainLayer = Layer.mergeAll(
     ManualDepositCredit.layer,
     TransferQuotes.layer,
     TwoFactor.layer,
-    // Movements of a payer's funds, created in statements shared by concurrent requests (transfers/CreateMovement.ts).
+    // Movements of a payer's funds, created in statements shared by concurrent requests (transfers/Movements.ts).
     Movements.layer
   )),
   // Fee rule 3: recent network costs and the prices that convert them (catalog, operator's PUT /ops/prices).

@@ -172,7 +172,7 @@ export class Ledger extends Context.Service<Ledger, {
    * `post` in two steps, for a statement that takes a contended lock just before the entry: `prepare` reads the
    * accounts' ids (opening missing ones, each committed on its own: an account at zero changes no balance) before
    * it, `postPreparedAfter` writes the entry; what is read before the lock is then not part of the time it is held
-   * (transfers/CreateMovement.ts).
+   * (transfers/Movements.ts).
    */
   readonly prepare: (request: EntryRequest) => Effect.Effect<PreparedEntries>
   /**
@@ -181,7 +181,7 @@ export class Ledger extends Context.Service<Ledger, {
    * locks come first), and they are written only if it answered a row. Answers that row as JSON (undefined for none,
    * when nothing was posted) and the results in request order (`result` the first's). Alone, the statement is its
    * own transaction: a movement's rows, its hold and its entry in one round trip, or several movements' together
-   * (transfers/CreateMovement.ts; `mergePrepared`). One InsufficientBalance fails them all.
+   * (transfers/Movements.ts; `mergePrepared`). One InsufficientBalance fails them all.
    */
   readonly postPreparedAfter: (
     prepared: PreparedEntries,

@@ -105,7 +105,7 @@ export const insertTransactions = (
 /**
  * One new row (a submitted withdrawal or transfer, which has no conflict to expect) as a query for the caller's own
  * statement (a data-modifying `WITH`), answering its id: a movement created in one statement
- * (transfers/CreateMovement.ts). `transactionAsInserted` is the row it writes, as the repository reads it.
+ * (transfers/Movements.ts). `transactionAsInserted` is the row it writes, as the repository reads it.
  */
 export const insertTransactionStatement = (sql: SqlClient.SqlClient, record: NewTransaction) =>
   sql`${insertStatement(sql, [record], {})} RETURNING id`

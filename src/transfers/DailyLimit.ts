@@ -21,7 +21,7 @@ export const utcDay = (millis: number): string => new Date(millis).toISOString()
 /**
  * What counts against the user's daily limit of the asset today, as the database has it now: one row of the
  * running totals (`daily_spent`, sql/0021_payer_hold_and_daily_totals.sql, where what counts is defined once and
- * kept up to date by a trigger), which the binding check (`hold_payer_or_refuse`, CreateMovement.ts) reads too.
+ * kept up to date by a trigger), which the binding check (`hold_payer_or_refuse`, Movements.ts) reads too.
  */
 export const spentToday = (
   userId: string,
@@ -38,7 +38,7 @@ export const spentToday = (
 
 /**
  * The binding check, inside the statement that inserts the movement, before its funds move there: the daily limit's
- * lock (`dailyLimitLockKey`), then the day's total, compared, in one call (`hold_payer_or_refuse`, CreateMovement.ts).
+ * lock (`dailyLimitLockKey`), then the day's total, compared, in one call (`hold_payer_or_refuse`, Movements.ts).
  * A transaction-scoped advisory lock per (user, asset) serializes the creators of movements that count against the same
  * limit; each reads the total only in a statement that starts once it holds the lock (inside the function), and in READ
  * COMMITTED that statement sees every movement an earlier holder committed. The movement joins the total at the end of

@@ -13,7 +13,7 @@
  * two-step verification, payer wallet ACTIVE, recipient (404 / RECIPIENT_NOT_FOUND / SAME_USER_USE_WALLET_TRANSFER /
  * RECIPIENT_NO_WALLET / ASSET_MISMATCH / WALLET_NOT_ACTIVE), then the quote's checks (asset, family, network, address,
  * platform address, same wallet, limits; TransferQuotes.ts), the tenant's blocked addresses, the balance. The daily
- * limit is checked again, binding, inside the creating statement (DailyLimit.ts, CreateMovement.ts), so parallel
+ * limit is checked again, binding, inside the creating statement (DailyLimit.ts, Movements.ts), so parallel
  * requests never overshoot it together.
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
@@ -55,7 +55,7 @@ import {
 } from "../wallets/WalletRepository.ts"
 import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
 import { utcDay } from "./DailyLimit.ts"
-import { Movements } from "./CreateMovement.ts"
+import { Movements } from "./Movements.ts"
 import { type QuoteError, TransferQuotes } from "./TransferQuotes.ts"
 
 export type Destination =
@@ -372,7 +372,7 @@ export class Transfers extends Context.Service<Transfers, {
           note: request.note,
           at: now
         }
-        // One statement (CreateMovement.ts): the transfer's rows, the payer's hold, the entry. Its event is built from
+        // One statement (Movements.ts): the transfer's rows, the payer's hold, the entry. Its event is built from
         // what the statement writes, the receipt is what the call answers.
         const event = yield* transactionEvents.createdWhen(
           transactionAsInserted(record, { source: payer, destination: recipient }),

@@ -1,6 +1,6 @@
 /**
  * The tenant's and the operator's side of on-chain withdrawals: submission (SUBMITTED with amount + fee frozen and
- * TRANSACTION_CREATED, in one statement, under the daily limit's lock: transfers/CreateMovement.ts), cancellation (spec
+ * TRANSACTION_CREATED, in one statement, under the daily limit's lock: transfers/Movements.ts), cancellation (spec
  * 4.4) and the operator's decisions (operator-interface.md): approve a PENDING_AUTHORIZATION withdrawal, reject one
  * that is not yet signing (SUBMITTED, QUEUED, PENDING_AUTHORIZATION; decisions.md). Everything after submission is the
  * withdrawal entity's (WithdrawalProcessor.ts). Cancel and decide lock the transaction row and use the processor's
@@ -25,7 +25,7 @@ import { requestProcessing } from "../entities/WithdrawalEntity.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest } from "../ledger/Postings.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
-import { Movements } from "../transfers/CreateMovement.ts"
+import { Movements } from "../transfers/Movements.ts"
 import { type NewTransaction, transactionAsInserted } from "../transactions/NewTransaction.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
@@ -159,7 +159,7 @@ export class Withdrawals extends Context.Service<Withdrawals, {
         if (freeze === undefined || more.length > 0) {
           return yield* Effect.die(new Error("a withdrawal's creation books exactly one entry, its freeze"))
         }
-        // One statement (CreateMovement.ts): the withdrawal's rows, the payer's hold, the freeze.
+        // One statement (Movements.ts): the withdrawal's rows, the payer's hold, the freeze.
         const event = yield* transactionEvents.createdWhen(transactionAsInserted(record, { source: payer }), sql`true`)
         yield* movements.create({
           transaction: record,

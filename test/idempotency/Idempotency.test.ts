@@ -407,7 +407,7 @@ layer(TestLayer, { excludeTestServices: true })("idempotency engine", (it) => {
       }).pipe(Effect.orDie)))
 
   /**
-   * An effect written as one statement with its response (`commit.inStatement`), as transfers/CreateMovement.ts writes
+   * An effect written as one statement with its response (`commit.inStatement`), as transfers/Movements.ts writes
    * a movement: here the effect's row, and a division that fails the statement when `store` wrote nothing.
    */
   const inOneStatement = (key: string, store: Statement.Fragment) =>

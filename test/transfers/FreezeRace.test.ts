@@ -1,6 +1,6 @@
 /**
  * A freeze that commits between the ordered checks of spec 4.4 and the movement itself (operator-interface.md,
- * "Switches": a `FROZEN` wallet cannot send; src/transfers/CreateMovement.ts). The operator's transaction is played by
+ * "Switches": a `FROZEN` wallet cannot send; src/transfers/Movements.ts). The operator's transaction is played by
  * a raw connection that sets the wallet `FROZEN` and holds its commit, so the request passes the early checks (the
  * freeze is not visible yet) and reaches its moving transaction while the freeze is in flight; the freeze then commits.
  * The movement must see it: 422 WALLET_NOT_ACTIVE and nothing moved. Without the in-transaction check both answered
@@ -96,7 +96,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("a freeze committing du
         amountRaw: "10",
         externalTxId: "race-short"
       })
-      // The hold refuses before any posting is written (transfers/CreateMovement.ts); were the overdraft seen first,
+      // The hold refuses before any posting is written (transfers/Movements.ts); were the overdraft seen first,
       // this would be INSUFFICIENT_BALANCE.
       expectError(response, 422, "WALLET_NOT_ACTIVE")
       assert.deepStrictEqual(yield* balance(tenant, payer), ["5", "0"])

@@ -68,7 +68,7 @@ interface Movement {
   readonly entry: PreparedEntries
 }
 
-/** A movement to create (`createMovement`). */
+/** A movement to create (`Movements.create`). */
 export interface NewMovement<A> {
   /** Its transaction row: the payer (source wallet and user), asset, amount and time are what the hold checks. */
   readonly transaction: NewTransaction

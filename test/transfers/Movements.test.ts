@@ -1,5 +1,5 @@
 /**
- * A movement created in one statement (src/transfers/CreateMovement.ts): its rows, the payer's hold and its ledger
+ * A movement created in one statement (src/transfers/Movements.ts): its rows, the payer's hold and its ledger
  * entry commit together or not at all. Here the idempotency receipt's row writes nothing, as it does when another
  * process took the request's claim over: the hold refuses (`CF014`), and neither the transaction, its event nor any
  * posting is left. The same submission with its receipt written then goes through. The hold's other refusals are
