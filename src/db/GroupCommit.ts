@@ -4,9 +4,11 @@
  * per flush, not one per item) and nobody waits for a timer: an item that arrives while a flush runs goes into the
  * next one, which starts as soon as the running one ends. Each caller proceeds only after its own item is written,
  * so durability is the same as writing it alone. Used where a hot path writes one small row per request or
- * attempt (NonceStore, WebhookDelivery).
+ * attempt (NonceStore, WebhookDelivery, Idempotency's claims), or one movement or signing per request (Movements,
+ * OutgoingSends), with the helpers below.
  */
-import { Deferred, Effect, Scope } from "effect"
+import { Context, Deferred, Effect, Exit, Scope } from "effect"
+import type { SqlClient } from "effect/sql"
 
 interface Pending<A, B> {
   readonly item: A
@@ -77,3 +79,35 @@ export const makeGroupCommitQueue = <A, B>(options: {
       return Deferred.await(result)
     })
   })
+
+/**
+ * `write` for a batch whose items could each fail on their own (a refusal, a constraint, a deadlock): the batch in
+ * one go, and when that fails whole, each item again alone, so every caller gets the outcome it would have had
+ * alone. `writeMany` answers one result per item, in order.
+ */
+export const togetherOrAlone = <A, B, E, R>(
+  batch: ReadonlyArray<A>,
+  writeMany: (items: ReadonlyArray<A>) => Effect.Effect<ReadonlyArray<B>, E, R>
+): Effect.Effect<ReadonlyArray<Exit.Exit<B, E>>, never, R> =>
+  Effect.flatMap(Effect.exit(writeMany(batch)), (together): Effect.Effect<ReadonlyArray<Exit.Exit<B, E>>, never, R> =>
+    Exit.isSuccess(together)
+      ? Effect.succeed(together.value.map((result) => Exit.succeed(result) as Exit.Exit<B, E>))
+      : batch.length === 1
+      ? Effect.succeed([Exit.failCause(together.cause)])
+      : Effect.forEach(batch, (item) => Effect.exit(Effect.map(writeMany([item]), (results) => results[0] as B))))
+
+/**
+ * A flush runs on the fiber of whichever caller started it, with that caller's context: its statements must never
+ * run inside that caller's transaction.
+ */
+export const outsideTransaction = (sql: SqlClient.SqlClient) =>
+<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.updateContext(effect, (context: Context.Context<R>) =>
+    Context.omit(sql.transactionService)(context) as Context.Context<R>)
+
+/** Which of `stripes` queues serves `key`: the same one for the same key, spread over all of them otherwise. */
+export const stripeOf = (key: string, stripes: number): number => {
+  let hash = 0
+  for (const char of key) hash = (hash * 31 + char.charCodeAt(0)) | 0
+  return Math.abs(hash) % stripes
+}

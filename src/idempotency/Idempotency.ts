@@ -12,7 +12,7 @@
  */
 import { Cause, Clock, Context, Effect, Exit, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError, type Statement } from "effect/sql"
-import { makeGroupCommit } from "../db/GroupCommit.ts"
+import { makeGroupCommit, outsideTransaction, togetherOrAlone } from "../db/GroupCommit.ts"
 import { decodeFirstRow, decodeRows, Int4, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
 import { BadRequest, IdempotencyConflict } from "../domain/ApiError.ts"
 import { Ids } from "../domain/Ids.ts"
@@ -210,8 +210,11 @@ export class Idempotency extends Context.Service<Idempotency, {
             locked_until timestamptz, at timestamptz, tenant_wide boolean, claim_id uuid)
           ON CONFLICT DO NOTHING
           RETURNING claim_id`.pipe(Effect.flatMap(insertedClaims))
-      /** Answers, per claim, whether its record was inserted; a claim whose own INSERT failed gets the failure. */
-      const writeClaims = (batch: ReadonlyArray<FreshClaim>) =>
+      /**
+       * Per claim, whether its record was inserted: each key's first claim goes into the INSERT, a second claim of the
+       * same key is answered false (it finds the key held).
+       */
+      const claimsInserted = (batch: ReadonlyArray<FreshClaim>) =>
         Effect.gen(function*() {
           const holders = new Set<string>()
           const firsts = batch.filter((claim) => {
@@ -220,22 +223,12 @@ export class Idempotency extends Context.Service<Idempotency, {
             for (const key of keys) holders.add(key)
             return true
           })
-          const inserted = yield* Effect.exit(insertClaims(firsts))
-          if (Exit.isSuccess(inserted)) {
-            const fresh = new Set(inserted.value.map((row) => row.claim_id))
-            return batch.map((claim) => Exit.succeed(fresh.has(claim.claimId)))
-          }
-          if (batch.length === 1) return [Exit.failCause(inserted.cause)]
-          return yield* Effect.forEach(batch, (claim) =>
-            Effect.exit(insertClaims([claim]).pipe(Effect.map((rows) => rows.length === 1))))
-        }).pipe(
-          // The flush runs on the fiber of whichever request started it: never inside that request's transaction.
-          Effect.updateContext((context: Context.Context<never>) =>
-            Context.omit(sql.transactionService)(context) as Context.Context<never>)
-        )
+          const fresh = new Set((yield* insertClaims(firsts)).map((row) => row.claim_id))
+          return batch.map((claim) => fresh.has(claim.claimId))
+        })
       const claimFresh = yield* makeGroupCommit<FreshClaim, Exit.Exit<boolean, SqlError.SqlError>>({
         batchMax: claimBatchMax,
-        write: writeClaims
+        write: (batch) => togetherOrAlone(batch, claimsInserted).pipe(outsideTransaction(sql))
       })
 
       const claim = (scope: IdempotencyScope, requestSha256: string) =>

@@ -179,19 +179,15 @@ export class Ledger extends Context.Service<Ledger, {
    * The prepared entries as the end of the caller's statement: `before` is the caller's part of its `WITH`, the
    * last of it a query named `first` answering at most one row. `first` runs before the entries are written (its
    * locks come first), and they are written only if it answered a row. Answers that row as JSON (undefined for none,
-   * when nothing was posted) and the results in request order (`result` the first's). Alone, the statement is its
-   * own transaction: a movement's rows, its hold and its entry in one round trip, or several movements' together
+   * when nothing was posted) and the results in request order (none then). Alone, the statement is its own
+   * transaction: a movement's rows, its hold and its entry in one round trip, or several movements' together
    * (transfers/Movements.ts; `mergePrepared`). One InsufficientBalance fails them all.
    */
   readonly postPreparedAfter: (
     prepared: PreparedEntries,
     before: Statement.Fragment
   ) => Effect.Effect<
-    {
-      readonly first: unknown
-      readonly result: PostResult | undefined
-      readonly results: ReadonlyArray<PostResult>
-    },
+    { readonly first: unknown; readonly results: ReadonlyArray<PostResult> },
     InsufficientBalance | SqlError.SqlError
   >
   /** A wallet's balances, one per asset that has had bookkeeping, by asset id. */
@@ -414,7 +410,7 @@ export class Ledger extends Context.Service<Ledger, {
           Effect.catchTag("SqlError", (error): Effect.Effect<never, InsufficientBalance | SqlError.SqlError> =>
             sqlStateOf(error) === insufficientBalanceSqlState ? refused(prepared.requests)(error) : Effect.fail(error))
         )
-        return { first: written.first, result: written.results[0], results: written.results }
+        return { first: written.first, results: written.results }
       })
 
       const post = Effect.fn("Ledger.post")(function*(request: EntryRequest) {

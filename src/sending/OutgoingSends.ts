@@ -37,7 +37,7 @@ import {
   type WithdrawalParameters,
   type WithdrawalTransfer
 } from "../chains/ChainClient.ts"
-import { makeGroupCommit } from "../db/GroupCommit.ts"
+import { makeGroupCommit, outsideTransaction, stripeOf, togetherOrAlone } from "../db/GroupCommit.ts"
 import { makeBoundedCache } from "../domain/BoundedCache.ts"
 import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { meetsConfirmationRule } from "../deposits/DepositDecisions.ts"
@@ -565,23 +565,14 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           return outcomes as Array<SignOutcome>
         }).pipe(
           Effect.catchTag("SqlError", Effect.die),
-          // The batch runs on the fiber of whichever caller started the flush: never inside that caller's transaction.
-          Effect.updateContext((context: Context.Context<never>) =>
-            Context.omit(sql.transactionService)(context) as Context.Context<never>)
+          outsideTransaction(sql)
         )
 
       /**
        * A batch that fails (a defect, a deadlock) is tried again one signing at a time, so one owner that cannot be
        * signed fails alone instead of taking every signing it was batched with down each time it is asked again.
        */
-      const signBatchIsolated = (batch: ReadonlyArray<PendingSigning>) =>
-        Effect.exit(signBatch(batch)).pipe(Effect.flatMap((exit) =>
-          Exit.isSuccess(exit)
-            ? Effect.succeed(exit.value.map((outcome) => Exit.succeed(outcome)))
-            : batch.length === 1
-            ? Effect.succeed([Exit.failCause(exit.cause)])
-            : Effect.forEach(batch, (item) => Effect.map(Effect.exit(signBatch([item])), (one) => Exit.map(one, (outcomes) => outcomes[0]!)))
-        ))
+      const signBatchIsolated = (batch: ReadonlyArray<PendingSigning>) => togetherOrAlone(batch, signBatch)
 
       // Striped rather than one queue per address: sweeps sign from every deposit address, and a map of those would
       // only grow. Addresses sharing a stripe share its batches, each still in its own nonce order.
@@ -589,11 +580,8 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         makeGroupCommit<PendingSigning, Exit.Exit<SignOutcome>>({ batchMax: signingBatchMax, write: signBatchIsolated }))
       /** Addresses whose nonce sequence exists (`${networkKey}/${address}`), so `sign` does not look again. */
       const sequencedAddresses = makeBoundedCache<true>(sequencedAddressesMax)
-      const signingQueue = (networkKey: string, address: string) => {
-        let hash = 0
-        for (const char of `${networkKey}:${address}`) hash = (hash * 31 + char.charCodeAt(0)) | 0
-        return signingQueues[Math.abs(hash) % signingStripes]!
-      }
+      const signingQueue = (networkKey: string, address: string) =>
+        signingQueues[stripeOf(`${networkKey}:${address}`, signingStripes)]!
 
       const sign = Effect.fn("OutgoingSends.sign")(function*(spec: SendSpec, hooks: SignHooks) {
         const existing = hooks.knownUnsigned === true ? undefined : yield* forOwner(spec.purpose, spec.ownerId)

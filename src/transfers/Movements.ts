@@ -33,7 +33,7 @@
  */
 import { Context, Effect, Exit, Layer } from "effect"
 import { SqlClient, type SqlError, type Statement } from "effect/sql"
-import { makeGroupCommit } from "../db/GroupCommit.ts"
+import { makeGroupCommit, outsideTransaction, stripeOf, togetherOrAlone } from "../db/GroupCommit.ts"
 import { Forbidden, type InsufficientBalance, LimitExceeded, NotFound, WalletNotActive } from "../domain/ApiError.ts"
 import { Ledger, mergePrepared, type PostResult, type PreparedEntries, sqlStateOf } from "../ledger/Ledger.ts"
 import type { StoreInStatement } from "../idempotency/Idempotency.ts"
@@ -125,10 +125,9 @@ export class Movements extends Context.Service<Movements, {
       const sql = yield* SqlClient.SqlClient
       const ledger = yield* Ledger
 
-      /** Alone: the movement's own statement, its refusals as the spec's errors. */
-      const writeAlone = (movement: Movement) =>
-        holdPayerAndCreate([movement]).pipe(
-          Effect.map((results) => results[0]!),
+      /** The movements' statement (alone, the movement's own), its refusals as the spec's errors. */
+      const write = (movements: ReadonlyArray<Movement>) =>
+        holdPayerAndCreate(movements).pipe(
           Effect.provideService(SqlClient.SqlClient, sql),
           Effect.provideService(Ledger, ledger)
         )
@@ -141,48 +140,26 @@ export class Movements extends Context.Service<Movements, {
        */
       const writeBatch = (batch: ReadonlyArray<Movement>): Effect.Effect<ReadonlyArray<Written>> =>
         Effect.gen(function*() {
-          if (batch.length === 1) return [yield* Effect.exit(writeAlone(batch[0]!))]
           const order = batch.map((_, index) => index).sort((a, b) => {
             const [x, y] = [lockOrder(batch[a]!.hold), lockOrder(batch[b]!.hold)]
             return x < y ? -1 : x > y ? 1 : a - b
           })
           const results: Array<Written> = new Array(batch.length)
           for (const chunk of statementChunks(order)) {
-            if (chunk.length === 1) {
-              results[chunk[0]!] = yield* Effect.exit(writeAlone(batch[chunk[0]!]!))
-              continue
-            }
-            const together = yield* Effect.exit(
-              holdPayerAndCreate(chunk.map((index) => batch[index]!)).pipe(
-                Effect.provideService(SqlClient.SqlClient, sql),
-                Effect.provideService(Ledger, ledger)
-              )
-            )
-            if (Exit.isSuccess(together)) {
-              chunk.forEach((index, position) => {
-                results[index] = Exit.succeed(together.value[position]!)
-              })
-              continue
-            }
-            for (const index of chunk) results[index] = yield* Effect.exit(writeAlone(batch[index]!))
+            const written = yield* togetherOrAlone(chunk.map((index) => batch[index]!), write)
+            chunk.forEach((index, position) => {
+              results[index] = written[position]!
+            })
           }
           return results
-        }).pipe(
-          // The flush runs on the fiber of whichever request started it: never inside that request's transaction.
-          Effect.updateContext((context: Context.Context<never>) =>
-            Context.omit(sql.transactionService)(context) as Context.Context<never>)
-        )
+        }).pipe(outsideTransaction(sql))
 
       const queues = yield* Effect.forEach(
         Array.from({ length: movementQueues }),
         () => makeGroupCommit<Movement, Written>({ batchMax: movementBatchMax, write: writeBatch })
       )
       /** The payer's user decides the queue: one user's movements, and its daily limits' locks, share one. */
-      const queueOf = (userId: string) => {
-        let hash = 0
-        for (const char of userId) hash = (hash * 31 + char.charCodeAt(0)) | 0
-        return queues[Math.abs(hash) % movementQueues]!
-      }
+      const queueOf = (userId: string) => queues[stripeOf(userId, movementQueues)]!
 
       const create = <A>(movement: NewMovement<A>) =>
         Effect.gen(function*() {

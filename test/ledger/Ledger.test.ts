@@ -218,7 +218,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("ledger", (it) => {
           Effect.flatMap(ledger.prepare(request), (prepared) =>
             Effect.map(ledger.postPreparedAfter(prepared, sql`first AS MATERIALIZED (SELECT 1 AS one)`), (written) => {
               assert.deepStrictEqual(written.first, { one: 1 })
-              return written.result!
+              return written.results[0]!
             }))
         // The wallet's account does not exist before: prepare opens it, postPreparedAfter books on it.
         assert.strictEqual((yield* inOneTransaction(credit))._tag, "Posted")
@@ -264,7 +264,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("ledger", (it) => {
         const credit = yield* depositCredit(tenant.tenantId, walletId, eth, 9n)
         const none = yield* guarded(credit, false)
         assert.isUndefined(none.first)
-        assert.isUndefined(none.result)
+        assert.deepStrictEqual(none.results, [])
         assert.lengthOf(yield* sql`SELECT 1 FROM ledger_entries WHERE reference_id = ${credit.referenceId}`, 0)
 
         // A refusal the caller's part raises (here a division by zero) is the caller's to read, and nothing is booked.
@@ -277,7 +277,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("ledger", (it) => {
 
         const held = yield* guarded(credit, true)
         assert.deepStrictEqual(held.first, { word: "held", n: 7 })
-        assert.strictEqual(held.result?._tag, "Posted")
+        assert.strictEqual(held.results[0]?._tag, "Posted")
         assert.deepStrictEqual(yield* walletBalances(tenant, walletId), [{ assetId: eth, available: "9", frozen: "0" }])
       }))
 
