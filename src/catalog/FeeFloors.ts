@@ -21,7 +21,7 @@ import { ChainClients } from "../chains/ChainClient.ts"
 import { decodeRows, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { Catalog, type CatalogAsset } from "./Catalog.ts"
 import { type DynamicFloors, dynamicFloor } from "./Fees.ts"
-import { PriceFeed } from "./PriceFeed.ts"
+import { PriceFeed, type PriceView } from "./PriceFeed.ts"
 
 /** How long a network's recent cost is reused before it is read again (decisions.md: at most every 60 s). */
 export const FeeFloorRefreshMillis = Context.Reference<number>("coffer/FeeFloorRefreshMillis", {
@@ -46,10 +46,16 @@ const historyRows = decodeRows(
 )
 
 export class FeeFloors extends Context.Service<FeeFloors, {
-  /** The dynamic floors of these assets now, as a lookup (one price read for all of them). */
-  readonly floors: (assets: ReadonlyArray<CatalogAsset>) => Effect.Effect<(asset: CatalogAsset) => DynamicFloors>
+  /**
+   * The dynamic floors of these assets now, as a lookup (one price read for all of them; none with `prices`, the
+   * prices the caller read itself, e.g. as a part of its own statement: PriceFeed.ts `part`).
+   */
+  readonly floors: (
+    assets: ReadonlyArray<CatalogAsset>,
+    prices?: PriceView
+  ) => Effect.Effect<(asset: CatalogAsset) => DynamicFloors>
   /** The dynamic floors of one asset now. */
-  readonly floor: (asset: CatalogAsset) => Effect.Effect<DynamicFloors>
+  readonly floor: (asset: CatalogAsset, prices?: PriceView) => Effect.Effect<DynamicFloors>
 }>()("coffer/FeeFloors") {
   static readonly layer = Layer.effect(
     FeeFloors,
@@ -149,8 +155,8 @@ export class FeeFloors extends Context.Service<FeeFloors, {
           )
         })
 
-      const floors = Effect.fn("FeeFloors.floors")(function*(assets: ReadonlyArray<CatalogAsset>) {
-        const prices = yield* priceFeed.current
+      const floors = Effect.fn("FeeFloors.floors")(function*(assets: ReadonlyArray<CatalogAsset>, known?: PriceView) {
+        const prices = known ?? (yield* priceFeed.current)
         const result = new Map<string, DynamicFloors>()
         for (const asset of assets) {
           const network = catalog.network(asset.networkKey)!
@@ -173,7 +179,7 @@ export class FeeFloors extends Context.Service<FeeFloors, {
         return (asset: CatalogAsset) => result.get(asset.assetId) ?? { withdraw: 0n, deposit: 0n }
       })
 
-      const floor = (asset: CatalogAsset) => Effect.map(floors([asset]), (lookup) => lookup(asset))
+      const floor = (asset: CatalogAsset, prices?: PriceView) => Effect.map(floors([asset], prices), (lookup) => lookup(asset))
 
       return FeeFloors.of({ floors, floor })
     })

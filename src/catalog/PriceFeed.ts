@@ -4,12 +4,14 @@
  * `asset_prices` with who set it and when, each change kept in `price_changes`: sql/0013_prices.sql). Fee rule 3
  * converts a network's cost in its native coin to a token with two of them.
  *
- * Like the switches (Switches.ts), the stored prices are read on every use (one query over a few dozen rows), never
- * cached: a change holds in every process from the moment its transaction commits.
+ * Like the switches (Switches.ts), the stored prices are read on every use (one query over a few dozen rows, or
+ * `part` inside the caller's own statement), never cached: a change holds in every process from the moment its
+ * transaction commits.
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { decodeFirstRow, decodeRows, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
+import { type ReadPart, readAlone } from "../db/ReadPart.ts"
+import { decodeFirstRow, decodeRow, Nullable, Text } from "../db/RowSchemas.ts"
 import { AssetNotSupported, BadRequest } from "../domain/ApiError.ts"
 import { decimalPattern, type Ratio, ratioOfDecimal } from "../domain/Ratio.ts"
 import { Catalog } from "./Catalog.ts"
@@ -37,8 +39,17 @@ export interface PriceView {
   readonly priceUsd: (assetId: string) => Ratio | undefined
 }
 
-const storedPriceRows = decodeRows(
-  Schema.Struct({ asset_id: Text, price_usd: Text, set_by: Text, set_at: Timestamp }),
+// The stored prices as one JSON column, so the read can be a part of another statement (db/ReadPart.ts); `set_at` as
+// epoch milliseconds, what a timestamptz column gives JavaScript anyway.
+const storedPricesRow = decodeRow(
+  Schema.Struct({
+    stored_prices: Nullable(Schema.Array(Schema.Struct({
+      asset_id: Text,
+      price_usd: Text,
+      set_by: Text,
+      set_at: Schema.DateFromMillis
+    })))
+  }),
   "PriceFeed.current"
 )
 const lockedPriceRow = decodeFirstRow(Schema.Struct({ price_usd: Nullable(Text) }), "PriceFeed.set (lock)")
@@ -46,6 +57,8 @@ const lockedPriceRow = decodeFirstRow(Schema.Struct({ price_usd: Nullable(Text) 
 export class PriceFeed extends Context.Service<PriceFeed, {
   /** The prices in force now: the operator's where set, else the catalog's. One query; never cached. */
   readonly current: Effect.Effect<PriceView>
+  /** `current` as a part of another statement (db/ReadPart.ts). */
+  readonly part: ReadPart<PriceView>
   /**
    * Sets prices (a null price removes the operator's, back to the catalog's) in one transaction, each change
    * recorded with `setBy` and the time; answers the prices in force afterwards. All or nothing: one bad entry
@@ -62,37 +75,40 @@ export class PriceFeed extends Context.Service<PriceFeed, {
       const sql = yield* SqlClient.SqlClient
       const catalog = yield* Catalog
 
-      const current = Effect.gen(function*() {
-        const rows = yield* sql`
-          SELECT asset_id, price_usd::text AS price_usd, set_by, set_at FROM asset_prices`.pipe(
-          Effect.orDie,
-          Effect.flatMap(storedPriceRows)
-        )
-        const stored = new Map(rows.map((row) => [row.asset_id, row]))
-        const entries: ReadonlyArray<AssetPrice> = catalog.assets.map((asset) => {
-          const row = stored.get(asset.assetId)
-          return row === undefined
-            ? { assetId: asset.assetId, priceUsd: asset.priceUsd, source: "CATALOG", setAt: null, setBy: null }
-            : {
-              assetId: asset.assetId,
-              priceUsd: row.price_usd,
-              source: "OPERATOR",
-              setAt: row.set_at,
-              setBy: row.set_by
+      const view = (rows: ReadonlyArray<{ asset_id: string; price_usd: string; set_by: string; set_at: Date }>) =>
+        Effect.gen(function*() {
+          const stored = new Map(rows.map((row) => [row.asset_id, row]))
+          const entries: ReadonlyArray<AssetPrice> = catalog.assets.map((asset) => {
+            const row = stored.get(asset.assetId)
+            return row === undefined
+              ? { assetId: asset.assetId, priceUsd: asset.priceUsd, source: "CATALOG", setAt: null, setBy: null }
+              : {
+                assetId: asset.assetId,
+                priceUsd: row.price_usd,
+                source: "OPERATOR",
+                setAt: row.set_at,
+                setBy: row.set_by
+              }
+          })
+          const ratios = new Map<string, Ratio>()
+          for (const entry of entries) {
+            // A stored numeric prints as a plain decimal; anything else is a broken invariant, not a price.
+            if (entry.priceUsd === null) continue
+            if (!decimalPattern.test(entry.priceUsd)) {
+              return yield* Effect.die(new Error(`price of ${entry.assetId} is not a decimal: ${entry.priceUsd}`))
             }
-        })
-        const ratios = new Map<string, Ratio>()
-        for (const entry of entries) {
-          // A stored numeric prints as a plain decimal; anything else is a broken invariant, not a price.
-          if (entry.priceUsd === null) continue
-          if (!decimalPattern.test(entry.priceUsd)) {
-            return yield* Effect.die(new Error(`price of ${entry.assetId} is not a decimal: ${entry.priceUsd}`))
+            const ratio = ratioOfDecimal(entry.priceUsd)
+            if (ratio.numerator > 0n) ratios.set(entry.assetId, ratio)
           }
-          const ratio = ratioOfDecimal(entry.priceUsd)
-          if (ratio.numerator > 0n) ratios.set(entry.assetId, ratio)
-        }
-        return { entries, priceUsd: (assetId: string) => ratios.get(assetId) } satisfies PriceView
-      }).pipe(Effect.withSpan("PriceFeed.current"))
+          return { entries, priceUsd: (assetId: string) => ratios.get(assetId) } satisfies PriceView
+        })
+
+      const part: ReadPart<PriceView> = {
+        columns: sql`(SELECT json_agg(json_build_object('asset_id', asset_id, 'price_usd', price_usd::text,
+          'set_by', set_by, 'set_at', floor(extract(epoch FROM set_at) * 1000)::int8)) FROM asset_prices) AS stored_prices`,
+        decode: (row) => Effect.flatMap(storedPricesRow(row), (prices) => view(prices.stored_prices ?? []))
+      }
+      const current = readAlone(sql, part).pipe(Effect.withSpan("PriceFeed.current"))
 
       const set = Effect.fn("PriceFeed.set")(function*(prices: Readonly<Record<string, string | null>>, setBy: string) {
         const changes = Object.entries(prices)
@@ -135,7 +151,7 @@ export class PriceFeed extends Context.Service<PriceFeed, {
         return yield* current
       })
 
-      return PriceFeed.of({ current, set })
+      return PriceFeed.of({ current, part, set })
     })
   )
 }

@@ -8,13 +8,14 @@
  * when the catalog or the switch says so.
  *
  * Switches are stored in `networks`/`assets` (sql/0010_switches.sql) and read from there on every use (`view`, one
- * query), never cached: a change holds in every process from the moment its transaction commits, with no
- * notification that could arrive late or be lost.
+ * query, or `part` inside the caller's own statement), never cached: a change holds in every process from the moment
+ * its transaction commits, with no notification that could arrive late or be lost.
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { ChainClients } from "../chains/ChainClient.ts"
-import { decodeSingleRow, Nullable, Text } from "../db/RowSchemas.ts"
+import { type ReadPart, readAlone } from "../db/ReadPart.ts"
+import { decodeRow, decodeSingleRow, Nullable, Text } from "../db/RowSchemas.ts"
 import { InvalidState, NotFound } from "../domain/ApiError.ts"
 import { Catalog, type CatalogAsset, type CatalogNetwork } from "./Catalog.ts"
 
@@ -72,10 +73,10 @@ const NetworkSwitchRow = Schema.Struct({
   watch: Schema.Literals(Watch)
 })
 const AssetSwitchRow = Schema.Struct({ status: Schema.Literals(AssetSwitchStatus), withdrawEnabled: Schema.Boolean })
-const switchesRow = decodeSingleRow(
+const switchesRow = decodeRow(
   Schema.Struct({
-    networks: Nullable(Schema.Array(Schema.Struct({ key: Text, ...NetworkSwitchRow.fields }))),
-    assets: Nullable(Schema.Array(Schema.Struct({ key: Text, ...AssetSwitchRow.fields })))
+    switch_networks: Nullable(Schema.Array(Schema.Struct({ key: Text, ...NetworkSwitchRow.fields }))),
+    switch_assets: Nullable(Schema.Array(Schema.Struct({ key: Text, ...AssetSwitchRow.fields })))
   }),
   "Switches.view"
 )
@@ -143,6 +144,8 @@ const changedFields = <T extends object>(current: T, patch: { readonly [K in key
 export class Switches extends Context.Service<Switches, {
   /** The switches as stored now, combined with catalog and chain clients. One query; never cached. */
   readonly view: Effect.Effect<SwitchView>
+  /** `view` as a part of another statement (db/ReadPart.ts). */
+  readonly part: ReadPart<SwitchView>
   /** Sets a network's switches; answers the network as it behaves afterwards. */
   readonly setNetwork: (networkKey: string, patch: NetworkSwitchPatch) => Effect.Effect<NetworkState, NotFound | InvalidState>
   /** Sets an asset's switches; answers the asset as it behaves afterwards. */
@@ -160,23 +163,23 @@ export class Switches extends Context.Service<Switches, {
         return { watches: client !== undefined, sends: client?.withdrawals !== undefined }
       }
 
-      // Both tables in one round trip: a few dozen rows, read on each use instead of cached (module comment).
-      const view = Effect.gen(function*() {
-        const row = yield* sql`
-          SELECT
-            (SELECT json_agg(json_build_object('key', network_key, 'depositEnabled', switch_deposit_enabled,
-              'withdrawEnabled', switch_withdraw_enabled, 'watch', switch_watch)) FROM networks) AS networks,
-            (SELECT json_agg(json_build_object('key', asset_id, 'status', switch_status,
-              'withdrawEnabled', switch_withdraw_enabled)) FROM assets) AS assets`.pipe(
-          Effect.orDie,
-          Effect.flatMap(switchesRow)
-        )
-        return makeSwitchView({
-          networks: new Map((row.networks ?? []).map((entry) => [entry.key, entry])),
-          assets: new Map((row.assets ?? []).map((entry) => [entry.key, entry])),
-          capability
-        })
-      }).pipe(Effect.withSpan("Switches.view"))
+      // Both tables in one round trip: a few dozen rows, read on each use instead of cached (module comment); as a
+      // part, also inside another statement (db/ReadPart.ts).
+      const part: ReadPart<SwitchView> = {
+        columns: sql`
+          (SELECT json_agg(json_build_object('key', network_key, 'depositEnabled', switch_deposit_enabled,
+            'withdrawEnabled', switch_withdraw_enabled, 'watch', switch_watch)) FROM networks) AS switch_networks,
+          (SELECT json_agg(json_build_object('key', asset_id, 'status', switch_status,
+            'withdrawEnabled', switch_withdraw_enabled)) FROM assets) AS switch_assets`,
+        decode: (row) =>
+          Effect.map(switchesRow(row), (switches) =>
+            makeSwitchView({
+              networks: new Map((switches.switch_networks ?? []).map((entry) => [entry.key, entry])),
+              assets: new Map((switches.switch_assets ?? []).map((entry) => [entry.key, entry])),
+              capability
+            }))
+      }
+      const view = readAlone(sql, part).pipe(Effect.withSpan("Switches.view"))
 
       const recordChange = (target: "NETWORK" | "ASSET", targetId: string, change: object, at: Date) =>
         sql`INSERT INTO switch_changes (target, target_id, change, changed_at)
@@ -228,7 +231,7 @@ export class Switches extends Context.Service<Switches, {
         return (yield* view).asset(asset)
       })
 
-      return Switches.of({ view, setNetwork, setAsset })
+      return Switches.of({ view, part, setNetwork, setAsset })
     })
   )
 }

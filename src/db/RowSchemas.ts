@@ -63,6 +63,13 @@ export const decodeFirstRow = <S extends Schema.ConstraintDecoder<unknown>>(row:
     rows.length === 0 ? Effect.succeed(undefined) : decoded(query, decode(rows[0]))
 }
 
+/** One row already taken from its result (db/ReadPart.ts: a part's columns in a host's row); undefined is a defect. */
+export const decodeRow = <S extends Schema.ConstraintDecoder<unknown>>(row: S, query: string) => {
+  const decode = Schema.decodeUnknownResult(row)
+  return (value: unknown): Effect.Effect<S["Type"]> =>
+    value === undefined ? Effect.die(new RowDecodeError(`${query} returned no row`)) : decoded(query, decode(value))
+}
+
 /** As `decodeFirstRow`, for a query that must return a row (an INSERT … RETURNING, a row known to exist). */
 export const decodeSingleRow = <S extends Schema.ConstraintDecoder<unknown>>(row: S, query: string) => {
   const decode = Schema.decodeUnknownResult(row)

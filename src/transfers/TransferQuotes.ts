@@ -13,7 +13,8 @@ import { SqlClient } from "effect/sql"
 import { Catalog, type CatalogAsset } from "../catalog/Catalog.ts"
 import { FeeFloors } from "../catalog/FeeFloors.ts"
 import { effectiveWithdrawFee } from "../catalog/Fees.ts"
-import { Switches } from "../catalog/Switches.ts"
+import type { PriceView } from "../catalog/PriceFeed.ts"
+import { Switches, type SwitchView } from "../catalog/Switches.ts"
 import { tenantNetwork } from "../catalog/TenantCatalog.ts"
 import { isSolanaWalletAddress, validateAddress } from "../chains/AddressValidation.ts"
 import {
@@ -57,6 +58,20 @@ export interface QuoteRequest {
      * payer: the quote's check is the early one, the binding one is the hold's.
      */
     readonly spentToday?: bigint | undefined
+    /**
+     * For a destination given as an address, what the quote would read about it, read with the payer in one
+     * statement (db/ReadPart.ts): the tenant's wallet at `address` on `networkKey` (none: undefined), the tenants'
+     * count for the GAS wallets, the switches and the prices. Used only when `networkKey` and `address` are the
+     * quote's own network and normalized destination.
+     */
+    readonly byAddress?: {
+      readonly networkKey: string
+      readonly address: string
+      readonly wallet: Wallet | undefined
+      readonly tenantCount: number
+      readonly switches: SwitchView
+      readonly prices: PriceView
+    } | undefined
   } | undefined
 }
 
@@ -143,14 +158,24 @@ export class TransferQuotes extends Context.Service<TransferQuotes, {
           }
           destination = checked.normalized
         }
+        const read = request.known?.byAddress
+        const prefetched = read !== undefined && read.networkKey === network.networkKey && read.address === destination
+          ? read
+          : undefined
         // A wallet address the service stored is a tenant wallet's, derived under a tenant index of 1 or more, and
         // operating addresses are derived under index 0 (chains/Derivation.ts): only an address from the request can
         // be one. Skipping the check for stored ones saves the tenants query it runs to see new GAS wallets.
-        if (stored === undefined && (yield* platformAddresses.isPlatformAddress(network.networkKey, destination))) {
+        if (
+          stored === undefined &&
+          (yield* platformAddresses.isPlatformAddress(network.networkKey, destination, prefetched?.tenantCount))
+        ) {
           return yield* new InternalDestinationNotAllowed({ message: "destination is a platform operating address" })
         }
 
-        const recipient = stored ?? (yield* wallets.findByAddress(tenant.id, network.networkKey, destination))
+        const recipient = stored ??
+          (prefetched !== undefined
+            ? prefetched.wallet
+            : yield* wallets.findByAddress(tenant.id, network.networkKey, destination))
         let fee: bigint
         let limited: boolean
         if (recipient !== undefined) {
@@ -163,14 +188,14 @@ export class TransferQuotes extends Context.Service<TransferQuotes, {
           limited = crossUser
         } else {
           // Catalog, chain client and the operator's switches as stored now (operator-interface.md, "Switches").
-          if (!(yield* switches.view).withdrawable(asset, network)) {
+          if (!(prefetched?.switches ?? (yield* switches.view)).withdrawable(asset, network)) {
             return yield* new AssetDisabled({ message: `withdrawals of ${asset.assetId} are disabled` })
           }
           if (request.amount < asset.minWithdraw) {
             return yield* new BelowMinWithdrawal({ message: `amount is below the minimum withdrawal ${asset.minWithdraw}` })
           }
           // Fee rules 1 and 3 with the current dynamic floor: what /v1/supported_assets shows as withdrawFeeRaw.
-          fee = effectiveWithdrawFee(asset, tenant.settings, (yield* feeFloors.floor(asset)).withdraw)
+          fee = effectiveWithdrawFee(asset, tenant.settings, (yield* feeFloors.floor(asset, prefetched?.prices)).withdraw)
           limited = true
         }
 

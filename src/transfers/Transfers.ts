@@ -18,7 +18,10 @@
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import { Catalog } from "../catalog/Catalog.ts"
+import { Catalog, type CatalogAsset } from "../catalog/Catalog.ts"
+import { PriceFeed } from "../catalog/PriceFeed.ts"
+import { Switches } from "../catalog/Switches.ts"
+import { validateAddress } from "../chains/AddressValidation.ts"
 import { decodeFirstRow, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import {
   AssetMismatch,
@@ -53,10 +56,11 @@ import {
   WalletRepository,
   WalletRow
 } from "../wallets/WalletRepository.ts"
+import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
 import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
 import { utcDay } from "./DailyLimit.ts"
 import { Movements } from "./Movements.ts"
-import { type QuoteError, TransferQuotes } from "./TransferQuotes.ts"
+import { type QuoteError, type QuoteRequest, TransferQuotes } from "./TransferQuotes.ts"
 
 export type Destination =
   | { readonly type: "WALLET"; readonly id: string }
@@ -123,11 +127,12 @@ interface PrefetchedRecipient {
   readonly wallet: Wallet | undefined
   readonly address: string | undefined
 }
-/** What `payerOf` reads: the paying wallet, its user's columns, and the prefetched recipient when one was asked. */
+/** What `payerOf` reads: the paying wallet, its user's columns, and what was read with them when asked. */
 interface PayerRead {
   readonly wallet: Wallet
   readonly user: typeof PayerRow.Type
   readonly recipient: PrefetchedRecipient | undefined
+  readonly byAddress: NonNullable<NonNullable<QuoteRequest["known"]>["byAddress"]> | undefined
 }
 const recipientUserRow = decodeFirstRow(Schema.Struct({ id: Text, status: Text }), "Transfers.recipientWallet (user)")
 const defaultWalletRow = decodeFirstRow(Schema.Struct({ id: Text }), "Transfers.recipientWallet (default wallet)")
@@ -170,46 +175,83 @@ export class Transfers extends Context.Service<Transfers, {
       const ids = yield* Ids
       const transactionEvents = yield* TransactionEvents
       const withdrawals = yield* Withdrawals
+      const platformAddresses = yield* PlatformAddresses
+      const switches = yield* Switches
+      const prices = yield* PriceFeed
 
       /**
        * The paying wallet of this tenant with its user's status and TOTP columns (for the two-step check that
        * follows) and what counts against the user's daily limit of `assetId` today (for the quote's early check), in
-       * one statement: the wallet as `WalletRepository.find` reads it. With `recipient` (a WALLET destination), the
-       * same statement also reads that wallet of this tenant and its address on `networkKey`, as `recipientWallet`
-       * would: one round trip less per transfer, read a moment earlier, checked in the same order.
+       * one statement: the wallet as `WalletRepository.find` reads it. The same statement also reads what the checks
+       * after it would read, each exactly as its own query would (read a moment earlier, checked in the same order):
+       * one round trip instead of up to five per transfer.
+       * - `recipient` (a WALLET destination): that wallet of this tenant and its address on `networkKey`, as
+       *   `recipientWallet` would.
+       * - `byAddress` (a ONE_TIME_ADDRESS, normalized for the asset's network): the tenant's wallet at that address
+       *   (`WalletRepository.findByAddress`), and the parts an on-chain quote reads (db/ReadPart.ts): the tenants'
+       *   count for the GAS wallets, the switches and the prices.
        */
       const walletSelect = walletColumns(sql)
       const recipientSelect = recipientWalletColumns(sql)
+      const byAddressParts = sql`${platformAddresses.tenantCount.columns}, ${switches.part.columns}, ${prices.part.columns}`
       const payerOf = (
         tenantId: string,
         walletId: string,
         assetId: string,
         nowMillis: number,
-        recipient?: { readonly walletId: string; readonly networkKey: string }
+        other?:
+          | { readonly recipient: { readonly walletId: string; readonly networkKey: string } }
+          | { readonly byAddress: { readonly networkKey: string; readonly address: string } }
       ) => {
+        const recipient = other !== undefined && "recipient" in other ? other.recipient : undefined
+        const byAddress = other !== undefined && "byAddress" in other ? other.byAddress : undefined
         const statement = sql`
           SELECT ${walletSelect}, u.status AS user_status, u.totp_secret, u.cooldown_until,
             daily_spent(u.id, ${assetId}, ${utcDay(nowMillis)}::date)::text AS spent_today
             ${
-          recipient === undefined ? sql`` : sql`, ${recipientSelect},
+          recipient !== undefined
+            ? sql`, ${recipientSelect},
             (SELECT a.address FROM wallet_addresses a WHERE a.wallet_id = rw.id AND a.network_key = ${recipient.networkKey})
               AS r_network_address`
+            : byAddress !== undefined
+            ? sql`, ${recipientSelect}, ra.address AS r_network_address, ${byAddressParts}`
+            : sql``
         }
           FROM wallets w JOIN users u ON u.id = w.user_id
             ${
-          recipient === undefined ? sql`` : sql`LEFT JOIN (wallets rw JOIN users ru ON ru.id = rw.user_id)
+          recipient !== undefined
+            ? sql`LEFT JOIN (wallets rw JOIN users ru ON ru.id = rw.user_id)
               ON rw.tenant_id = ${tenantId} AND rw.id = ${recipient.walletId}`
+            : byAddress !== undefined
+            ? sql`LEFT JOIN (wallet_addresses ra JOIN wallets rw ON rw.id = ra.wallet_id JOIN users ru ON ru.id = rw.user_id)
+              ON ra.tenant_id = ${tenantId} AND ra.network_key = ${byAddress.networkKey} AND ra.address = ${byAddress.address}`
+            : sql``
         }
           WHERE w.tenant_id = ${tenantId} AND w.id = ${walletId}`
-        const read: Effect.Effect<PayerRead | undefined, SqlError.SqlError> = recipient === undefined
-          ? Effect.map(Effect.flatMap(statement, payerRow), (row) =>
-            row === undefined ? undefined : { wallet: walletFromRow(row), user: row, recipient: undefined })
-          : Effect.map(Effect.flatMap(statement, payerWithRecipientRow), (row) =>
-            row === undefined ? undefined : {
-              wallet: walletFromRow(row),
-              user: row,
-              recipient: { wallet: recipientFromRow(row), address: row.r_network_address ?? undefined }
-            })
+        const read: Effect.Effect<PayerRead | undefined, SqlError.SqlError> = Effect.gen(function*() {
+          const rows = yield* statement
+          if (other === undefined) {
+            const row = yield* payerRow(rows)
+            return row === undefined ? undefined : { wallet: walletFromRow(row), user: row, recipient: undefined, byAddress: undefined }
+          }
+          const row = yield* payerWithRecipientRow(rows)
+          if (row === undefined) return undefined
+          const found = { wallet: recipientFromRow(row), address: row.r_network_address ?? undefined }
+          if (byAddress === undefined) return { wallet: walletFromRow(row), user: row, recipient: found, byAddress: undefined }
+          return {
+            wallet: walletFromRow(row),
+            user: row,
+            recipient: undefined,
+            byAddress: {
+              ...byAddress,
+              wallet: found.wallet,
+              // Each part decodes its own columns of the row as read (the decoded `row` has the payer's only).
+              tenantCount: yield* platformAddresses.tenantCount.decode(rows[0]),
+              switches: yield* switches.part.decode(rows[0]),
+              prices: yield* prices.part.decode(rows[0])
+            }
+          }
+        })
         return Effect.orDie(read)
       }
 
@@ -261,22 +303,37 @@ export class Transfers extends Context.Service<Transfers, {
           return (yield* withAddress(defaultWallet.id))!
         })
 
+      /**
+       * What `payerOf` reads besides the payer for this destination: a WALLET's recipient on the asset's network, or
+       * a one-time address normalized as the quote will normalize it (an address that does not validate is the
+       * quote's to refuse, and nothing is read for it).
+       */
+      const readWithPayer = (destination: Destination, asset: CatalogAsset | undefined) => {
+        if (asset === undefined) return undefined
+        if (destination.type === "WALLET") {
+          return uuidPattern.test(destination.id)
+            ? { recipient: { walletId: destination.id, networkKey: asset.networkKey } }
+            : undefined
+        }
+        if (destination.type !== "ONE_TIME_ADDRESS") return undefined
+        const network = catalog.network(asset.networkKey)!
+        const checked = validateAddress({
+          family: network.chainFamily,
+          btcNetwork: network.btcNetwork ?? undefined,
+          address: destination.address
+        })
+        return checked.isValid ? { byAddress: { networkKey: network.networkKey, address: checked.normalized } } : undefined
+      }
+
       const submit = Effect.fn("Transfers.submit")(function*(tenant: Tenant, request: TransferRequest) {
         const readAt = yield* Clock.currentTimeMillis
         const requested = catalog.asset(request.assetId)
         const destination = request.destination
-        // A WALLET destination's recipient is read with the payer; the checks below still take them in the spec's order.
+        // What the checks below read about the destination is read with the payer; they still take it in the spec's
+        // order.
         const found = !uuidPattern.test(request.sourceWalletId)
           ? undefined
-          : yield* payerOf(
-            tenant.id,
-            request.sourceWalletId,
-            request.assetId,
-            readAt,
-            destination.type === "WALLET" && uuidPattern.test(destination.id) && requested !== undefined
-              ? { walletId: destination.id, networkKey: requested.networkKey }
-              : undefined
-          )
+          : yield* payerOf(tenant.id, request.sourceWalletId, request.assetId, readAt, readWithPayer(destination, requested))
         if (found === undefined) return yield* new NotFound({ message: "wallet not found" })
         const { user, wallet: payer } = found
         if (user.user_status !== "ACTIVE") return yield* new Forbidden({ message: userFrozenMessage })
@@ -313,7 +370,7 @@ export class Transfers extends Context.Service<Transfers, {
           sourceWalletId: payer.id,
           amount: request.amount,
           destination: destinationAddress,
-          known: { source: payer, recipient: knownRecipient, spentToday: user.spent_today }
+          known: { source: payer, recipient: knownRecipient, spentToday: user.spent_today, byAddress: found.byAddress }
         })
         const recipient = quote.recipient
         if (recipient === undefined) {

@@ -14,7 +14,8 @@ import { SqlClient } from "effect/sql"
 import type { BtcNetwork } from "../chains/ChainFamily.ts"
 import type { PlatformRole } from "../chains/Derivation.ts"
 import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
-import { decodeFirstRow, decodeRows, Int4, Text } from "../db/RowSchemas.ts"
+import { type ReadPart, readAlone } from "../db/ReadPart.ts"
+import { decodeRow, decodeRows, Int4, Text } from "../db/RowSchemas.ts"
 import { Signer } from "../signer/Signer.ts"
 
 export interface PlatformAddress {
@@ -35,15 +36,20 @@ export interface GasWallet {
 
 // Compiled once (db/RowSchemas.ts): rows decoded at this edge, a mismatch a defect naming it.
 const newTenantRows = decodeRows(Schema.Struct({ id: Text, seq: Int4 }), "PlatformAddresses.newTenants")
-const tenantCountRow = decodeFirstRow(Schema.Struct({ count: Int4 }), "PlatformAddresses.tenantCount")
+const tenantCountRow = decodeRow(Schema.Struct({ tenant_count: Int4 }), "PlatformAddresses.tenantCount")
 
 const key = (networkKey: string, address: string) => `${networkKey}\u0000${address}`
 
 export class PlatformAddresses extends Context.Service<PlatformAddresses, {
   /** HOT and SWEEP of every network, then every tenant's GAS wallets (tenants in creation order). */
   readonly list: Effect.Effect<ReadonlyArray<PlatformAddress>>
-  /** `address` in its normalized form (as address validation returns it). */
-  readonly isPlatformAddress: (networkKey: string, address: string) => Effect.Effect<boolean>
+  /**
+   * `address` in its normalized form (as address validation returns it). `tenantCount`: the tenants counted by the
+   * caller's own statement (`tenantCount` as a part of it), which then saves the count's query.
+   */
+  readonly isPlatformAddress: (networkKey: string, address: string, tenantCount?: number) => Effect.Effect<boolean>
+  /** The count of the tenants, as a part of another statement (db/ReadPart.ts), for `isPlatformAddress`. */
+  readonly tenantCount: ReadPart<number>
   /** The network's HOT or SWEEP address; undefined with the signer disabled. */
   readonly operating: (networkKey: string, role: "HOT" | "SWEEP") => Effect.Effect<string | undefined>
   /** The tenant's GAS wallet on the network; undefined for an unknown tenant or with the signer disabled. */
@@ -108,8 +114,8 @@ export class PlatformAddresses extends Context.Service<PlatformAddresses, {
           }
         }))
       /**
-       * Tenants are never deleted, so a count equal to the tenants derived means none is new: one cheap query, almost
-       * always the whole refresh. Only then are the tenants read and the new ones derived. New ones are found by
+       * Tenants are never deleted, so a count equal to the tenants derived means none is new: one cheap query (or
+       * the count the caller read in its own statement, `tenantCount`), almost always the whole refresh. Only then are the tenants read and the new ones derived. New ones are found by
        * id, not as "above the highest index derived": two tenants created at once may commit in the other order than
        * their indices, and the one with the lower index would never have been derived.
        *
@@ -117,11 +123,14 @@ export class PlatformAddresses extends Context.Service<PlatformAddresses, {
        * turn (16 withdrawals in flight: 370 ms a quote, measured 2026-11-26). Each caller still sees every tenant
        * committed before its own query.
        */
-      const refreshGas = Effect.gen(function*() {
+      const tenantCount: ReadPart<number> = {
+        columns: sql`(SELECT count(*)::int FROM tenants) AS tenant_count`,
+        decode: (row) => Effect.map(tenantCountRow(row), (counted) => counted.tenant_count)
+      }
+      const refreshGas = (counted?: number) => Effect.gen(function*() {
         if ((yield* signer.status()) !== "ACTIVE") return
-        const counted = yield* sql`SELECT count(*)::int AS count FROM tenants`
-          .pipe(Effect.orDie, Effect.flatMap(tenantCountRow))
-        if (counted?.count === gasByTenant.size) return
+        const count = counted ?? (yield* readAlone(sql, tenantCount))
+        if (count === gasByTenant.size) return
         const tenants = yield* sql`SELECT id, seq FROM tenants ORDER BY seq`
           .pipe(Effect.orDie, Effect.flatMap(newTenantRows))
         const fresh = tenants.filter((tenant) => !gasByTenant.has(tenant.id))
@@ -131,7 +140,7 @@ export class PlatformAddresses extends Context.Service<PlatformAddresses, {
       return PlatformAddresses.of({
         list: Effect.gen(function*() {
           const { list } = yield* derived
-          yield* refreshGas
+          yield* refreshGas()
           return [
             ...list,
             // In tenant order (as derived, they may not be), each tenant's networks in catalog order.
@@ -143,19 +152,20 @@ export class PlatformAddresses extends Context.Service<PlatformAddresses, {
             }))
           ]
         }),
-        isPlatformAddress: (networkKey, address) =>
+        isPlatformAddress: (networkKey, address, counted) =>
           Effect.gen(function*() {
             const { index } = yield* derived
             if (index.has(key(networkKey, address))) return true
-            yield* refreshGas
+            yield* refreshGas(counted)
             return gasIndex.has(key(networkKey, address))
           }),
+        tenantCount,
         operating: (networkKey, role) =>
           Effect.map(derived, ({ list }) =>
             list.find((entry) => entry.networkKey === networkKey && entry.role === role)?.address),
         gasWallet: (tenantId, networkKey) =>
           Effect.gen(function*() {
-            if (!gasByTenant.has(tenantId)) yield* refreshGas
+            if (!gasByTenant.has(tenantId)) yield* refreshGas()
             return gasByTenant.get(tenantId)?.get(networkKey)
           })
       })

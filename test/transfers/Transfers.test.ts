@@ -7,6 +7,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
+import { getAddress } from "viem"
 import { Secret, TOTP } from "otpauth"
 import { uuidV7 } from "../../src/domain/Ids.ts"
 import {
@@ -153,6 +154,36 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("internal transfers (sp
           available: (1_000_000n - 3n * 6000n).toString(),
           frozen: "0"
         })
+      }))
+
+    it.effect("a one-time address is looked up as the quote normalizes it, in this tenant only: own wallet in EIP-55 form OFF_CHAIN, another tenant's ON_CHAIN, a platform address 422", () =>
+      Effect.gen(function*() {
+        // What the quote reads about a one-time address is read with the payer (Transfers.ts `payerOf`, byAddress).
+        const tenant = yield* provisionTenant()
+        const other = yield* provisionTenant()
+        const { payer } = yield* fundedPair(tenant, "olga", "olaf", 10n ** 18n)
+        const own = yield* walletOf(tenant, "oscar")
+        const foreign = yield* walletOf(other, "otto")
+        // Given in its EIP-55 form, which is not how the service stores it.
+        const checksummed = getAddress(own.address)
+        assert.notStrictEqual(checksummed, own.address)
+        const base = { assetId: eth, source: { type: "WALLET", id: payer.walletId }, amountRaw: (10n ** 16n).toString() }
+        const toAddress = (address: string, key: string) =>
+          submit(tenant, { ...base, destination: { type: "ONE_TIME_ADDRESS", oneTimeAddress: { address } } }, {
+            "idempotency-key": key
+          })
+
+        const checksumForm = yield* toAddress(checksummed, "own-checksummed")
+        assert.deepStrictEqual([checksumForm.status, checksumForm.json.settlement, checksumForm.json.toWalletId], [202, "OFF_CHAIN", own.walletId], checksumForm.text)
+        assert.deepStrictEqual(yield* balance(tenant, own.walletId), { available: (10n ** 16n).toString(), frozen: "0" })
+
+        const across = yield* toAddress(foreign.address, "foreign")
+        assert.deepStrictEqual([across.status, across.json.settlement, across.json.status], [202, "ON_CHAIN", "SUBMITTED"], across.text)
+        assert.deepStrictEqual(yield* balance(other, foreign.walletId), { available: "0", frozen: "0" })
+
+        const platform = yield* (yield* opsClient).platform.addresses()
+        const hot = platform.find((entry) => entry.networkKey === "ETH_SEPOLIA" && entry.role === "HOT")!.address
+        expectError(yield* toAddress(getAddress(hot), "platform"), 422, "INTERNAL_DESTINATION_NOT_ALLOWED")
       }))
 
     it.effect("an external recipient settles on chain: 202 ON_CHAIN receipt, SUBMITTED, amount + fee frozen (test/withdrawals)", () =>
