@@ -21,3 +21,14 @@ export interface ReadPart<A> {
 /** The part read on its own: `SELECT <columns>`, one row. */
 export const readAlone = <A>(sql: SqlClient.SqlClient, part: ReadPart<A>): Effect.Effect<A> =>
   sql`SELECT ${part.columns}`.pipe(Effect.orDie, Effect.flatMap((rows) => part.decode(rows[0])))
+
+/** Two parts in one statement: `SELECT <a's columns>, <b's columns>`. */
+export const readTogether = <A, B>(
+  sql: SqlClient.SqlClient,
+  a: ReadPart<A>,
+  b: ReadPart<B>
+): Effect.Effect<readonly [A, B]> =>
+  sql`SELECT ${a.columns}, ${b.columns}`.pipe(
+    Effect.orDie,
+    Effect.flatMap((rows) => Effect.all([a.decode(rows[0]), b.decode(rows[0])] as const))
+  )

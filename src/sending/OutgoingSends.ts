@@ -39,7 +39,8 @@ import {
 } from "../chains/ChainClient.ts"
 import { makeGroupCommit, outsideTransaction, stripeOf, togetherOrAlone } from "../db/GroupCommit.ts"
 import { makeBoundedCache } from "../domain/BoundedCache.ts"
-import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
+import { type ReadPart, readAlone } from "../db/ReadPart.ts"
+import { decodeFirstRow, decodeRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { meetsConfirmationRule } from "../deposits/DepositDecisions.ts"
 import { nativeTransferGas } from "../chains/evm/EvmGas.ts"
 import { Ids } from "../domain/Ids.ts"
@@ -162,7 +163,10 @@ const nonceRows = decodeRows(
   "OutgoingSends.nextNonces"
 )
 const storedRows = decodeRows(SendRow, "OutgoingSends.signBatch (stored)")
-const reservedRows = decodeRows(Schema.Struct({ asset_id: Text, amount: Numeric }), "OutgoingSends.reserved")
+const reservedRow = decodeRow(
+  Schema.Struct({ reserved_sends: Nullable(Schema.Array(Schema.Struct({ asset_id: Text, amount: Numeric }))) }),
+  "OutgoingSends.reserved"
+)
 
 /** In-process signing queues (see `signingQueue`). */
 const signingStripes = 32
@@ -263,6 +267,16 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
   readonly sign: (spec: SendSpec, hooks: SignHooks) => Effect.Effect<SignOutcome, ChainUnavailable>
   /** Broadcasts the latest version; a refusal for good marks the send and fills its EVM nonce. */
   readonly broadcast: (send: Send) => Effect.Effect<BroadcastOutcome>
+  /**
+   * As `broadcast`, except that when the node took the bytes in this call their count (`outgoing_versions.broadcasts`,
+   * which `reserved` reads) is not written here: it comes back as `count`, a data-modifying statement the caller runs
+   * in its next statement (as a WITH part, which runs whatever that statement's outcome). One round trip less, and no
+   * longer a gap: the count waited for a round trip after the node's answer before too.
+   */
+  readonly broadcastCountedByCaller: (send: Send) => Effect.Effect<{
+    readonly outcome: BroadcastOutcome
+    readonly count: Statement.Fragment | undefined
+  }>
   /** Where the send stands on the current chain at `head` (see the module's comment). */
   readonly check: (send: Send, head: ChainHead) => Effect.Effect<CheckOutcome, ChainUnavailable>
   /** Records the final inclusion `check` found; call it in the owner's transition's database transaction. */
@@ -274,6 +288,8 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
    * node's balance does not show them yet, so a cover check adds them to what it needs.
    */
   readonly reserved: (networkKey: string, from: string) => Effect.Effect<ReadonlyMap<string, bigint>>
+  /** `reserved` as a part of another statement (db/ReadPart.ts). */
+  readonly reservedPart: (networkKey: string, from: string) => ReadPart<ReadonlyMap<string, bigint>>
   /** Follows the network's sends whose nonce is being filled; returns how many are settled. */
   readonly settleFills: (networkKey: string) => Effect.Effect<number>
 }>()("coffer/OutgoingSends") {
@@ -615,9 +631,9 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         networkFee: version.network_fee_max
       })
 
-      const countBroadcast = (send: Send, version: SendVersion) =>
+      const countStatement = (send: Send, version: SendVersion) =>
         sql`UPDATE outgoing_versions SET broadcasts = broadcasts + 1 WHERE send_id = ${send.id} AND version = ${version.version}`
-          .pipe(Effect.orDie)
+      const countBroadcast = (send: Send, version: SendVersion) => Effect.orDie(countStatement(send, version))
 
       /** The first included version of the send on the current chain, if any. */
       const included = (chain: WithdrawalChain, send: Send) =>
@@ -684,44 +700,60 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         return chain.broadcast(signedOf(send, version)).pipe(Effect.tap(() => countBroadcast(send, version)))
       }
 
-      const broadcast = Effect.fn("OutgoingSends.broadcast")(function*(send: Send) {
-        const { chain } = sendingChain(send.network_key)
-        const version = latest(send)
-        return yield* broadcastVersion(send, version).pipe(
-          Effect.tap(() => reach(send.purpose, "send-after-broadcast")),
-          Effect.tap(() => Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: broadcast ${version.tx_hash}` +
-            (send.nonce === null ? "" : ` (nonce ${send.nonce})`))),
-          Effect.as<BroadcastOutcome>("SENT"),
-          Effect.catchTag("ChainUnavailable", (error) =>
-            Effect.as(
-              Effect.logWarning(`${send.purpose.toLowerCase()} ${send.owner_id}: broadcast not possible now (${error.message}); will retry`),
-              "LATER" as const
-            )),
-          Effect.catchTag("BroadcastRejected", (error) =>
-            Effect.gen(function*() {
-              if (error.nonceUsed === true) {
-                // BTC has no nonce: there the same answer means an input is spent (chains/btc/BtcWithdrawals.ts).
-                const btc = catalog.network(send.network_key)?.chainFamily === "BTC"
-                // Ours, mined meanwhile (a crash after the node took it), looks the same as somebody else's.
-                const mine = yield* included(chain, send).pipe(Effect.orElseSucceed(() => "UNKNOWN" as const))
-                if (mine === "UNKNOWN") return "LATER" as const
-                if (mine !== undefined) {
-                  yield* Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: ` +
-                    (btc ? "its inputs are spent by " : `nonce ${send.nonce} is taken by `) +
-                    `its own ${mine.version.tx_hash}, already in a block`)
-                  return "SENT" as const
+      /** The latest version broadcast; its count written here, or (`countByCaller`) handed back as `count`. */
+      const broadcastLatest = (send: Send, countByCaller: boolean) =>
+        Effect.gen(function*() {
+          const { chain } = sendingChain(send.network_key)
+          const version = latest(send)
+          let count: Statement.Fragment | undefined
+          const outcome = yield* chain.broadcast(signedOf(send, version)).pipe(
+            Effect.tap(() => {
+              if (!countByCaller) return countBroadcast(send, version)
+              count = countStatement(send, version)
+              return Effect.void
+            }),
+            Effect.tap(() => reach(send.purpose, "send-after-broadcast")),
+            Effect.tap(() => Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: broadcast ${version.tx_hash}` +
+              (send.nonce === null ? "" : ` (nonce ${send.nonce})`))),
+            Effect.as<BroadcastOutcome>("SENT"),
+            Effect.catchTag("ChainUnavailable", (error) =>
+              Effect.as(
+                Effect.logWarning(`${send.purpose.toLowerCase()} ${send.owner_id}: broadcast not possible now (${error.message}); will retry`),
+                "LATER" as const
+              )),
+            Effect.catchTag("BroadcastRejected", (error) =>
+              Effect.gen(function*() {
+                if (error.nonceUsed === true) {
+                  // BTC has no nonce: there the same answer means an input is spent (chains/btc/BtcWithdrawals.ts).
+                  const btc = catalog.network(send.network_key)?.chainFamily === "BTC"
+                  // Ours, mined meanwhile (a crash after the node took it), looks the same as somebody else's.
+                  const mine = yield* included(chain, send).pipe(Effect.orElseSucceed(() => "UNKNOWN" as const))
+                  if (mine === "UNKNOWN") return "LATER" as const
+                  if (mine !== undefined) {
+                    yield* Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: ` +
+                      (btc ? "its inputs are spent by " : `nonce ${send.nonce} is taken by `) +
+                      `its own ${mine.version.tx_hash}, already in a block`)
+                    return "SENT" as const
+                  }
+                  yield* Effect.logError(`${send.purpose.toLowerCase()} ${send.owner_id}: ` + (btc
+                    ? `an input of ${version.tx_hash} was spent by another transaction`
+                    : `nonce ${send.nonce} was used by another transaction`))
+                  yield* sql`UPDATE outgoing_sends SET state = 'REJECTED' WHERE id = ${send.id} AND state = 'PENDING'`.pipe(Effect.orDie)
+                  return "REJECTED" as const
                 }
-                yield* Effect.logError(`${send.purpose.toLowerCase()} ${send.owner_id}: ` + (btc
-                  ? `an input of ${version.tx_hash} was spent by another transaction`
-                  : `nonce ${send.nonce} was used by another transaction`))
-                yield* sql`UPDATE outgoing_sends SET state = 'REJECTED' WHERE id = ${send.id} AND state = 'PENDING'`.pipe(Effect.orDie)
+                yield* Effect.logError(`${send.purpose.toLowerCase()} ${send.owner_id}: ${version.tx_hash} refused for good: ${error.message}`)
+                yield* fill(send, version)
                 return "REJECTED" as const
-              }
-              yield* Effect.logError(`${send.purpose.toLowerCase()} ${send.owner_id}: ${version.tx_hash} refused for good: ${error.message}`)
-              yield* fill(send, version)
-              return "REJECTED" as const
-            }))
-        )
+              }))
+          )
+          return { outcome, count }
+        })
+
+      const broadcast = Effect.fn("OutgoingSends.broadcast")(function*(send: Send) {
+        return (yield* broadcastLatest(send, false)).outcome
+      })
+      const broadcastCountedByCaller = Effect.fn("OutgoingSends.broadcast")(function*(send: Send) {
+        return yield* broadcastLatest(send, true)
       })
 
       /**
@@ -895,23 +927,31 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       const markRejected = (send: Send) =>
         sql`UPDATE outgoing_sends SET state = 'REJECTED' WHERE id = ${send.id} AND state = 'PENDING'`.pipe(Effect.asVoid, Effect.orDie)
 
-      const reserved = (networkKey: string, from: string) =>
-        Effect.gen(function*() {
-          const nativeAssetId = catalog.network(networkKey)!.nativeAssetId
-          const rows = yield* sql`
-            SELECT s.asset_id, s.amount::text AS amount FROM outgoing_sends s
-            WHERE s.network_key = ${networkKey} AND s.from_address = ${from} AND s.state = 'PENDING'
-              AND NOT EXISTS (SELECT 1 FROM outgoing_versions v WHERE v.send_id = s.id AND v.broadcasts > 0)
-            UNION ALL
-            SELECT ${nativeAssetId}, v.network_fee_max::text FROM outgoing_sends s
-              JOIN outgoing_versions v ON v.send_id = s.id AND v.version = 1
-            WHERE s.network_key = ${networkKey} AND s.from_address = ${from} AND s.state = 'PENDING'
-              AND NOT EXISTS (SELECT 1 FROM outgoing_versions w WHERE w.send_id = s.id AND w.broadcasts > 0)`
-            .pipe(Effect.orDie, Effect.flatMap(reservedRows))
-          const sums = new Map<string, bigint>()
-          for (const row of rows) sums.set(row.asset_id, (sums.get(row.asset_id) ?? 0n) + row.amount)
-          return sums as ReadonlyMap<string, bigint>
-        })
+      const reservedPart = (networkKey: string, from: string): ReadPart<ReadonlyMap<string, bigint>> => {
+        const nativeAssetId = catalog.network(networkKey)!.nativeAssetId
+        return {
+          columns: sql`(
+            SELECT json_agg(json_build_object('asset_id', r.asset_id, 'amount', r.amount)) FROM (
+              SELECT s.asset_id, s.amount::text AS amount FROM outgoing_sends s
+              WHERE s.network_key = ${networkKey} AND s.from_address = ${from} AND s.state = 'PENDING'
+                AND NOT EXISTS (SELECT 1 FROM outgoing_versions v WHERE v.send_id = s.id AND v.broadcasts > 0)
+              UNION ALL
+              SELECT ${nativeAssetId}, v.network_fee_max::text FROM outgoing_sends s
+                JOIN outgoing_versions v ON v.send_id = s.id AND v.version = 1
+              WHERE s.network_key = ${networkKey} AND s.from_address = ${from} AND s.state = 'PENDING'
+                AND NOT EXISTS (SELECT 1 FROM outgoing_versions w WHERE w.send_id = s.id AND w.broadcasts > 0)
+            ) r) AS reserved_sends`,
+          decode: (row) =>
+            Effect.map(reservedRow(row), ({ reserved_sends }) => {
+              const sums = new Map<string, bigint>()
+              for (const entry of reserved_sends ?? []) {
+                sums.set(entry.asset_id, (sums.get(entry.asset_id) ?? 0n) + entry.amount)
+              }
+              return sums as ReadonlyMap<string, bigint>
+            })
+        }
+      }
+      const reserved = (networkKey: string, from: string) => readAlone(sql, reservedPart(networkKey, from))
 
       const settleFills = Effect.fn("OutgoingSends.settleFills")(function*(networkKey: string) {
         const client = clients.get(networkKey)
@@ -933,7 +973,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       }, (effect) => effect.pipe(Effect.catchTag("ChainUnavailable", (error) =>
         Effect.as(Effect.logWarning(`nonce fills: ${error.message}`), 0))))
 
-      return OutgoingSends.of({ forOwner, sign, broadcast, check, markFinal, markRejected, reserved, settleFills })
+      return OutgoingSends.of({ forOwner, sign, broadcast, broadcastCountedByCaller, check, markFinal, markRejected, reserved, reservedPart, settleFills })
     })
   ).pipe(Layer.provide(CrashPoints.layer), Layer.orDie)
 }

@@ -18,10 +18,11 @@
  * and the guards that keep it race-free (conditional UPDATEs, the stored-once signature) read best side by side.
  */
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type Statement } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { Switches } from "../catalog/Switches.ts"
 import { type ChainUnavailable, ChainClients, type WithdrawalTransfer } from "../chains/ChainClient.ts"
+import { readTogether } from "../db/ReadPart.ts"
 import { decodeFirstRow, decodeRows, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest, type Payment } from "../ledger/Postings.ts"
@@ -105,6 +106,11 @@ export interface TransitionDetails {
    * or not the status still moves: the bytes were given to a node either way (one round trip less per withdrawal).
    */
   readonly countBroadcast?: boolean
+  /**
+   * The send's own count of that broadcast (OutgoingSends.ts `broadcastCountedByCaller`), run in the transition's
+   * statement whether or not the status still moves.
+   */
+  readonly countVersion?: Statement.Fragment | undefined
 }
 
 /** The payer's side of a withdrawal: what its freeze, release and settlement move (ledger/Postings.ts). */
@@ -213,6 +219,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           const moved = yield* sql`
             WITH changed AS (${updateOf(row, step, details, at)} RETURNING id), event AS (${event})
               ${details.countBroadcast === true ? sql`, counted AS (${countBroadcast(row.id)})` : sql``}
+              ${details.countVersion === undefined ? sql`` : sql`, counted_version AS (${details.countVersion})`}
             SELECT id FROM changed`.pipe(Effect.orDie)
           if (moved.length === 0) return undefined
           yield* transactionEvents.committed
@@ -245,6 +252,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
         return yield* sql.withTransaction(Effect.gen(function*() {
           const at = yield* now
           if (details.countBroadcast === true) yield* countBroadcast(row.id)
+          if (details.countVersion !== undefined) yield* sql`${details.countVersion}`
           // The changed row comes back with its users joined, as the event carries it (no second read).
           const updated = yield* sql`WITH changed AS (${updateOf(row, step, details, at)} RETURNING *)
             ${transactionSelectFrom(sql, "changed")}`.pipe(Effect.flatMap(changedRow))
@@ -317,16 +325,18 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
                 yield* Effect.logWarning(`withdrawal ${row.id}: ${row.network_key} cannot send withdrawals; it waits QUEUED`)
                 return "STOP" as const
               }
+              // The switches and the sends from HOT not yet taken by a node, in one statement (db/ReadPart.ts).
+              const [switched, reserved] = yield* readTogether(sql, switches.part, sends.reservedPart(row.network_key, from))
               // The operator's switches hold what is not signed yet (docs/operations.md): switching withdrawals off
               // in an incident stops the outflow, not only new requests. Switching them on re-asks these at once.
-              if (!(yield* switches.view).withdrawable(catalog.asset(row.asset_id)!, catalog.network(row.network_key)!)) {
+              if (!switched.withdrawable(catalog.asset(row.asset_id)!, catalog.network(row.network_key)!)) {
                 yield* Effect.logInfo(`withdrawal ${row.id}: withdrawals of ${row.asset_id} are switched off; it waits QUEUED`)
                 return "STOP" as const
               }
               const transfer = transferOf(row, from)
-              // Sends signed but not yet taken by a node are not in its balance yet: they are added to what this
-              // one needs (native network fees included), so concurrent withdrawals cannot all count one balance.
-              const reserved = yield* sends.reserved(row.network_key, from)
+              // Sends signed but not yet taken by a node are not in its balance yet (`reserved`): they are added to
+              // what this one needs (native network fees included), so concurrent withdrawals cannot all count one
+              // balance.
               const nativeAssetId = catalog.network(row.network_key)!.nativeAssetId
               const fee = yield* chain.networkFee(row.asset_id)
               const covered = yield* chain.hotWalletCovers(
@@ -384,8 +394,9 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
               return "NEXT" as const
           }
           const send = signing.send
-          const sent = yield* sends.broadcast(send)
-          // Accepted: counted by the CONFIRMING transition's statement; otherwise on its own.
+          // Accepted: counted (on the withdrawal and on the send) by the CONFIRMING transition's statement, the next
+          // one; otherwise the withdrawal's count on its own.
+          const { outcome: sent, count } = yield* sends.broadcastCountedByCaller(send)
           if (sent !== "SENT") yield* countBroadcast(row.id).pipe(Effect.orDie)
           if (sent === "REJECTED") {
             yield* transition(row, "failBroadcast")
@@ -394,7 +405,8 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           if (sent === "LATER") return "STOP" as const
           return yield* moveOn(row, "broadcast", {
             txHash: send.versions[send.versions.length - 1]!.tx_hash,
-            countBroadcast: true
+            countBroadcast: true,
+            countVersion: count
           })
         })
 

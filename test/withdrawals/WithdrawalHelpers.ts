@@ -86,8 +86,12 @@ export const statusEvents = (tenant: TestTenant, id: string) =>
 export const signedOf = (id: string) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const [row] = yield* sql<{ signed_raw: string; signed_tx_hash: string; broadcasts: number }>`
-      SELECT signed_raw, signed_tx_hash, broadcasts FROM withdrawals WHERE transaction_id = ${id}`
+    // `broadcasts` as the withdrawal counts them, `sendBroadcasts` as its send's versions do (OutgoingSends.reserved).
+    const [row] = yield* sql<{ signed_raw: string; signed_tx_hash: string; broadcasts: number; sendBroadcasts: number }>`
+      SELECT w.signed_raw, w.signed_tx_hash, w.broadcasts,
+        (SELECT coalesce(sum(v.broadcasts), 0)::int FROM outgoing_sends s JOIN outgoing_versions v ON v.send_id = s.id
+          WHERE s.owner_id = w.transaction_id AND s.purpose = 'WITHDRAWAL') AS "sendBroadcasts"
+      FROM withdrawals w WHERE w.transaction_id = ${id}`
     return row!
   })
 

@@ -192,7 +192,8 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("on-chain withdrawals",
           yield* mine(case_.networkKey, 2)
           assert.strictEqual(yield* entryCount(id, "WITHDRAWAL_SETTLE"), 1)
           assert.strictEqual(yield* entryCount(id, "NETWORK_FEE"), 1)
-          assert.strictEqual((yield* signedOf(id)).broadcasts, 1)
+          const counted = yield* signedOf(id)
+          assert.deepStrictEqual([counted.broadcasts, counted.sendBroadcasts], [1, 1])
         }))
     }
   })
