@@ -12,7 +12,8 @@ import { SqlClient } from "effect/sql"
 import { OpsAddress } from "../../src/App.ts"
 import type { CatalogAsset, CatalogNetwork } from "../../src/catalog/Catalog.ts"
 import { makeSwitchView } from "../../src/catalog/Switches.ts"
-import { expectError, fund } from "../support/Funds.ts"
+import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
+import { expectError, fund, settings } from "../support/Funds.ts"
 import {
   makeTestAppLayer,
   opsClient,
@@ -243,6 +244,34 @@ layer(makeTestAppLayer(), { excludeTestServices: true, timeout: 120_000 })("oper
         assert.isString(sent.txHash)
         assert.isBelow(Date.now() - switchedOn, 5_000)
       }).pipe(Effect.ensuring(devnet("BTC_TESTNET", { hotWalletBalance: { [btc]: hotWalletBalanceDefault } })))))
+
+    it.effect("withdraw switch off when a withdrawal leaves SUBMITTED: the queue transition reads the switch with its own statement; it waits QUEUED, nothing signed", () =>
+      restoringBtc(Effect.gen(function*() {
+        // The processor's SUBMITTED step queues the withdrawal and reads what the QUEUED step needs in the same
+        // statement (WithdrawalProcessor.ts `readForQueued`); that read must see the switch as stored then.
+        const tenant = yield* provisionTenant()
+        const { walletId } = yield* walletOf(tenant, "sybil")
+        yield* fund(tenant, walletId, btc, 1_000_000n)
+        // Held at PENDING_AUTHORIZATION (the entity stops there), then put back to SUBMITTED by hand with no threshold
+        // left: the processor then runs SUBMITTED -> QUEUED -> the QUEUED step in one call.
+        yield* settings(tenant, { withdrawalApprovalAbove: { [btc]: "1" } })
+        const submitted = yield* withdraw(tenant, walletId)
+        assert.strictEqual(submitted.status, 202, submitted.text)
+        const id = submitted.json.transactionId as string
+        yield* waitFor(tenant, id, "PENDING_AUTHORIZATION")
+        yield* settings(tenant, { withdrawalApprovalAbove: {} })
+        yield* switchNetwork("BTC_TESTNET", { withdrawEnabled: false })
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`UPDATE transactions SET status = 'SUBMITTED', sub_status = NULL WHERE id = ${id}`.pipe(Effect.orDie)
+
+        const processor = yield* WithdrawalProcessor
+        assert.strictEqual(yield* processor.process(id), "QUEUED")
+        assert.lengthOf(yield* sql`SELECT 1 FROM outgoing_sends WHERE owner_id = ${id}`.pipe(Effect.orDie), 0)
+
+        yield* switchNetwork("BTC_TESTNET", { withdrawEnabled: true })
+        const sent = yield* waitFor(tenant, id, "CONFIRMING")
+        assert.isString(sent.txHash)
+      })))
 
     it.effect("watch FROZEN: addresses show watchStatus FROZEN without the address, deposit_address hands out none; a deposit ends COMPLETED/MANUAL_REVIEW, credited only by the operator", () =>
       restoringBtc(Effect.gen(function*() {
