@@ -17,12 +17,9 @@
  * requests never overshoot it together.
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
-import { SqlClient, type SqlError } from "effect/sql"
-import { Catalog, type CatalogAsset } from "../catalog/Catalog.ts"
-import { PriceFeed } from "../catalog/PriceFeed.ts"
-import { Switches } from "../catalog/Switches.ts"
-import { validateAddress } from "../chains/AddressValidation.ts"
-import { decodeFirstRow, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
+import { SqlClient } from "effect/sql"
+import { Catalog } from "../catalog/Catalog.ts"
+import { decodeFirstRow, Numeric, Text } from "../db/RowSchemas.ts"
 import {
   AssetMismatch,
   BlockedByPolicy,
@@ -44,23 +41,13 @@ import { type NewTransaction, transactionAsInserted } from "../transactions/NewT
 import type { Transaction } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
-import { PayerTotp, TwoFactor, type TwoFactorError } from "../users/TwoFactor.ts"
+import { TwoFactor, type TwoFactorError } from "../users/TwoFactor.ts"
 import { userFrozenMessage } from "../users/UserRules.ts"
-import {
-  RecipientWalletRow,
-  recipientFromRow,
-  recipientWalletColumns,
-  type Wallet,
-  walletColumns,
-  walletFromRow,
-  WalletRepository,
-  WalletRow
-} from "../wallets/WalletRepository.ts"
-import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
+import { type Wallet, WalletRepository } from "../wallets/WalletRepository.ts"
 import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
-import { utcDay } from "./DailyLimit.ts"
 import { Movements } from "./Movements.ts"
-import { type QuoteError, type QuoteRequest, TransferQuotes } from "./TransferQuotes.ts"
+import { makePayerRead, type PrefetchedRecipient } from "./PayerRead.ts"
+import { type QuoteError, TransferQuotes } from "./TransferQuotes.ts"
 
 export type Destination =
   | { readonly type: "WALLET"; readonly id: string }
@@ -116,24 +103,6 @@ const canReceive = (wallet: Wallet, payer: Wallet) =>
   wallet.status === "ACTIVE" || (wallet.status === "HIDDEN" && wallet.userId === payer.userId)
 
 // Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
-const PayerRow = Schema.Struct({ ...WalletRow.fields, user_status: Text, ...PayerTotp.fields, spent_today: Numeric })
-const payerRow = decodeFirstRow(PayerRow, "Transfers.payer")
-const payerWithRecipientRow = decodeFirstRow(
-  Schema.Struct({ ...PayerRow.fields, ...RecipientWalletRow.fields, r_network_address: Nullable(Text) }),
-  "Transfers.payerAndRecipient"
-)
-/** The recipient a WALLET destination names, read with the payer; `wallet` undefined when there is none. */
-interface PrefetchedRecipient {
-  readonly wallet: Wallet | undefined
-  readonly address: string | undefined
-}
-/** What `payerOf` reads: the paying wallet, its user's columns, and what was read with them when asked. */
-interface PayerRead {
-  readonly wallet: Wallet
-  readonly user: typeof PayerRow.Type
-  readonly recipient: PrefetchedRecipient | undefined
-  readonly byAddress: NonNullable<NonNullable<QuoteRequest["known"]>["byAddress"]> | undefined
-}
 const recipientUserRow = decodeFirstRow(Schema.Struct({ id: Text, status: Text }), "Transfers.recipientWallet (user)")
 const defaultWalletRow = decodeFirstRow(Schema.Struct({ id: Text }), "Transfers.recipientWallet (default wallet)")
 const heldTransferRow = decodeFirstRow(
@@ -175,85 +144,7 @@ export class Transfers extends Context.Service<Transfers, {
       const ids = yield* Ids
       const transactionEvents = yield* TransactionEvents
       const withdrawals = yield* Withdrawals
-      const platformAddresses = yield* PlatformAddresses
-      const switches = yield* Switches
-      const prices = yield* PriceFeed
-
-      /**
-       * The paying wallet of this tenant with its user's status and TOTP columns (for the two-step check that
-       * follows) and what counts against the user's daily limit of `assetId` today (for the quote's early check), in
-       * one statement: the wallet as `WalletRepository.find` reads it. The same statement also reads what the checks
-       * after it would read, each exactly as its own query would (read a moment earlier, checked in the same order):
-       * one round trip instead of up to five per transfer.
-       * - `recipient` (a WALLET destination): that wallet of this tenant and its address on `networkKey`, as
-       *   `recipientWallet` would.
-       * - `byAddress` (a ONE_TIME_ADDRESS, normalized for the asset's network): the tenant's wallet at that address
-       *   (`WalletRepository.findByAddress`), and the parts an on-chain quote reads (db/ReadPart.ts): the tenants'
-       *   count for the GAS wallets, the switches and the prices.
-       */
-      const walletSelect = walletColumns(sql)
-      const recipientSelect = recipientWalletColumns(sql)
-      const byAddressParts = sql`${platformAddresses.tenantCount.columns}, ${switches.part.columns}, ${prices.part.columns}`
-      const payerOf = (
-        tenantId: string,
-        walletId: string,
-        assetId: string,
-        nowMillis: number,
-        other?:
-          | { readonly recipient: { readonly walletId: string; readonly networkKey: string } }
-          | { readonly byAddress: { readonly networkKey: string; readonly address: string } }
-      ) => {
-        const recipient = other !== undefined && "recipient" in other ? other.recipient : undefined
-        const byAddress = other !== undefined && "byAddress" in other ? other.byAddress : undefined
-        const statement = sql`
-          SELECT ${walletSelect}, u.status AS user_status, u.totp_secret, u.cooldown_until,
-            daily_spent(u.id, ${assetId}, ${utcDay(nowMillis)}::date)::text AS spent_today
-            ${
-          recipient !== undefined
-            ? sql`, ${recipientSelect},
-            (SELECT a.address FROM wallet_addresses a WHERE a.wallet_id = rw.id AND a.network_key = ${recipient.networkKey})
-              AS r_network_address`
-            : byAddress !== undefined
-            ? sql`, ${recipientSelect}, ra.address AS r_network_address, ${byAddressParts}`
-            : sql``
-        }
-          FROM wallets w JOIN users u ON u.id = w.user_id
-            ${
-          recipient !== undefined
-            ? sql`LEFT JOIN (wallets rw JOIN users ru ON ru.id = rw.user_id)
-              ON rw.tenant_id = ${tenantId} AND rw.id = ${recipient.walletId}`
-            : byAddress !== undefined
-            ? sql`LEFT JOIN (wallet_addresses ra JOIN wallets rw ON rw.id = ra.wallet_id JOIN users ru ON ru.id = rw.user_id)
-              ON ra.tenant_id = ${tenantId} AND ra.network_key = ${byAddress.networkKey} AND ra.address = ${byAddress.address}`
-            : sql``
-        }
-          WHERE w.tenant_id = ${tenantId} AND w.id = ${walletId}`
-        const read: Effect.Effect<PayerRead | undefined, SqlError.SqlError> = Effect.gen(function*() {
-          const rows = yield* statement
-          if (other === undefined) {
-            const row = yield* payerRow(rows)
-            return row === undefined ? undefined : { wallet: walletFromRow(row), user: row, recipient: undefined, byAddress: undefined }
-          }
-          const row = yield* payerWithRecipientRow(rows)
-          if (row === undefined) return undefined
-          const found = { wallet: recipientFromRow(row), address: row.r_network_address ?? undefined }
-          if (byAddress === undefined) return { wallet: walletFromRow(row), user: row, recipient: found, byAddress: undefined }
-          return {
-            wallet: walletFromRow(row),
-            user: row,
-            recipient: undefined,
-            byAddress: {
-              ...byAddress,
-              wallet: found.wallet,
-              // Each part decodes its own columns of the row as read (the decoded `row` has the payer's only).
-              tenantCount: yield* platformAddresses.tenantCount.decode(rows[0]),
-              switches: yield* switches.part.decode(rows[0]),
-              prices: yield* prices.part.decode(rows[0])
-            }
-          }
-        })
-        return Effect.orDie(read)
-      }
+      const payerOf = yield* makePayerRead
 
       /**
        * The recipient wallet a WALLET or END_USER destination names (ONE_TIME_ADDRESS goes through the quote), read
@@ -272,7 +163,7 @@ export class Transfers extends Context.Service<Transfers, {
               ? Effect.map(wallets.find(tenant.id, walletId), (wallet) => wallet === undefined ? undefined : { wallet, address: undefined })
               : wallets.findWithAddressOn(tenant.id, walletId, networkKey)
           if (destination.type === "WALLET") {
-            // Read with the payer (`payerOf` with a recipient) on the asset's network; its address only when the quote
+            // Read with the payer (transfers/PayerRead.ts, with a recipient) on the asset's network; its address only when the quote
             // uses that network, as `withAddress` reads it.
             if (prefetched !== undefined) {
               if (prefetched.wallet === undefined) return yield* new NotFound({ message: "recipient wallet not found" })
@@ -303,28 +194,6 @@ export class Transfers extends Context.Service<Transfers, {
           return (yield* withAddress(defaultWallet.id))!
         })
 
-      /**
-       * What `payerOf` reads besides the payer for this destination: a WALLET's recipient on the asset's network, or
-       * a one-time address normalized as the quote will normalize it (an address that does not validate is the
-       * quote's to refuse, and nothing is read for it).
-       */
-      const readWithPayer = (destination: Destination, asset: CatalogAsset | undefined) => {
-        if (asset === undefined) return undefined
-        if (destination.type === "WALLET") {
-          return uuidPattern.test(destination.id)
-            ? { recipient: { walletId: destination.id, networkKey: asset.networkKey } }
-            : undefined
-        }
-        if (destination.type !== "ONE_TIME_ADDRESS") return undefined
-        const network = catalog.network(asset.networkKey)!
-        const checked = validateAddress({
-          family: network.chainFamily,
-          btcNetwork: network.btcNetwork ?? undefined,
-          address: destination.address
-        })
-        return checked.isValid ? { byAddress: { networkKey: network.networkKey, address: checked.normalized } } : undefined
-      }
-
       const submit = Effect.fn("Transfers.submit")(function*(tenant: Tenant, request: TransferRequest) {
         const readAt = yield* Clock.currentTimeMillis
         const requested = catalog.asset(request.assetId)
@@ -333,7 +202,7 @@ export class Transfers extends Context.Service<Transfers, {
         // order.
         const found = !uuidPattern.test(request.sourceWalletId)
           ? undefined
-          : yield* payerOf(tenant.id, request.sourceWalletId, request.assetId, readAt, readWithPayer(destination, requested))
+          : yield* payerOf(tenant.id, request.sourceWalletId, request.assetId, readAt, destination, requested)
         if (found === undefined) return yield* new NotFound({ message: "wallet not found" })
         const { user, wallet: payer } = found
         if (user.user_status !== "ACTIVE") return yield* new Forbidden({ message: userFrozenMessage })

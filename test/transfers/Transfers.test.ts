@@ -158,7 +158,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("internal transfers (sp
 
     it.effect("a one-time address is looked up as the quote normalizes it, in this tenant only: own wallet in EIP-55 form OFF_CHAIN, another tenant's ON_CHAIN, a platform address 422", () =>
       Effect.gen(function*() {
-        // What the quote reads about a one-time address is read with the payer (Transfers.ts `payerOf`, byAddress).
+        // What the quote reads about a one-time address is read with the payer (transfers/PayerRead.ts, byAddress).
         const tenant = yield* provisionTenant()
         const other = yield* provisionTenant()
         const { payer } = yield* fundedPair(tenant, "olga", "olaf", 10n ** 18n)
