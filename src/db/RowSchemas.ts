@@ -72,9 +72,6 @@ export const decodeRow = <S extends Schema.ConstraintDecoder<unknown>>(row: S, q
 
 /** As `decodeFirstRow`, for a query that must return a row (an INSERT … RETURNING, a row known to exist). */
 export const decodeSingleRow = <S extends Schema.ConstraintDecoder<unknown>>(row: S, query: string) => {
-  const decode = Schema.decodeUnknownResult(row)
-  return (rows: ReadonlyArray<unknown>): Effect.Effect<S["Type"]> =>
-    rows.length === 0
-      ? Effect.die(new RowDecodeError(`${query} returned no row`))
-      : decoded(query, decode(rows[0]))
+  const decodeOne = decodeRow(row, query)
+  return (rows: ReadonlyArray<unknown>): Effect.Effect<S["Type"]> => decodeOne(rows[0])
 }

@@ -706,12 +706,14 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           const { chain } = sendingChain(send.network_key)
           const version = latest(send)
           let count: Statement.Fragment | undefined
-          const outcome = yield* chain.broadcast(signedOf(send, version)).pipe(
-            Effect.tap(() => {
-              if (!countByCaller) return countBroadcast(send, version)
-              count = countStatement(send, version)
-              return Effect.void
-            }),
+          const sent = countByCaller
+            ? chain.broadcast(signedOf(send, version)).pipe(Effect.tap(() =>
+              Effect.sync(() => {
+                count = countStatement(send, version)
+              })
+            ))
+            : broadcastVersion(send, version)
+          const outcome = yield* sent.pipe(
             Effect.tap(() => reach(send.purpose, "send-after-broadcast")),
             Effect.tap(() => Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: broadcast ${version.tx_hash}` +
               (send.nonce === null ? "" : ` (nonce ${send.nonce})`))),

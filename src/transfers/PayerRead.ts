@@ -24,7 +24,7 @@ import {
   WalletRow
 } from "../wallets/WalletRepository.ts"
 import { utcDay } from "./DailyLimit.ts"
-import type { QuoteRequest } from "./TransferQuotes.ts"
+import type { ReadByAddress } from "./TransferQuotes.ts"
 import type { Destination } from "./Transfers.ts"
 
 // Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
@@ -44,7 +44,7 @@ export interface PayerRead {
   readonly wallet: Wallet
   readonly user: typeof PayerRow.Type
   readonly recipient: PrefetchedRecipient | undefined
-  readonly byAddress: NonNullable<NonNullable<QuoteRequest["known"]>["byAddress"]> | undefined
+  readonly byAddress: ReadByAddress | undefined
 }
 
 /**

@@ -60,19 +60,23 @@ export interface QuoteRequest {
     readonly spentToday?: bigint | undefined
     /**
      * For a destination given as an address, what the quote would read about it, read with the payer in one
-     * statement (db/ReadPart.ts): the tenant's wallet at `address` on `networkKey` (none: undefined), the tenants'
-     * count for the GAS wallets, the switches and the prices. Used only when `networkKey` and `address` are the
-     * quote's own network and normalized destination.
+     * statement (transfers/PayerRead.ts). Used only when its network and address are the quote's own.
      */
-    readonly byAddress?: {
-      readonly networkKey: string
-      readonly address: string
-      readonly wallet: Wallet | undefined
-      readonly tenantCount: number
-      readonly switches: SwitchView
-      readonly prices: PriceView
-    } | undefined
+    readonly byAddress?: ReadByAddress | undefined
   } | undefined
+}
+
+/**
+ * What a quote reads about a destination given as an address, read by the caller (db/ReadPart.ts): the tenant's wallet
+ * at `address` on `networkKey` (none: undefined), the tenants' count for the GAS wallets, the switches and the prices.
+ */
+export interface ReadByAddress {
+  readonly networkKey: string
+  readonly address: string
+  readonly wallet: Wallet | undefined
+  readonly tenantCount: number
+  readonly switches: SwitchView
+  readonly prices: PriceView
 }
 
 export interface Quote {

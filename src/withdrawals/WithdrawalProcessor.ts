@@ -198,6 +198,10 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
             })
         )
 
+      /** What the QUEUED step reads, as parts (db/ReadPart.ts): the switches, and HOT's sends no node has taken yet. */
+      const queuedParts = (networkKey: string, from: string) =>
+        [switches.part, sends.reservedPart(networkKey, from)] as const
+
       /** The transition's UPDATE, conditional on the status it leaves. */
       const updateOf = (row: WithdrawalRow, step: TransitionRule, details: TransitionDetails, at: Date) =>
         sql`
@@ -233,7 +237,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           const event = yield* transactionEvents.statusUpdatedWhen(transaction, sql`EXISTS (SELECT FROM changed)`)
           const reads = details.readForQueued === undefined || step.to !== "QUEUED"
             ? undefined
-            : [switches.part, sends.reservedPart(row.network_key, details.readForQueued.from)] as const
+            : queuedParts(row.network_key, details.readForQueued.from)
           // A data-modifying WITH part runs whether or not the final SELECT reads it: the count holds either way. The
           // reads of the final SELECT see the statement's snapshot, as a statement of their own just before would.
           const moved = yield* sql`
@@ -356,7 +360,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
               // The switches and the sends from HOT not yet taken by a node: read by the transition that queued it, or
               // here in one statement (db/ReadPart.ts).
               const [switched, reserved] = (row as Pick<LoadedWithdrawal, "queuedReads">).queuedReads ??
-                (yield* readTogether(sql, switches.part, sends.reservedPart(row.network_key, from)))
+                (yield* readTogether(sql, ...queuedParts(row.network_key, from)))
               // The operator's switches hold what is not signed yet (docs/operations.md): switching withdrawals off
               // in an incident stops the outflow, not only new requests. Switching them on re-asks these at once.
               if (!switched.withdrawable(catalog.asset(row.asset_id)!, catalog.network(row.network_key)!)) {
