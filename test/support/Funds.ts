@@ -48,6 +48,28 @@ export const ethWalletOf = (tenant: TestTenant, customerRefId: string) =>
   })
 
 /**
+ * `count` internal transfers of `amountRaw` from `payer` to `payee` submitted at once (externalTxId `<prefix>-<i>`):
+ * the responses, in submission order.
+ */
+export const transfersAtOnce = (
+  tenant: TestTenant,
+  transfer: { readonly assetId: string; readonly payer: string; readonly payee: string; readonly amountRaw: string },
+  count: number,
+  externalTxIdPrefix: string
+) =>
+  Effect.all(
+    Array.from({ length: count }, (_, index) =>
+      call(tenant, "POST", "/v1/transactions", {
+        assetId: transfer.assetId,
+        source: { type: "WALLET", id: transfer.payer },
+        destination: { type: "WALLET", id: transfer.payee },
+        amountRaw: transfer.amountRaw,
+        externalTxId: `${externalTxIdPrefix}-${index}`
+      })),
+    { concurrency: "unbounded" }
+  )
+
+/**
  * The fees /v1/supported_assets shows the tenant for an asset now (spec section 2, fee rules 1-3): what a deposit is
  * credited net of and a withdrawal is charged. With the dynamic floor (fee rule 3) these follow the network's cost,
  * so tests of crediting read them rather than assume the catalog's static floors.

@@ -7,7 +7,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import { call, ethWalletOf, expectError, fund, settings } from "../support/Funds.ts"
+import { call, ethWalletOf, expectError, fund, settings, transfersAtOnce } from "../support/Funds.ts"
 import { makeTestAppLayer, provisionTenant, type RawResponse } from "../support/TestApp.ts"
 
 const eth = "ETH_SEPOLIA_ETH"
@@ -40,17 +40,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("daily limit under conc
         const payer = yield* ethWalletOf(tenant, "payer")
         const payee = yield* ethWalletOf(tenant, "payee")
         yield* fund(tenant, payer, eth, 1_000n)
-        const responses = yield* Effect.all(
-          Array.from({ length: 12 }, (_, index) =>
-            call(tenant, "POST", "/v1/transactions", {
-              assetId: eth,
-              source: { type: "WALLET", id: payer },
-              destination: { type: "WALLET", id: payee },
-              amountRaw: "10",
-              externalTxId: `transfer-${index}`
-            })),
-          { concurrency: "unbounded" }
-        )
+        const responses = yield* transfersAtOnce(tenant, { assetId: eth, payer, payee, amountRaw: "10" }, 12, "transfer")
         assert.deepStrictEqual(outcome(responses), { passed: 5, refused: 7 })
         assert.deepStrictEqual(yield* countedToday(payer), { total: 50n, count: 5 })
         const assets = (yield* call(tenant, "GET", `/v1/wallets/${payee}/assets`)).json as Array<any>

@@ -16,7 +16,7 @@ import { Cause, Effect, Exit } from "effect"
 import { SqlClient } from "effect/sql"
 import { Tenants } from "../../src/tenants/Tenants.ts"
 import { Transfers } from "../../src/transfers/Transfers.ts"
-import { call, ethWalletOf, fund } from "../support/Funds.ts"
+import { call, ethWalletOf, fund, transfersAtOnce } from "../support/Funds.ts"
 import { makeTestAppLayer, provisionTenant } from "../support/TestApp.ts"
 
 const eth = "ETH_SEPOLIA_ETH"
@@ -74,17 +74,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("a movement in one stat
       const payee = yield* ethWalletOf(provisioned, "shared-payee")
       yield* fund(provisioned, payer, eth, 1_000_000n)
       const count = 16
-      const responses = yield* Effect.all(
-        Array.from({ length: count }, (_, index) =>
-          call(provisioned, "POST", "/v1/transactions", {
-            assetId: eth,
-            source: { type: "WALLET", id: payer },
-            destination: { type: "WALLET", id: payee },
-            amountRaw: "100",
-            externalTxId: `shared-${index}`
-          })),
-        { concurrency: "unbounded" }
-      )
+      const responses = yield* transfersAtOnce(provisioned, { assetId: eth, payer, payee, amountRaw: "100" }, count, "shared")
       for (const response of responses) assert.strictEqual(response.status, 202, response.text)
       const ids = responses.map((response) => response.json.transactionId as string)
       assert.strictEqual(new Set(ids).size, count)
