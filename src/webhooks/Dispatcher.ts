@@ -87,7 +87,7 @@ export const dueEndpoints = Effect.gen(function*() {
   const rows = yield* sql`
     SELECT DISTINCT d.endpoint_id FROM webhook_deliveries d
       JOIN webhook_endpoints w ON w.id = d.endpoint_id AND w.status = 'ACTIVE'
-    WHERE d.status = 'PENDING' AND d.next_at <= ${now}
+    WHERE d.status = 'PENDING' AND d.next_at <= ${now} AND (d.leased_until IS NULL OR d.leased_until <= ${now})
     LIMIT ${sweepEndpointsMax}`.pipe(Effect.orDie, Effect.flatMap(dueEndpointRows))
   return rows.map((row) => row.endpoint_id)
 })

@@ -88,9 +88,11 @@ export class WebhookDeliveries extends Context.Service<WebhookDeliveries, {
       const context = yield* Effect.context<Sharding.Sharding>()
 
       const list = Effect.fn("WebhookDeliveries.list")(function*(tenantId: string, filter: DeliveryFilter) {
+        // `nextAt` of a delivery in flight is when its lease ends: when it is due again if the attempt is lost.
         const rows = yield* sql`
           SELECT d.id::text AS id, d.event_id, e.event_type, d.endpoint_id, coalesce(d.url, w.url) AS url, d.status,
-            d.attempt, d.response_status, d.last_error, d.duration_ms, d.last_attempt_at, d.next_at
+            d.attempt, d.response_status, d.last_error, d.duration_ms, d.last_attempt_at,
+            GREATEST(d.next_at, d.leased_until) AS next_at
           FROM webhook_deliveries d
             JOIN outbox_events e ON e.id = d.event_id
             JOIN webhook_endpoints w ON w.id = d.endpoint_id
@@ -110,7 +112,7 @@ export class WebhookDeliveries extends Context.Service<WebhookDeliveries, {
           if (event === undefined) return undefined
           return yield* sql`
             UPDATE webhook_deliveries SET status = 'PENDING', attempt = 0, response_status = NULL, last_error = NULL,
-              duration_ms = NULL, last_attempt_at = NULL, next_at = ${now}, updated_at = ${now}
+              duration_ms = NULL, last_attempt_at = NULL, next_at = ${now}, leased_until = NULL, updated_at = ${now}
             WHERE event_id = ${eventId} AND tenant_id = ${tenantId}
             RETURNING endpoint_id`.pipe(Effect.flatMap(resentRows))
         })).pipe(Effect.orDie)

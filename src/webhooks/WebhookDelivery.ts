@@ -3,14 +3,15 @@
  * from its fiber. PostgreSQL holds the whole state, and every step is a conditional UPDATE, so two instances of one
  * endpoint (a restart, a shard move) at worst send a delivery twice, never record it wrongly:
  *
- * 1. claim: the round's PENDING deliveries that are due get a lease (`next_at` = now + lease) in one statement,
- *    skipping rows another round has locked; a process that dies mid-attempt leaves the lease to expire and the
- *    delivery is due again: at least once;
+ * 1. claim: the round's PENDING deliveries that are due (`next_at` passed, no live lease) get a lease (`leased_until`
+ *    = now + lease) in one statement, skipping rows another round has locked; a process that dies mid-attempt leaves
+ *    the lease to expire and the delivery is due again: at least once. The lease has its own column, in no index, so
+ *    the claim's update is heap-only (sql/0024_delivery_lease_column.sql);
  * 2. send: the body `{eventId, type, tenantId, createdAt, data}` with `data` rendered now (EventData.ts), signed over
  *    `<timestamp>.<body>` with a fresh timestamp (the signature is reused for the same bytes at the same timestamp:
  *    `signedBody`), POSTed with a 10 s limit on Effect's Clock;
  * 3. record: DELIVERED on a 2xx; otherwise the next due time from the retry schedule, or DEAD after the sixth
- *    attempt, again only if the delivery is still the one claimed.
+ *    attempt, again only if the delivery is still the one claimed; the lease ends with the record.
  */
 import { Clock, Context, Deferred, Duration, Effect, Fiber, Layer, Option, Schema, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
@@ -139,7 +140,7 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
           sql`
             UPDATE webhook_deliveries d SET status = r.status, attempt = r.attempt, url = r.url,
               response_status = r.response_status, last_error = r.last_error, duration_ms = r.duration_ms,
-              last_attempt_at = r.last_attempt_at, next_at = r.next_at, updated_at = r.updated_at
+              last_attempt_at = r.last_attempt_at, next_at = r.next_at, leased_until = NULL, updated_at = r.updated_at
             FROM jsonb_to_recordset(${
             JSON.stringify(batch.map((row) => ({
               id: row.id,
@@ -202,7 +203,7 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
             Effect.catchTag("SignerUnavailable", (error) =>
               // Our outage, not the receiver's: the delivery waits and the attempt is not counted.
               sql`
-                UPDATE webhook_deliveries SET next_at = ${new Date(startedAt + timings.signerRetryMillis)},
+                UPDATE webhook_deliveries SET next_at = ${new Date(startedAt + timings.signerRetryMillis)}, leased_until = NULL,
                   last_error = ${truncate(`not sent: ${error.message}`)}, updated_at = ${new Date(startedAt)}
                 WHERE id = ${due.id}::bigint AND status = 'PENDING' AND attempt = ${due.attempt}`.pipe(
                 Effect.as(Option.none<SignedBody>())
@@ -263,10 +264,11 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
           const now = yield* Clock.currentTimeMillis
           const claimed = yield* sql`
             WITH claimed AS (
-              UPDATE webhook_deliveries d SET next_at = ${new Date(now + timings.claimLeaseMillis)}, updated_at = ${new Date(now)}
+              UPDATE webhook_deliveries d SET leased_until = ${new Date(now + timings.claimLeaseMillis)}, updated_at = ${new Date(now)}
               FROM (
                 SELECT id, next_at AS due_at FROM webhook_deliveries
                 WHERE endpoint_id = ${endpointId} AND status = 'PENDING' AND next_at <= ${new Date(now)}
+                  AND (leased_until IS NULL OR leased_until <= ${new Date(now)})
                 ORDER BY next_at, id
                 LIMIT ${deliveryBatchMax}
                 FOR UPDATE SKIP LOCKED
@@ -315,7 +317,7 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
         }
         for (const batch of batches) yield* Effect.all(yield* Fiber.join(batch), { discard: true })
         const next = yield* sql`
-          SELECT min(next_at) AS next_at FROM webhook_deliveries
+          SELECT min(GREATEST(next_at, leased_until)) AS next_at FROM webhook_deliveries
           WHERE endpoint_id = ${endpointId} AND status = 'PENDING'`.pipe(Effect.flatMap(nextDueRow))
         return next.next_at === null ? undefined : next.next_at.getTime()
       }, (effect) => Effect.orDie(effect))

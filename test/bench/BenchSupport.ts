@@ -173,7 +173,11 @@ export const waitUntil = async (
 export interface CpuMeter {
   readonly start: () => void
   /** The line to print, and the service's CPU seconds since `start`. */
-  readonly end: (name: string) => { readonly serviceCpuSeconds: number; readonly line: string }
+  readonly end: (name: string) => {
+    readonly serviceCpuSeconds: number
+    readonly postgresCpuSeconds: number
+    readonly line: string
+  }
 }
 
 /** Now on the system's monotonic clock in microseconds: the clock of `--cpu-prof` timestamps. */

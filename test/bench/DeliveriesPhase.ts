@@ -20,7 +20,7 @@ import http from "node:http"
 import { createInterface } from "node:readline"
 import { outboxChannel } from "../../src/outbox/OutboxSignal.ts"
 import { deliveryConcurrencyPerEndpoint } from "../../src/webhooks/DeliverySettings.ts"
-import { repositoryRoot } from "../e2e/ServiceProcess.ts"
+import { cpuSeconds, repositoryRoot } from "../e2e/ServiceProcess.ts"
 import {
   type CpuMeter,
   type Database,
@@ -60,7 +60,7 @@ const rawPosts = (
   inFlight: number,
   options: { readonly warmupMs: number; readonly durationMs: number }
 ) =>
-  new Promise<{ ok: number; failed: number; perSecond: number }>((resolvePromise) => {
+  new Promise<{ ok: number; failed: number; perSecond: number; total: number }>((resolvePromise) => {
     const agent = new http.Agent({ keepAlive: true, maxSockets: inFlight })
     const bytes = Buffer.from(body)
     const headers = {
@@ -76,18 +76,20 @@ const rawPosts = (
     const windowEnd = windowStart + options.durationMs
     let ok = 0
     let failed = 0
+    let total = 0
     let running = inFlight
     const one = () => {
       if (performance.now() >= windowEnd) {
         if (--running === 0) {
           agent.destroy()
-          resolvePromise({ ok, failed, perSecond: ok / (options.durationMs / 1000) })
+          resolvePromise({ ok, failed, perSecond: ok / (options.durationMs / 1000), total })
         }
         return
       }
       const request = http.request({ host: "127.0.0.1", port, path: "/fast/raw", method: "POST", agent, headers }, (response) => {
         response.on("data", () => undefined)
         response.on("end", () => {
+          total++
           const now = performance.now()
           if (now >= windowStart && now < windowEnd) {
             if (response.statusCode === 200) ok++
@@ -112,7 +114,7 @@ const startReceiver = async () => {
     lines.once("line", (line) => resolvePromise(Number(line)))
     child.once("exit", (code) => reject(new Error(`the receiver exited (${code}) before listening`)))
   })
-  return { port, stop: () => child.kill("SIGTERM") }
+  return { port, pid: child.pid!, stop: () => child.kill("SIGTERM") }
 }
 
 /** Events for the slow endpoint: more than it can take during the phase (4 per 5 s). */
@@ -161,6 +163,7 @@ export const runDeliveriesPhase = async (options: {
     if (options.statements === true) await startStatements(db)
     const meter = options.meter()
     meter.start()
+    const receiverCpuBefore = cpuSeconds(receiver.pid)
     const windowStart = monotonicMicros()
     const started = performance.now()
     await db.run(Effect.gen(function*() {
@@ -177,8 +180,24 @@ export const runDeliveriesPhase = async (options: {
     await waitUntil("deliveries", async () => (await deliveredCounts(db, tenants)).fast >= expected, deliveryTimeoutMs, 200)
     const serviceMs = performance.now() - started
     const window = [windowStart, monotonicMicros()] as const
-    log(meter.end("deliveries").line)
-    if (options.statements === true) await printStatements(db, "deliveries")
+    const usage = meter.end("deliveries")
+    const receiverCpu = cpuSeconds(receiver.pid) - receiverCpuBefore
+    log(usage.line)
+    const micros = (cpu: number) => `${Math.round((cpu * 1e6) / expected)} µs`
+    log(`  deliveries CPU per delivery: service ${micros(usage.serviceCpuSeconds)}, postgres ${micros(usage.postgresCpuSeconds)}, ` +
+      `receiver ${micros(receiverCpu)}`)
+    if (options.statements === true) {
+      await printStatements(db, "deliveries")
+      // Claims take their lease in a heap-only update (sql/0024_delivery_lease_column.sql); the records cannot be.
+      const [table] = await db.run(Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`SELECT pg_stat_force_next_flush()`
+        return yield* sql<{ updates: string; hot: string }>`
+          SELECT n_tup_upd::text AS updates, n_tup_hot_upd::text AS hot FROM pg_stat_user_tables
+          WHERE relname = 'webhook_deliveries'`
+      }))
+      log(`  deliveries: webhook_deliveries rows updated ${table?.updates}, of which heap-only ${table?.hot} (since the server started)`)
+    }
     const counts = await deliveredCounts(db, tenants)
     const perSecond = expected / (serviceMs / 1000)
     log(`  deliveries: ${expected} (${eventCount} events × ${endpointCount} endpoints) delivered in ${seconds(serviceMs)} ` +
@@ -193,9 +212,15 @@ export const runDeliveriesPhase = async (options: {
       createdAt: sampleData.createdAt,
       data: sampleData
     })
+    const clientBefore = process.cpuUsage()
+    const receiverBefore = cpuSeconds(receiver.pid)
     const raw = await rawPosts(receiver.port, body, endpointCount * deliveryConcurrencyPerEndpoint, options)
+    const client = process.cpuUsage(clientBefore)
+    const perPost = (cpu: number) => `${Math.round((cpu * 1e6) / Math.max(1, raw.total))} µs`
     log(`  raw POSTs: ${raw.ok} ok in ${seconds(options.durationMs)} (node:http, keep-alive agent, ` +
       `${endpointCount * deliveryConcurrencyPerEndpoint} in flight): ${rate(raw.perSecond)}/s`)
+    log(`  raw POSTs CPU per POST (warm-up included): client ${perPost((client.user + client.system) / 1e6)}, ` +
+      `receiver ${perPost(cpuSeconds(receiver.pid) - receiverBefore)}`)
     if (raw.failed > 0) throw new Error(`raw POSTs: ${raw.failed} failed`)
     return { deliveries: perSecond, raw: raw.perSecond, window }
   } finally {

@@ -127,7 +127,7 @@ export const runTransfersPhase = async (options: {
   const load = (name: string, requests: ReadonlyArray<Buffer>) => {
     let next = 0
     const meter = options.meter()
-    let usage = ""
+    let usage = { serviceCpuSeconds: 0, postgresCpuSeconds: 0, line: "" }
     return runLoad({
       host: options.host,
       port: options.port,
@@ -137,11 +137,13 @@ export const runTransfersPhase = async (options: {
       nextRequest: () => requests[next++],
       onWindowStart: meter.start,
       onWindowEnd: () => {
-        usage = meter.end(name).line
+        usage = meter.end(name)
       }
     }).then((result) => {
       options.describe(name, result)
-      log(usage)
+      log(usage.line)
+      const micros = (cpu: number) => `${Math.round((cpu * 1e6) / Math.max(1, result.ok))} µs`
+      log(`  ${name} CPU per transfer: service ${micros(usage.serviceCpuSeconds)}, postgres ${micros(usage.postgresCpuSeconds)}`)
       return result
     })
   }

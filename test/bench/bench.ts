@@ -33,6 +33,7 @@
  * `--perf-map` starts the service processes with `--perf-basic-prof-only-functions`, so Linux `perf` names their
  * JavaScript frames (`/tmp/perf-<pid>.map`): `perf` samples what runs on the CPU, where `--cpu-prof` also counts the
  * time the event loop is off it inside a system call (docs/benchmarks.md, sixth; README "Benchmark", eighth);
+ * `--keep-profile <file>` (with `--profile`) also copies the raw `.cpuprofile` there;
  * `--no-miss-profiles` leaves the profile runs of missed lines out;
  * `--duration <s>`, `--warmup <s>`, `--connections <n>`; `--wallets <n>` (1000), `--deposits <n>` (10000),
  * `--events <n>` (1000; 10000 is the full figure, minutes longer), `--endpoints <n>` (10).
@@ -41,7 +42,7 @@ import { ed25519 } from "@noble/curves/ed25519.js"
 import { spawn } from "node:child_process"
 import { generateKeyPairSync, randomBytes, sign, verify } from "node:crypto"
 import { cpus, loadavg } from "node:os"
-import { readdirSync } from "node:fs"
+import { copyFileSync, readdirSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
@@ -82,6 +83,8 @@ const { values: flags } = parseArgs({
   options: {
     only: { type: "string" },
     profile: { type: "string" },
+    // With --profile: the raw .cpuprofile is also copied here (for Chrome DevTools or your own analysis).
+    "keep-profile": { type: "string" },
     statements: { type: "boolean", default: false },
     explain: { type: "boolean", default: false },
     "perf-map": { type: "boolean", default: false },
@@ -353,6 +356,7 @@ const main = async () => {
           const cores = (value: number) => (value / seconds).toFixed(2)
           return {
             serviceCpuSeconds: after.server - before!.server,
+            postgresCpuSeconds: after.postgres - before!.postgres,
             line: `  ${name} CPU in cores: service ${cores(after.server - before!.server)}, ` +
               `postgres ${cores(after.postgres - before!.postgres)}, client ${cores(after.client - before!.client)} ` +
               `(machine: ${cpus().length} cores, load average ${loadavg()[0]!.toFixed(1)})`
@@ -362,7 +366,7 @@ const main = async () => {
     }
     const load = async (name: string, nextRequest: () => Buffer | undefined) => {
       const meter = cpuMeter()
-      let usage = { serviceCpuSeconds: 0, line: "" }
+      let usage = { serviceCpuSeconds: 0, postgresCpuSeconds: 0, line: "" }
       const result = await runLoad({
         host: "127.0.0.1",
         port,
@@ -513,6 +517,7 @@ const main = async () => {
       if (file === undefined) throw new Error(`no CPU profile in ${profileDirectory}`)
       log(`\nwhere the service's time went during the measured ${profilePhase} window:`)
       log(summarizeProfile(join(profileDirectory, file), profileWindow))
+      if (flags["keep-profile"] !== undefined) copyFileSync(join(profileDirectory, file), flags["keep-profile"])
     }
   } finally {
     if (database !== undefined) await database.dispose()

@@ -165,7 +165,8 @@ describe("webhook delivery under TestClock", () => {
       const leased = (yield* deliveryRows(endpointId))[0]!
       assert.strictEqual(leased.status, "PENDING")
       assert.strictEqual(leased.attempt, 0, "the lost attempt is not counted")
-      assert.strictEqual(leased.next_at!.getTime(), startMillis + 90_000, "leased for 90 s")
+      assert.strictEqual(leased.next_at!.getTime(), startMillis, "still due since the fan-out")
+      assert.strictEqual(leased.leased_until!.getTime(), startMillis + 90_000, "leased for 90 s")
       // A new "process": its sweeper finds nothing due while the lease lasts, then wakes the endpoint.
       yield* Effect.gen(function*() {
         assert.notInclude(yield* sweepDue, endpointId)

@@ -124,4 +124,31 @@ describe("webhook tables (sql/0004_webhooks.sql)", () => {
         "webhook_deliveries_event_endpoint_key"
       )
     })))
+
+  it.live("a lease is held only by a PENDING delivery, and is in no index, so taking it is a heap-only update", () =>
+    withDatabase(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const owner = yield* tenant
+      const endpointId = yield* endpoint(owner)
+      const eventId = yield* event(owner)
+      const [row] = yield* sql<{ id: string }>`
+        INSERT INTO webhook_deliveries (event_id, endpoint_id, tenant_id, status, attempt, next_at, created_at, updated_at)
+        VALUES (${eventId}, ${endpointId}, ${owner}, 'PENDING', 0, now(), now(), now()) RETURNING id::text AS id`
+      yield* sql`UPDATE webhook_deliveries SET leased_until = now() + interval '90 seconds' WHERE id = ${row!.id}::bigint`
+      assert.strictEqual(
+        yield* expectViolation(sql`
+          UPDATE webhook_deliveries SET status = 'DELIVERED', attempt = 1, next_at = NULL, response_status = 200,
+            last_attempt_at = now(), duration_ms = 5
+          WHERE id = ${row!.id}::bigint`),
+        "webhook_deliveries_leased_when_pending"
+      )
+      // An index on the column, or on an expression or predicate naming it, would make every claim write index entries.
+      const indexed = yield* sql<{ name: string }>`
+        SELECT c.relname AS name FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+        WHERE i.indrelid = 'webhook_deliveries'::regclass
+          AND (pg_get_indexdef(i.indexrelid) LIKE '%leased_until%'
+            OR EXISTS (SELECT 1 FROM unnest(i.indkey) k JOIN pg_attribute a
+              ON a.attrelid = i.indrelid AND a.attnum = k WHERE a.attname IN ('leased_until', 'updated_at')))`
+      assert.deepStrictEqual(indexed, [])
+    })))
 })
