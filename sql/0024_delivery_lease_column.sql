@@ -11,4 +11,7 @@ ALTER TABLE webhook_deliveries ADD COLUMN leased_until timestamptz,
   ADD CONSTRAINT webhook_deliveries_leased_when_pending CHECK (leased_until IS NULL OR status = 'PENDING');
 ALTER TABLE webhook_deliveries SET (fillfactor = 60);
 -- Deliveries leased under the old scheme carry their lease in `next_at`, which stays correct: they are due again when
--- it passes.
+-- it passes. A process of an older build still running after this migration neither sees nor clears the new lease:
+-- its record of a delivery a newer process leased is refused by the constraint above (the delivery is sent again
+-- once the lease ends: at least once, never a finished row with a lease left on it). Stop older processes when
+-- upgrading; a restarted one refuses the newer schema anyway (src/db/Migrations.ts).
