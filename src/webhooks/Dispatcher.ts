@@ -21,6 +21,7 @@ import type { Sharding } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { decodeRows, Text } from "../db/RowSchemas.ts"
 import { wakeEndpoints } from "../entities/WebhookEndpointEntity.ts"
+import { isDue } from "./DeliveryDue.ts"
 import { outboxChannel, OutboxSignal } from "../outbox/OutboxSignal.ts"
 import { fanOutBatchMax, sweepEndpointsMax, WebhookTimings } from "./DeliverySettings.ts"
 
@@ -87,7 +88,7 @@ export const dueEndpoints = Effect.gen(function*() {
   const rows = yield* sql`
     SELECT DISTINCT d.endpoint_id FROM webhook_deliveries d
       JOIN webhook_endpoints w ON w.id = d.endpoint_id AND w.status = 'ACTIVE'
-    WHERE d.status = 'PENDING' AND d.next_at <= ${now} AND (d.leased_until IS NULL OR d.leased_until <= ${now})
+    WHERE d.status = 'PENDING' AND ${isDue(sql, "d", now)}
     LIMIT ${sweepEndpointsMax}`.pipe(Effect.orDie, Effect.flatMap(dueEndpointRows))
   return rows.map((row) => row.endpoint_id)
 })

@@ -8,6 +8,7 @@ import { SqlClient } from "effect/sql"
 import { decodeRows, Int4, Nullable, Numeric, Text, Timestamp } from "../db/RowSchemas.ts"
 import { NotFound } from "../domain/ApiError.ts"
 import { wakeEndpoints } from "../entities/WebhookEndpointEntity.ts"
+import { dueTime } from "./DeliveryDue.ts"
 
 export const DeliveryStatus = ["PENDING", "DELIVERED", "DEAD"] as const
 export type DeliveryStatus = (typeof DeliveryStatus)[number]
@@ -89,10 +90,11 @@ export class WebhookDeliveries extends Context.Service<WebhookDeliveries, {
 
       const list = Effect.fn("WebhookDeliveries.list")(function*(tenantId: string, filter: DeliveryFilter) {
         // `nextAt` of a delivery in flight is when its lease ends: when it is due again if the attempt is lost.
+        // (DELIVERED and DEAD rows have neither column, so it is null for them.)
         const rows = yield* sql`
           SELECT d.id::text AS id, d.event_id, e.event_type, d.endpoint_id, coalesce(d.url, w.url) AS url, d.status,
             d.attempt, d.response_status, d.last_error, d.duration_ms, d.last_attempt_at,
-            GREATEST(d.next_at, d.leased_until) AS next_at
+            ${dueTime(sql, "d")} AS next_at
           FROM webhook_deliveries d
             JOIN outbox_events e ON e.id = d.event_id
             JOIN webhook_endpoints w ON w.id = d.endpoint_id

@@ -17,6 +17,7 @@ import { Clock, Context, Deferred, Duration, Effect, Fiber, Layer, Option, Schem
 import { SqlClient } from "effect/sql"
 import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text, Timestamp } from "../db/RowSchemas.ts"
 import { makeBoundedCache } from "../domain/BoundedCache.ts"
+import { dueTime, isDue } from "./DeliveryDue.ts"
 import { toRfc3339 } from "../domain/Time.ts"
 import { makeGroupCommitQueue } from "../db/GroupCommit.ts"
 import { Signer } from "../signer/Signer.ts"
@@ -266,10 +267,9 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
             WITH claimed AS (
               UPDATE webhook_deliveries d SET leased_until = ${new Date(now + timings.claimLeaseMillis)}, updated_at = ${new Date(now)}
               FROM (
-                SELECT id, next_at AS due_at FROM webhook_deliveries
-                WHERE endpoint_id = ${endpointId} AND status = 'PENDING' AND next_at <= ${new Date(now)}
-                  AND (leased_until IS NULL OR leased_until <= ${new Date(now)})
-                ORDER BY next_at, id
+                SELECT c.id, c.next_at AS due_at FROM webhook_deliveries c
+                WHERE c.endpoint_id = ${endpointId} AND c.status = 'PENDING' AND ${isDue(sql, "c", new Date(now))}
+                ORDER BY c.next_at, c.id
                 LIMIT ${deliveryBatchMax}
                 FOR UPDATE SKIP LOCKED
               ) due
@@ -317,8 +317,8 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
         }
         for (const batch of batches) yield* Effect.all(yield* Fiber.join(batch), { discard: true })
         const next = yield* sql`
-          SELECT min(GREATEST(next_at, leased_until)) AS next_at FROM webhook_deliveries
-          WHERE endpoint_id = ${endpointId} AND status = 'PENDING'`.pipe(Effect.flatMap(nextDueRow))
+          SELECT min(${dueTime(sql, "d")}) AS next_at FROM webhook_deliveries d
+          WHERE d.endpoint_id = ${endpointId} AND d.status = 'PENDING'`.pipe(Effect.flatMap(nextDueRow))
         return next.next_at === null ? undefined : next.next_at.getTime()
       }, (effect) => Effect.orDie(effect))
 

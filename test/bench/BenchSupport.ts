@@ -180,6 +180,9 @@ export interface CpuMeter {
   }
 }
 
+/** CPU seconds spread over `count` units of work, as `N µs` (the bench's per-delivery and per-transfer lines). */
+export const microsEach = (cpuSeconds: number, count: number) => `${Math.round((cpuSeconds * 1e6) / Math.max(1, count))} µs`
+
 /** Now on the system's monotonic clock in microseconds: the clock of `--cpu-prof` timestamps. */
 export const monotonicMicros = () => Number(process.hrtime.bigint() / 1000n)
 

@@ -25,6 +25,7 @@ import {
   type CpuMeter,
   type Database,
   log,
+  microsEach,
   monotonicMicros,
   printStatements,
   rate,
@@ -183,7 +184,7 @@ export const runDeliveriesPhase = async (options: {
     const usage = meter.end("deliveries")
     const receiverCpu = cpuSeconds(receiver.pid) - receiverCpuBefore
     log(usage.line)
-    const micros = (cpu: number) => `${Math.round((cpu * 1e6) / expected)} µs`
+    const micros = (cpu: number) => microsEach(cpu, expected)
     log(`  deliveries CPU per delivery: service ${micros(usage.serviceCpuSeconds)}, postgres ${micros(usage.postgresCpuSeconds)}, ` +
       `receiver ${micros(receiverCpu)}`)
     if (options.statements === true) {
@@ -216,7 +217,7 @@ export const runDeliveriesPhase = async (options: {
     const receiverBefore = cpuSeconds(receiver.pid)
     const raw = await rawPosts(receiver.port, body, endpointCount * deliveryConcurrencyPerEndpoint, options)
     const client = process.cpuUsage(clientBefore)
-    const perPost = (cpu: number) => `${Math.round((cpu * 1e6) / Math.max(1, raw.total))} µs`
+    const perPost = (cpu: number) => microsEach(cpu, raw.total)
     log(`  raw POSTs: ${raw.ok} ok in ${seconds(options.durationMs)} (node:http, keep-alive agent, ` +
       `${endpointCount * deliveryConcurrencyPerEndpoint} in flight): ${rate(raw.perSecond)}/s`)
     log(`  raw POSTs CPU per POST (warm-up included): client ${perPost((client.user + client.system) / 1e6)}, ` +

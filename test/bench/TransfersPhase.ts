@@ -18,6 +18,7 @@ import {
   type CpuMeter,
   type Database,
   log,
+  microsEach,
   printStatements,
   printTriggerCounts,
   explainMark,
@@ -142,7 +143,7 @@ export const runTransfersPhase = async (options: {
     }).then((result) => {
       options.describe(name, result)
       log(usage.line)
-      const micros = (cpu: number) => `${Math.round((cpu * 1e6) / Math.max(1, result.ok))} µs`
+      const micros = (cpu: number) => microsEach(cpu, result.ok)
       log(`  ${name} CPU per transfer: service ${micros(usage.serviceCpuSeconds)}, postgres ${micros(usage.postgresCpuSeconds)}`)
       return result
     })
