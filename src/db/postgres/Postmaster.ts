@@ -67,15 +67,21 @@ export const spawnPostmaster = (
       // The ready line below is matched in English.
       "-c",
       "lc_messages=C",
-      // A crash's recovery replays the WAL written since the last checkpoint. With the defaults (a checkpoint every
+      // A crash's recovery replays the WAL written since the last completed checkpoint, then writes every buffer it
+      // dirtied (the end-of-recovery checkpoint) before it takes connections. With the defaults (a checkpoint every
       // 5 min or 1 GB) a restart after a busy minute replayed 157 MB in 1.1 s and then wrote 11,700 buffers, past
-      // the README's 3 s restart promise; with checkpoints every 64 MB of WAL the same restart replayed 36 MB in
-      // 0.24 s (measured 2026-11-26, `npm run bench`'s restart line: 3.3 s to 2.6 s). A DATABASE_URL server keeps
-      // its own settings.
+      // the README's 3 s restart promise. With checkpoints every 64 MB the bench's restart (after a minute with
+      // little written) still replayed 42-44 MB in 0.48 s and wrote 9,900-11,000 buffers in 0.43-0.45 s: 2.6-2.9 s
+      // in all, 3.2-3.5 s in full runs. Every 32 MB, or 30 s after the last one began (a quiet spell does not leave
+      // a busy minute's WAL for the next crash), it replayed 19 MB in 0.16 s and wrote 3,400 buffers in 0.20 s:
+      // 2.3 s (measured 2026-11-27). Under load that is a checkpoint every few seconds; the bench lines did not move
+      // beyond their noise. A DATABASE_URL server keeps its own settings.
       "-c",
-      "max_wal_size=64MB",
+      "max_wal_size=32MB",
       "-c",
       "min_wal_size=32MB",
+      "-c",
+      "checkpoint_timeout=30s",
       // `npm run bench -- --statements` (test/bench/BenchSupport.ts): per-statement times, to see where the database's
       // share of a figure goes. Loading the library changes nothing until the extension is created. Nested statements
       // too (triggers, foreign-key checks, functions), each under its own text: a statement's own time then includes
