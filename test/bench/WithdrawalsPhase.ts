@@ -196,14 +196,12 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
     let lastAt = 0
     const confirmingBy = performance.now() + 600_000
     for (;;) {
-      const [row] = await db.run(Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        return yield* sql<{ sent: number; stuck: number; last_at: Date | null }>`
+      const [row] = await query((sql) =>
+        sql<{ sent: number; stuck: number; last_at: Date | null }>`
           SELECT count(*) FILTER (WHERE status NOT IN ('SUBMITTED', 'QUEUED', 'PENDING_SIGNATURE'))::int AS sent,
             count(*) FILTER (WHERE status IN ('FAILED', 'REJECTED'))::int AS stuck,
             max(updated_at) FILTER (WHERE status = 'CONFIRMING') AS last_at
-          FROM transactions WHERE kind = 'WITHDRAWAL' AND external_tx_id LIKE 'bench-withdrawal-%'`
-      }))
+          FROM transactions WHERE kind = 'WITHDRAWAL' AND external_tx_id LIKE 'bench-withdrawal-%'`)
       if (row!.stuck > 0) throw new Error(`${row!.stuck} withdrawals FAILED or REJECTED`)
       if (row!.sent >= options.count) {
         lastAt = row!.last_at!.getTime()
@@ -217,16 +215,14 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
     cpu.stop("withdrawals", options.count, "withdrawal")
     await activity?.stop()
     // Where the time went, per withdrawal: submission (created) → signed → CONFIRMING (the broadcast's transition).
-    const [steps] = await db.run(Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      return yield* sql<{ created_spread: number; to_signed_p50: number; to_signed_max: number; signed_to_sent_p50: number }>`
+    const [steps] = await query((sql) =>
+      sql<{ created_spread: number; to_signed_p50: number; to_signed_max: number; signed_to_sent_p50: number }>`
         SELECT extract(epoch FROM max(t.created_at) - min(t.created_at))::float8 AS created_spread,
           percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM v.signed_at - t.created_at))::float8 AS to_signed_p50,
           max(extract(epoch FROM v.signed_at - t.created_at))::float8 AS to_signed_max,
           percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM t.updated_at - v.signed_at))::float8 AS signed_to_sent_p50
         FROM transactions t JOIN outgoing_sends s ON s.owner_id = t.id JOIN outgoing_versions v ON v.send_id = s.id AND v.version = 1
-        WHERE t.kind = 'WITHDRAWAL' AND t.external_tx_id LIKE 'bench-withdrawal-%'`
-    }))
+        WHERE t.kind = 'WITHDRAWAL' AND t.external_tx_id LIKE 'bench-withdrawal-%'`)
     log(`  withdrawals: submissions spread over ${steps!.created_spread.toFixed(2)} s; created → signed p50 ` +
       `${steps!.to_signed_p50.toFixed(2)} s, max ${steps!.to_signed_max.toFixed(2)} s; signed → CONFIRMING p50 ` +
       `${steps!.signed_to_sent_p50.toFixed(3)} s`)
