@@ -9,7 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { FetchHttpClient } from "effect/http"
 import { createPrivateKey } from "node:crypto"
-import { existsSync, readFileSync, statSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { join } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import { afterAll } from "vitest"
@@ -78,7 +78,9 @@ describe("npm start (operator-interface.md, Running the service)", () => {
     () =>
       Effect.gen(function*() {
         const [port, opsPort] = [yield* promise(freePort), yield* promise(freePort)]
-        const start = () => (current = spawnService({ dataDir, port, opsPort }))
+        // Node's own variable puts the compile cache where this test can look (main.ts otherwise uses node_modules).
+        const compileCache = join(dataDir, "compile-cache")
+        const start = () => (current = spawnService({ dataDir, port, opsPort, env: { NODE_COMPILE_CACHE: compileCache } }))
 
         // First start: embedded defaults, development provisioning.
         const first = start()
@@ -116,6 +118,10 @@ describe("npm start (operator-interface.md, Running the service)", () => {
         assert.isDefined(postmaster)
         yield* promise(() => killHard(first))
         assert.isFalse(isAlive(postmaster!), "the postmaster is dead")
+        // The compile cache was written once the start was done (main.ts), not left for a normal exit that a service
+        // killed with -9 never has: the restart below loads its modules from it.
+        const cached = readdirSync(compileCache, { recursive: true }).length
+        assert.isAbove(cached, 100, "compile cache entries written by a start that was then killed with -9")
         const provisioned = readFileSync(join(dataDir, "dev-tenant.json"), "utf8")
 
         // Second start on the same DATA_DIR.
