@@ -2,7 +2,8 @@
  * What a start loads (README restart promise: healthy within 3 s of a kill -9, most of it module loading). The
  * service's modules are imported in a node process of their own, as `node src/main.ts` imports them, with a load
  * hook that lists every module; viem's client (its package index, about a quarter of a second) and tronweb must not
- * be among them: chains/NodeClients.ts imports each family's node client only for a network that has a node.
+ * be among them: chains/NodeClients.ts imports each family's node client only for a network that has a node. Nor
+ * must the EVM, BTC and TRON signing code: the signer imports it at the first signature of its family.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { execFile } from "node:child_process"
@@ -20,7 +21,7 @@ process.stdout.write(JSON.stringify(loaded))
 `
 
 describe("the modules a start loads", () => {
-  it("the service's modules load without viem's client or tronweb", async () => {
+  it("the service's modules load without viem's client, tronweb or the signing code", async () => {
     const { stdout } = await run(process.execPath, ["--input-type=module", "-e", listLoadedModules], {
       cwd: repositoryRoot,
       maxBuffer: 64 * 1024 * 1024
@@ -33,5 +34,10 @@ describe("the modules a start loads", () => {
     assert.deepStrictEqual(loaded.filter((url) => url.includes("/node_modules/viem/_esm/clients/")), [])
     assert.deepStrictEqual(loaded.filter((url) => url.includes("/node_modules/tronweb/")), [])
     assert.deepStrictEqual(loaded.filter((url) => url.includes("/src/chains/evm/EvmChainClient.ts")), [])
+    // The signer imports each family's signing code at its first signature (signer/Signer.ts).
+    for (const family of ["Evm", "Btc", "Tron"]) {
+      assert.deepStrictEqual(loaded.filter((url) => url.endsWith(`/src/signer/${family}Signing.ts`)), [], family)
+    }
+    assert.deepStrictEqual(loaded.filter((url) => url.includes("/node_modules/ecpair/")), [])
   }, 60_000)
 })
