@@ -29,7 +29,7 @@ describe("EmbeddedPostgres", () => {
   })
   let firstPort = 0
 
-  it.live("starts on a fresh directory: UTF8, 127.0.0.1 only, no unix socket, a checkpoint every 32 MB of WAL or 30 s, secrets 0600", () =>
+  it.live("starts on a fresh directory: UTF8, 127.0.0.1 only, no unix socket, a checkpoint every 32 MB of WAL or 30 s, syncfs before a recovery, secrets 0600", () =>
     Effect.gen(function*() {
       const pid = yield* Effect.scoped(Effect.gen(function*() {
         const server = yield* EmbeddedPostgres.start(dataDir)
@@ -38,20 +38,25 @@ describe("EmbeddedPostgres", () => {
           const sql = yield* SqlClient.SqlClient
           yield* sql`CREATE TABLE kept (v text NOT NULL)`
           yield* sql`INSERT INTO kept VALUES ('written before a restart')`
-          return yield* sql<{ encoding: string; ctype: string; listen: string; sockets: string; walMax: string; checkpointEvery: string }>`
+          return yield* sql<
+            { encoding: string; ctype: string; listen: string; sockets: string; walMax: string; checkpointEvery: string; recoverySync: string }
+          >`
             SELECT current_setting('server_encoding') AS encoding,
                    (SELECT datctype FROM pg_database WHERE datname = current_database()) AS ctype,
                    current_setting('listen_addresses') AS listen, current_setting('unix_socket_directories') AS sockets,
-                   current_setting('max_wal_size') AS "walMax", current_setting('checkpoint_timeout') AS "checkpointEvery"`
+                   current_setting('max_wal_size') AS "walMax", current_setting('checkpoint_timeout') AS "checkpointEvery",
+                   current_setting('recovery_init_sync_method') AS "recoverySync"`
         }))
-        // max_wal_size and checkpoint_timeout bound the WAL a crash recovery replays (Postmaster.ts: the restart promise).
+        // max_wal_size and checkpoint_timeout bound the WAL a crash recovery replays, syncfs the time it takes to make
+        // sure the data directory is on disk first (Postmaster.ts: the restart promise).
         assert.deepStrictEqual(settings, {
           encoding: "UTF8",
           ctype: "C.UTF-8",
           listen: "127.0.0.1",
           sockets: "",
           walMax: "32MB",
-          checkpointEvery: "30s"
+          checkpointEvery: "30s",
+          recoverySync: "syncfs"
         })
         for (const file of ["pg-password", "pg-conn.json"]) {
           assert.strictEqual(statSync(join(dataDir, file)).mode & 0o777, 0o600, file)
