@@ -11,8 +11,7 @@
  *   able to write there could plant compiled code for this process (an entry is matched to its source by a checksum,
  *   which proves nothing of who wrote it). Where node_modules is read-only the cache is off and the start slower;
  *   `NODE_COMPILE_CACHE` in the environment names another place (Node enables it before this line runs). It is
- *   written once the start is done (below), not only at a normal exit: the restart after a first start killed with
- *   -9 took 3.1-3.4 s with it and 4.1-4.3 s without (measured from a shell, 2026-11-27).
+ *   written once the start is done (below), not only at a normal exit (README, the fifteenth measurement).
  * Modules come from their own paths (`@effect/platform-node/NodeRuntime`, not the package index, which loads every
  * Node adapter): measured 0.2 s less of a restart's 2 s.
  *

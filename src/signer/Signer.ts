@@ -173,9 +173,9 @@ const makeLocalHd = (mnemonic: Redacted.Redacted<string>) =>
     }
 
     // Each family's signing code, with the libraries only it needs (ox's ABI encoding, ecpair, ...), is imported at
-    // the first signature of that family rather than at start: 39 modules and about 40 ms less of a restart's module
-    // loading (1.18-1.24 s against 1.19-1.26 s for StorageLayer and App, six alternating runs; README, the restart
-    // promise; test/e2e/StartupModules.test.ts). The module loader keeps each after its first import.
+    // the first signature of that family rather than at start: 39 modules (about 40 ms) off a restart's module
+    // loading, which bounds the 3 s restart promise (README; test/e2e/StartupModules.test.ts). The module loader
+    // keeps each after its first import.
     const signTransfer = async (request: TransactionRequest): Promise<SignedTransaction> => {
       switch (request.family) {
         case "EVM":

@@ -68,27 +68,19 @@ export const spawnPostmaster = (
       "-c",
       "lc_messages=C",
       // A crash's recovery replays the WAL written since the last completed checkpoint, then writes every buffer it
-      // dirtied (the end-of-recovery checkpoint) before it takes connections. With the defaults (a checkpoint every
-      // 5 min or 1 GB) a restart after a busy minute replayed 157 MB in 1.1 s and then wrote 11,700 buffers, past
-      // the README's 3 s restart promise. With checkpoints every 64 MB the bench's restart (after a minute with
-      // little written) still replayed 42-44 MB in 0.48 s and wrote 9,900-11,000 buffers in 0.43-0.45 s: 2.6-2.9 s
-      // in all, 3.2-3.5 s in full runs. Every 32 MB, or 30 s after the last one began (a quiet spell does not leave
-      // a busy minute's WAL for the next crash), it replayed 19 MB in 0.16 s and wrote 3,400 buffers in 0.20 s:
-      // 2.3 s (measured 2026-11-27). Under load that is a checkpoint every few seconds; the bench lines did not move
-      // beyond their noise. A DATABASE_URL server keeps its own settings.
+      // dirtied before it takes connections: both grow with that WAL, and bound the README's 3 s restart promise.
+      // With the defaults (5 min or 1 GB) the bench's restart replayed 157 MB; at 64 MB still 42-44 MB and 10,000
+      // buffers (3.2-3.5 s in full runs); at 32 MB or 30 s, 19 MB and 3,400 buffers (2.3 s). Figures and method:
+      // README "Benchmark", the restart line and the fifteenth measurement. A DATABASE_URL server keeps its own.
       "-c",
       "max_wal_size=32MB",
       "-c",
       "min_wal_size=32MB",
       "-c",
       "checkpoint_timeout=30s",
-      // Before it replays anything, a crash recovery makes sure every file of the data directory is on disk. With the
-      // default (`fsync`, file by file) that took 0.51-0.58 s of each restart here, with `syncfs` (one call for the
-      // file system, errors reported since Linux 5.8) 0.02-0.05 s (PostgreSQL's own log lines, three restarts
-      // each, 2026-11-27), and the fsync pass grows with the number of files. The restart as a whole did not move
-      // here (3.4-4.4 s from a shell either way, four alternating runs): node's module loading is the longer path
-      // (main.ts), and PostgreSQL's recovery runs beside it. It also flushes whatever else is dirty on that file
-      // system.
+      // Before it replays anything, a recovery makes sure every file of the data directory is on disk: file by file
+      // (the default) 0.5 s here and growing with the files, one `syncfs` call 0.02-0.05 s (errors reported since
+      // Linux 5.8; it also flushes the rest of that file system). README, the fifteenth measurement.
       "-c",
       "recovery_init_sync_method=syncfs",
       // `npm run bench -- --statements` (test/bench/BenchSupport.ts): per-statement times, to see where the database's
