@@ -7,11 +7,10 @@
  *   only compete with the event loop, which serves every request. The cost: a password hash (scrypt, tens of ms,
  *   rare) delays the signature checks queued behind it. `UV_THREADPOOL_SIZE` in the environment overrides this.
  * - the compile cache halves the import time of a restart, which the 3 s readiness promise after a crash depends on.
- *   It lives in the project's node_modules/.cache, not Node's default under the shared /tmp: another local user
- *   able to write there could plant compiled code for this process (an entry is matched to its source by a checksum,
- *   which proves nothing of who wrote it). Where node_modules is read-only the cache is off and the start slower;
+ *   Where it lives and why: ProjectRoot.ts. Where node_modules is read-only the cache is off and the start slower;
  *   `NODE_COMPILE_CACHE` in the environment names another place (Node enables it before this line runs). It is
  *   written once the start is done (below), not only at a normal exit (README, the fifteenth measurement).
+ *   `npm start` (start.ts) enables it before this module, so the bundle's first files are cached too.
  * Modules come from their own paths (`@effect/platform-node/NodeRuntime`, not the package index, which loads every
  * Node adapter): measured 0.2 s less of a restart's 2 s.
  *
@@ -21,10 +20,10 @@
  * process meanwhile. Measured on 2 cores: 0.5 s of a restart's 2.8 s overlapped.
  */
 import { enableCompileCache, flushCompileCache } from "node:module"
-import { fileURLToPath } from "node:url"
+import { compileCacheDirectory } from "./ProjectRoot.ts"
 
 process.env.UV_THREADPOOL_SIZE ??= "1"
-enableCompileCache(fileURLToPath(new URL("../node_modules/.cache/node-compile-cache", import.meta.url)))
+enableCompileCache(compileCacheDirectory)
 
 const NodeRuntime = await import("@effect/platform-node/NodeRuntime")
 const { Deferred, Effect, Fiber, Layer } = await import("effect")

@@ -7,6 +7,7 @@ import { SqlClient } from "effect/sql"
 import { readFileSync } from "node:fs"
 import { AppConfig } from "../Config.ts"
 import { RawAmount } from "../domain/RawAmount.ts"
+import { projectFile } from "../ProjectRoot.ts"
 
 export const Confirmations = Schema.Union([
   Schema.Struct({ mode: Schema.Literal("confirmations"), n: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 1000 })) }),
@@ -115,7 +116,7 @@ export const checkCatalog = (catalog: CatalogFile): string | undefined => {
 
 export const loadCatalogFile = (environment: string): Effect.Effect<CatalogFile, CatalogError> =>
   Effect.gen(function*() {
-    const url = new URL(`./${environment}.json`, import.meta.url)
+    const url = projectFile(`src/catalog/${environment}.json`)
     const text = yield* Effect.try({
       try: () => readFileSync(url, "utf8"),
       catch: () => new CatalogError({ message: `no catalog for SERVICE_ENV=${environment} (${url.pathname})` })

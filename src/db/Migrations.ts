@@ -12,12 +12,13 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect, Schema } from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import { projectFile } from "../ProjectRoot.ts"
 import { decodeRows, Int4, Text } from "./RowSchemas.ts"
 
 // Compiled once (RowSchemas.ts): the applied migrations as recorded, decoded at this edge.
 const appliedMigrations = decodeRows(Schema.Struct({ migration_id: Int4, name: Text }), "Migrations (applied)")
 
-export const sqlDirectory = fileURLToPath(new URL("../../sql/", import.meta.url))
+export const sqlDirectory = fileURLToPath(projectFile("sql/"))
 export const migrationsTable = "schema_migrations"
 
 const migrationFile = /^(\d+)_(\w+)\.sql$/

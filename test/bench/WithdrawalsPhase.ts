@@ -87,7 +87,8 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
       nodeArgs: [
         ...(options.profileDirectory === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.profileDirectory}`]),
         ...(options.perfMap === true ? perfMapArgs : [])
-      ]
+      ],
+      fromSource: options.profileDirectory !== undefined || options.perfMap === true
     })
     await waitForHealth(service, options.opsToken, 60_000)
     const ops = async (path: string, init: RequestInit = {}) => {

@@ -25,7 +25,7 @@ await anvil.ready().catch((error: unknown) => {
   anvil.stop("SIGTERM")
   throw error
 })
-const service = spawn(process.execPath, ["src/main.ts"], {
+const service = spawn(process.execPath, ["src/start.ts"], {
   stdio: "inherit",
   env: { ...process.env, DATA_DIR: dataDir, OPS_PORT: String(opsPort), CHAIN_RPC_URLS: JSON.stringify({ ETH_SEPOLIA: url }) }
 })

@@ -1,5 +1,5 @@
 /**
- * The service as an operator runs it: `node src/main.ts` in a child process, on a throw-away DATA_DIR and free
+ * The service as an operator runs it: `node src/start.ts` (`npm start`) in a child process, on a throw-away DATA_DIR and free
  * loopback ports, with the embedded PostgreSQL. Used by the start test (Start.test.ts) and the benchmark
  * (test/bench/bench.ts). Plain promises: the benchmark runs outside Effect and vitest.
  */
@@ -62,9 +62,11 @@ export interface SpawnOptions {
   readonly env?: Record<string, string>
   /** Extra node flags (`--cpu-prof`, ...). */
   readonly nodeArgs?: ReadonlyArray<string>
+  /** Runs src/main.ts as it is rather than the bundle (`COFFER_FROM_SOURCE`): profiles that name the sources. */
+  readonly fromSource?: boolean
 }
 
-/** Starts `node src/main.ts` with this process's Node (Node 24 under npm and vitest). */
+/** Starts `node src/start.ts` (`npm start`: the bundle, src/Bundle.ts) with this process's Node (Node 24 under npm and vitest). */
 export const spawnService = (options: SpawnOptions): ServiceProcess => {
   const env: Record<string, string> = {}
   for (const [name, value] of Object.entries(process.env)) {
@@ -76,9 +78,10 @@ export const spawnService = (options: SpawnOptions): ServiceProcess => {
     PORT: String(options.port),
     OPS_HOST: "127.0.0.1",
     OPS_PORT: String(options.opsPort),
+    ...(options.fromSource === true ? { COFFER_FROM_SOURCE: "1" } : {}),
     ...options.env
   })
-  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), "src/main.ts"], {
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), "src/start.ts"], {
     cwd: repositoryRoot,
     env,
     stdio: ["ignore", "pipe", "pipe"]

@@ -1,0 +1,69 @@
+/**
+ * The bundle `npm start` runs (src/Bundle.ts): built from src/main.ts with every input recorded, reused while no
+ * input changed, built again otherwise. Built here into a cache directory of its own; that the bundle serves (its
+ * migrations, catalog and signing chunks found) is held by every other test of this directory, which start the
+ * service through `npm start`'s src/start.ts.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll } from "vitest"
+import { type BundleManifest, buildBundle, freshBundle, manifestFile } from "../../src/Bundle.ts"
+import { projectFile, projectRoot } from "../../src/ProjectRoot.ts"
+import { sqlDirectory } from "../../src/db/Migrations.ts"
+
+const cache = mkdtempSync(join(tmpdir(), "coffer-bundle-"))
+afterAll(() => rmSync(cache, { recursive: true, force: true }))
+
+const readManifest = (): BundleManifest => JSON.parse(readFileSync(manifestFile(cache), "utf8"))
+const writeManifest = (manifest: BundleManifest) => writeFileSync(manifestFile(cache), JSON.stringify(manifest))
+
+describe("the bundle npm start runs (src/Bundle.ts)", () => {
+  it("from the sources, the project's files are found from its directory", () => {
+    assert.strictEqual(fileURLToPath(projectRoot), fileURLToPath(new URL("../../", import.meta.url)))
+    assert.isTrue(existsSync(join(sqlDirectory, "0001_foundation.sql")))
+    assert.isTrue(existsSync(projectFile("src/catalog/development.json")))
+  })
+
+  it.live("is built with its inputs recorded, reused while none changed, and not reused when one did", () =>
+    Effect.gen(function*() {
+      assert.isUndefined(freshBundle(cache), "nothing built yet")
+      const entry = yield* Effect.promise(() => buildBundle(cache))
+      assert.isTrue(existsSync(entry), "the entry was written")
+      assert.strictEqual(freshBundle(cache)?.href, entry.href, "reused while nothing changed")
+
+      const manifest = readManifest()
+      const inputs = manifest.inputs.map(([path]) => path)
+      for (const source of ["src/main.ts", "src/StorageLayer.ts", "src/App.ts", "src/signer/EvmSigning.ts"]) {
+        assert.include(inputs, fileURLToPath(projectFile(source)), `${source} is an input`)
+      }
+      assert.isTrue(inputs.some((path) => path.includes("/node_modules/effect/")), "dependencies are inputs too")
+      // The build tells ProjectRoot.ts the project's directory: the bundle lives elsewhere.
+      const directory = dirname(fileURLToPath(entry))
+      const code = readdirSync(directory).filter((file) => file.endsWith(".js"))
+        .map((file) => readFileSync(join(directory, file), "utf8")).join("\n")
+      assert.include(code, `new URL(${JSON.stringify(projectRoot.href)})`)
+
+      // Each way a build goes stale, then back.
+      const [first, ...rest] = manifest.inputs
+      writeManifest({ ...manifest, inputs: [[first![0], first![1], first![2] + 1], ...rest] })
+      assert.isUndefined(freshBundle(cache), "an input modified since the build")
+      writeManifest({ ...manifest, inputs: [[first![0], first![1] + 1, first![2]], ...rest] })
+      assert.isUndefined(freshBundle(cache), "an input of another size")
+      writeManifest({ ...manifest, inputs: [[join(cache, "gone.ts"), 1, 1], ...rest] })
+      assert.isUndefined(freshBundle(cache), "an input gone")
+      writeManifest({ ...manifest, node: "v0.0.0" })
+      assert.isUndefined(freshBundle(cache), "another Node")
+      writeManifest({ ...manifest, root: "file:///elsewhere/" })
+      assert.isUndefined(freshBundle(cache), "built for another directory (a copied project)")
+      writeManifest({ ...manifest, format: manifest.format + 1 })
+      assert.isUndefined(freshBundle(cache), "another build format")
+      writeManifest(manifest)
+      assert.strictEqual(freshBundle(cache)?.href, entry.href)
+      rmSync(entry)
+      assert.isUndefined(freshBundle(cache), "its entry gone")
+    }), { timeout: 120_000 })
+})
