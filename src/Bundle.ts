@@ -3,7 +3,7 @@
  * rolldown from src/main.ts the first time and again whenever one of its inputs changed.
  *
  * Why: a start from the sources resolves, reads and links about a thousand modules before it can serve, and a restart
- * after a crash has to answer within 3 s (README "Running"). With Node's compile cache warm in both cases, importing
+ * after a crash has to answer within 3 s (README "Two commands"). With Node's compile cache warm in both cases, importing
  * the service's modules took 1.1-1.2 s from the sources and 0.41-0.44 s from the bundle (README, the sixteenth
  * measurement).
  *
@@ -14,18 +14,25 @@
  * Where: `node_modules/.cache/coffer/bundle-<build>/`, beside the compile cache and as trusted as the rest of
  * `node_modules`. Its modules resolve the packages kept outside it (the PostgreSQL binaries' platform package) from
  * there. Files the service reads beside its code are found through ProjectRoot.ts, to which the build gives the
- * project's directory; a build made for another directory (a copied project) is not reused.
+ * project's directory; a build made for another directory (a copied project) is not reused. A build keeps the one it
+ * replaced and removes the older ones (`keepBuildingMillis`), so the cache holds two or three (about 25 MB each,
+ * source maps included).
  */
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { projectFile, projectRoot } from "./ProjectRoot.ts"
 
 /** Raised when the layout of a build changes (an option below), so older builds are not reused. */
 const buildFormat = 1
 export const defaultCacheDirectory = fileURLToPath(projectFile("node_modules/.cache/coffer"))
-/** A service started from an older build imports its signing chunks at its first signature (signer/Signer.ts). */
-const keepReplacedMillis = 24 * 60 * 60 * 1000
+/**
+ * At a build, every other build but the one it replaced is removed if it was made longer ago than this (a build
+ * younger than that may be one another start is still writing). A service started from a removed build has long
+ * since imported all of its chunks (start.ts preloads them 10 s after a start); only two builds within those 10 s
+ * of a start could take its directory away before, and its first signature of a family would then fail.
+ */
+const keepBuildingMillis = 2 * 60 * 1000
 
 export interface BundleManifest {
   readonly format: number
@@ -33,6 +40,8 @@ export interface BundleManifest {
   readonly root: string
   /** The build's directory, in the cache directory. */
   readonly directory: string
+  /** The build it replaced, kept until the next build. */
+  readonly previous: string | undefined
   /** Every input module: path, size and modification time in ms. */
   readonly inputs: ReadonlyArray<readonly [string, number, number]>
 }
@@ -65,13 +74,14 @@ export const freshBundle = (cacheDirectory: string = defaultCacheDirectory): URL
 
 /**
  * Builds src/main.ts into a new directory, then points the manifest at it (written to a temporary file and renamed,
- * so two starts building at once each end with a whole build) and removes the builds replaced more than a day ago.
+ * so two starts building at once each end with a whole build) and removes the older builds (`keepBuildingMillis`).
  * Answers the new entry.
  */
 export const buildBundle = async (cacheDirectory: string = defaultCacheDirectory): Promise<URL> => {
   const { rolldown } = await import("rolldown")
   const started = Date.now()
   const directory = `bundle-${started.toString(36)}-${process.pid}`
+  const previous = readManifest(cacheDirectory)?.directory
   const build = await rolldown({
     input: fileURLToPath(projectFile("src/main.ts")),
     platform: "node",
@@ -92,7 +102,14 @@ export const buildBundle = async (cacheDirectory: string = defaultCacheDirectory
       const stats = statSync(path)
       return [path, stats.size, stats.mtimeMs] as const
     })
-    const manifest: BundleManifest = { format: buildFormat, node: process.version, root: projectRoot.href, directory, inputs }
+    const manifest: BundleManifest = {
+      format: buildFormat,
+      node: process.version,
+      root: projectRoot.href,
+      directory,
+      previous,
+      inputs
+    }
     mkdirSync(cacheDirectory, { recursive: true })
     const temporary = `${manifestFile(cacheDirectory)}.${process.pid}`
     writeFileSync(temporary, JSON.stringify(manifest))
@@ -101,10 +118,8 @@ export const buildBundle = async (cacheDirectory: string = defaultCacheDirectory
     await build.close()
   }
   for (const entry of readdirSync(cacheDirectory)) {
-    // A build goes only once no start can still be running it unnoticed: a day after it was replaced. Replacing
-    // node_modules under a service started from the sources has the same hazard.
     const path = join(cacheDirectory, entry)
-    if (entry.startsWith("bundle-") && entry !== directory && olderThan(path, started - keepReplacedMillis)) {
+    if (entry.startsWith("bundle-") && entry !== directory && entry !== previous && olderThan(path, started - keepBuildingMillis)) {
       rmSync(path, { recursive: true, force: true })
     }
   }
@@ -113,3 +128,20 @@ export const buildBundle = async (cacheDirectory: string = defaultCacheDirectory
 
 const olderThan = (path: string, millis: number): boolean =>
   (statSync(path, { throwIfNoEntry: false })?.mtimeMs ?? millis) < millis
+
+/**
+ * Imports every chunk of the build `entry` belongs to, after a start: those the start did not need are each family's
+ * signing code (imported at its first signature, signer/Signer.ts) and the node clients of networks without a node.
+ * Afterwards the service needs nothing more from the build's directory, so a newer build may remove it
+ * (`buildBundle`). Answers the chunks that failed to load, with why.
+ */
+export const preloadBundle = async (entry: URL): Promise<ReadonlyArray<string>> => {
+  const directory = dirname(fileURLToPath(entry))
+  const failed: Array<string> = []
+  for (const file of readdirSync(directory).filter((name) => name.endsWith(".js")).sort()) {
+    await import(pathToFileURL(join(directory, file)).href).catch((error: unknown) => {
+      failed.push(`${file}: ${error instanceof Error ? error.message : String(error)}`)
+    })
+  }
+  return failed
+}

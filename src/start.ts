@@ -8,11 +8,18 @@ import { compileCacheDirectory } from "./ProjectRoot.ts"
 
 enableCompileCache(compileCacheDirectory)
 
-const bundled = async (): Promise<URL | undefined> => {
+/**
+ * When the rest of the bundle is loaded (`preloadBundle`): well after a restart is ready (within 3 s), so it does not
+ * delay one, and well before a newer build may remove this one (Bundle.ts `keepBuildingMillis`). A launcher's
+ * timer, outside the service and its clock.
+ */
+const preloadAfterMillis = 10_000
+
+const bundled = async (): Promise<{ entry: URL; preload: (entry: URL) => Promise<ReadonlyArray<string>> } | undefined> => {
   if (process.env.COFFER_FROM_SOURCE === "1") return undefined
   try {
-    const { buildBundle, freshBundle } = await import("./Bundle.ts")
-    return freshBundle() ?? await buildBundle()
+    const { buildBundle, freshBundle, preloadBundle } = await import("./Bundle.ts")
+    return { entry: freshBundle() ?? await buildBundle(), preload: preloadBundle }
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error)
     process.stderr.write(`coffer: cannot build the bundle (${reason}); starting from the sources\n`)
@@ -20,5 +27,12 @@ const bundled = async (): Promise<URL | undefined> => {
   }
 }
 
-const entry = await bundled()
-await import(entry?.href ?? "./main.ts")
+const bundle = await bundled()
+await import(bundle?.entry.href ?? "./main.ts")
+if (bundle !== undefined) {
+  setTimeout(() => {
+    void bundle.preload(bundle.entry).then((failed) => {
+      for (const chunk of failed) process.stderr.write(`coffer: the bundle's chunk ${chunk}\n`)
+    })
+  }, preloadAfterMillis).unref()
+}

@@ -6,12 +6,12 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { dirname, join } from "node:path"
-import { fileURLToPath } from "node:url"
+import { basename, dirname, join } from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
 import { afterAll } from "vitest"
-import { type BundleManifest, buildBundle, freshBundle, manifestFile } from "../../src/Bundle.ts"
+import { type BundleManifest, buildBundle, freshBundle, manifestFile, preloadBundle } from "../../src/Bundle.ts"
 import { projectFile, projectRoot } from "../../src/ProjectRoot.ts"
 import { sqlDirectory } from "../../src/db/Migrations.ts"
 
@@ -65,5 +65,35 @@ describe("the bundle npm start runs (src/Bundle.ts)", () => {
       assert.strictEqual(freshBundle(cache)?.href, entry.href)
       rmSync(entry)
       assert.isUndefined(freshBundle(cache), "its entry gone")
+
+      // A new build keeps the one it replaced; the builds before that go once they are old enough that every start
+      // running them has preloaded them (start.ts).
+      const second = yield* Effect.promise(() => buildBundle(cache))
+      const buildOf = (url: URL) => basename(dirname(fileURLToPath(url)))
+      assert.strictEqual(readManifest().previous, manifest.directory)
+      const third = yield* Effect.promise(() => buildBundle(cache))
+      assert.strictEqual(readManifest().previous, buildOf(second))
+      assert.isTrue(existsSync(join(cache, manifest.directory)), "a build of the last two minutes stays")
+      const old = new Date(Date.now() - 10 * 60 * 1000)
+      utimesSync(join(cache, manifest.directory), old, old)
+      utimesSync(join(cache, buildOf(second)), old, old)
+      const fourth = yield* Effect.promise(() => buildBundle(cache))
+      assert.isFalse(existsSync(join(cache, manifest.directory)), "an old build, neither current nor replaced, removed")
+      assert.isFalse(existsSync(join(cache, buildOf(second))), "so is the one two builds back")
+      assert.isTrue(existsSync(third) && existsSync(fourth), "the current build and the one it replaced stay")
     }), { timeout: 120_000 })
+
+  it.live("after a start, every chunk of its build is imported, and a chunk that fails is named", () =>
+    Effect.gen(function*() {
+      const directory = mkdtempSync(join(tmpdir(), "coffer-chunks-"))
+      const marks = "__cofferPreloaded"
+      writeFileSync(join(directory, "main.js"), `(globalThis.${marks} ??= []).push("main")\n`)
+      writeFileSync(join(directory, "Signing-x1.js"), `(globalThis.${marks} ??= []).push("signing")\n`)
+      writeFileSync(join(directory, "Broken-x2.js"), `throw new Error("this chunk is broken")\n`)
+      writeFileSync(join(directory, "main.js.map"), "not a module")
+      const failed = yield* Effect.promise(() => preloadBundle(pathToFileURL(join(directory, "main.js"))))
+      assert.deepStrictEqual(failed, ["Broken-x2.js: this chunk is broken"])
+      assert.sameMembers((globalThis as Record<string, unknown>)[marks] as Array<string>, ["main", "signing"])
+      rmSync(directory, { recursive: true, force: true })
+    }))
 })
