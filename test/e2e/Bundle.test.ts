@@ -12,7 +12,7 @@ import { basename, dirname, join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { afterAll } from "vitest"
 import { type BundleManifest, buildBundle, freshBundle, manifestFile, preloadBundle } from "../../src/Bundle.ts"
-import { projectFile, projectRoot } from "../../src/ProjectRoot.ts"
+import { compileCacheDirectory, projectFile, projectRoot } from "../../src/ProjectRoot.ts"
 import { sqlDirectory } from "../../src/db/Migrations.ts"
 
 const cache = mkdtempSync(join(tmpdir(), "coffer-bundle-"))
@@ -22,10 +22,12 @@ const readManifest = (): BundleManifest => JSON.parse(readFileSync(manifestFile(
 const writeManifest = (manifest: BundleManifest) => writeFileSync(manifestFile(cache), JSON.stringify(manifest))
 
 describe("the bundle npm start runs (src/Bundle.ts)", () => {
-  it("from the sources, the project's files are found from its directory", () => {
+  it("from the sources, the project's files and caches are found from its directory", () => {
     assert.strictEqual(fileURLToPath(projectRoot), fileURLToPath(new URL("../../", import.meta.url)))
     assert.isTrue(existsSync(join(sqlDirectory, "0001_foundation.sql")))
     assert.isTrue(existsSync(projectFile("src/catalog/development.json")))
+    // The compile cache stays in the project, not in Node's default under the shared /tmp (ProjectRoot.ts says why).
+    assert.strictEqual(compileCacheDirectory, join(fileURLToPath(projectRoot), "node_modules/.cache/node-compile-cache"))
   })
 
   it.live("is built with its inputs recorded, reused while none changed, and not reused when one did", () =>
