@@ -22,7 +22,7 @@ const bundled = async (): Promise<{ entry: URL; preload: (entry: URL) => Promise
     return { entry: freshBundle() ?? await buildBundle(), preload: preloadBundle }
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error)
-    process.stderr.write(`coffer: cannot build the bundle (${reason}); starting from the sources\n`)
+    process.stderr.write(`coffer: cannot build the bundle, starting from the sources: ${reason}\n`)
     return undefined
   }
 }

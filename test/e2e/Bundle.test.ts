@@ -2,20 +2,29 @@
  * The bundle `npm start` runs (src/Bundle.ts): built from src/main.ts with every input recorded, reused while no
  * input changed, built again otherwise. Built here into a cache directory of its own; that the bundle serves (its
  * migrations, catalog and signing chunks found) is held by every other test of this directory, which start the
- * service through `npm start`'s src/start.ts.
+ * service through `npm start`'s src/start.ts. A start whose build fails says why and serves from the sources.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, utimesSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { basename, dirname, join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { afterAll } from "vitest"
-import { type BundleManifest, buildBundle, freshBundle, manifestFile, preloadBundle } from "../../src/Bundle.ts"
+import {
+  type BundleManifest,
+  buildBundle,
+  defaultCacheDirectory,
+  freshBundle,
+  manifestFile,
+  preloadBundle
+} from "../../src/Bundle.ts"
 import { compileCacheDirectory, projectFile, projectRoot } from "../../src/ProjectRoot.ts"
 import { sqlDirectory } from "../../src/db/Migrations.ts"
+import { cleanUpNow, freePort, makeDataDir, spawnService, stopService, waitForHealth } from "./ServiceProcess.ts"
 
 const cache = mkdtempSync(join(tmpdir(), "coffer-bundle-"))
+const fallbackToken = "bundle-fallback-0123456789abcdef0123456789abcdef"
 afterAll(() => rmSync(cache, { recursive: true, force: true }))
 
 const readManifest = (): BundleManifest => JSON.parse(readFileSync(manifestFile(cache), "utf8"))
@@ -98,4 +107,27 @@ describe("the bundle npm start runs (src/Bundle.ts)", () => {
       assert.sameMembers((globalThis as Record<string, unknown>)[marks] as Array<string>, ["main", "signing"])
       rmSync(directory, { recursive: true, force: true })
     }))
+
+  it.live("a start whose build fails says why and serves from the sources", () =>
+    Effect.gen(function*() {
+      // The project's cache directory made unusable for a moment (a file where the directory should be): no other
+      // process test runs beside this file, and the directory is put back whatever happens.
+      const moved = `${defaultCacheDirectory}.moved-${process.pid}`
+      const hadCache = existsSync(defaultCacheDirectory)
+      if (hadCache) renameSync(defaultCacheDirectory, moved)
+      writeFileSync(defaultCacheDirectory, "not a directory")
+      const dataDir = makeDataDir("coffer-bundle-fallback-")
+      const [port, opsPort] = [yield* Effect.promise(freePort), yield* Effect.promise(freePort)]
+      const service = spawnService({ dataDir, port, opsPort, env: { OPS_TOKEN: fallbackToken } })
+      yield* Effect.promise(() => waitForHealth(service, fallbackToken, 60_000)).pipe(
+        Effect.ensuring(Effect.promise(() => stopService(service, 15_000))),
+        Effect.ensuring(Effect.sync(() => {
+          cleanUpNow(undefined, dataDir)
+          rmSync(defaultCacheDirectory, { force: true })
+          if (hadCache) renameSync(moved, defaultCacheDirectory)
+        }))
+      )
+      assert.include(service.output(), "coffer: cannot build the bundle, starting from the sources: ")
+      assert.include(service.output(), defaultCacheDirectory, "the reason names where it could not write")
+    }), { timeout: 120_000 })
 })

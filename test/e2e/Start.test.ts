@@ -88,7 +88,7 @@ describe("npm start (operator-interface.md, Running the service)", () => {
         yield* waitForFile(join(dataDir, "ops-token"), first)
         yield* promise(() => waitForHealth(first, opsToken(), firstStartTimeoutMs))
         // It ran from the bundle (src/Bundle.ts), built or reused, not from the sources after a failed build.
-        assert.notInclude(first.output(), "starting from the sources")
+        assert.notInclude(first.output(), "cannot build the bundle")
         assert.isDefined(freshBundle(), "a current bundle")
         for (const file of ["dev-tenant.json", "dev-api-key.pem", "ops-token"]) {
           assert.strictEqual(modeOf(join(dataDir, file)), 0o600, `${file} is private`)
