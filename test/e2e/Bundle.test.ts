@@ -1,6 +1,6 @@
 /**
  * The bundle `npm start` runs (src/Bundle.ts): built from src/main.ts with every input recorded, reused while no
- * input changed, built again otherwise. Built here into a cache directory of its own; that the bundle serves (its
+ * input changed, built again otherwise, with each family's signing code off what a start loads. Built here into a cache directory of its own; that the bundle serves (its
  * migrations, catalog and signing chunks found) is held by every other test of this directory, which start the
  * service through `npm start`'s src/start.ts. A start whose build fails says why and serves from the sources.
  */
@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, utimesSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { basename, dirname, join } from "node:path"
+import { basename, dirname, join, resolve } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { afterAll } from "vitest"
 import {
@@ -29,6 +29,32 @@ afterAll(() => rmSync(cache, { recursive: true, force: true }))
 
 const readManifest = (): BundleManifest => JSON.parse(readFileSync(manifestFile(cache), "utf8"))
 const writeManifest = (manifest: BundleManifest) => writeFileSync(manifestFile(cache), JSON.stringify(manifest))
+
+const staticImport = /(?:^|\n)import\s(?:[^;"]*?\sfrom\s)?"\.\/([^"]+)"/g
+const dynamicImport = /import\("\.\/([^"]+)"\)/g
+const importsOf = (directory: string, chunk: string, pattern: RegExp) =>
+  [...readFileSync(join(directory, chunk), "utf8").matchAll(pattern)].map((match) => match[1]!)
+
+/** main.js, its dynamic imports (all made while starting, src/main.ts), and everything those import statically. */
+const startChunks = (directory: string): ReadonlyArray<string> => {
+  const seen = new Set<string>()
+  const visit = (chunk: string) => {
+    if (seen.has(chunk)) return
+    seen.add(chunk)
+    importsOf(directory, chunk, staticImport).forEach(visit)
+  }
+  visit("main.js")
+  importsOf(directory, "main.js", dynamicImport).forEach(visit)
+  return [...seen]
+}
+
+/** The source files a chunk holds, from its source map (rolldown's own runtime chunk has none). */
+const sourcesOf = (directory: string, chunk: string): ReadonlyArray<string> => {
+  const map = join(directory, `${chunk}.map`)
+  return existsSync(map)
+    ? (JSON.parse(readFileSync(map, "utf8")) as { sources: Array<string> }).sources.map((source) => resolve(directory, source))
+    : []
+}
 
 describe("the bundle npm start runs (src/Bundle.ts)", () => {
   it("from the sources, the project's files and caches are found from its directory", () => {
@@ -57,6 +83,17 @@ describe("the bundle npm start runs (src/Bundle.ts)", () => {
       const code = readdirSync(directory).filter((file) => file.endsWith(".js"))
         .map((file) => readFileSync(join(directory, file), "utf8")).join("\n")
       assert.include(code, `new URL(${JSON.stringify(projectRoot.href)})`)
+
+      // What a start of the bundle loads before its preload (StartupModules.test.ts holds the same for the sources):
+      // main.js, the chunks it imports while starting (its dynamic imports) and all they import statically. Each
+      // family's signing code and tronweb stay out, as from the sources.
+      const started = startChunks(directory)
+      const loaded = started.flatMap((chunk) => sourcesOf(directory, chunk))
+      assert.isTrue(loaded.some((source) => source.endsWith("/src/App.ts")), "App is loaded at start")
+      for (const lazy of ["/src/signer/EvmSigning.ts", "/src/signer/TronSigning.ts", "/src/signer/BtcSigning.ts"]) {
+        assert.isFalse(loaded.some((source) => source.endsWith(lazy)), `${lazy} is not loaded at start`)
+      }
+      assert.isFalse(loaded.some((source) => source.includes("/node_modules/tronweb/")), "tronweb is not loaded at start")
 
       // Each way a build goes stale, then back.
       const [first, ...rest] = manifest.inputs
