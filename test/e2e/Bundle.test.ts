@@ -1,8 +1,9 @@
 /**
  * The bundle `npm start` runs (src/Bundle.ts): built from src/main.ts with every input recorded, reused while no
- * input changed, built again otherwise, with each family's signing code off what a start loads. Built here into a cache directory of its own; that the bundle serves (its
- * migrations, catalog and signing chunks found) is held by every other test of this directory, which start the
- * service through `npm start`'s src/start.ts. A start whose build fails says why and serves from the sources.
+ * input changed, built again otherwise, with each family's signing code off what a start loads. Built here into a
+ * cache directory of its own; that the bundle serves (its migrations, catalog and signing chunks found) is held by
+ * every other test of this directory, which start the service through `npm start`'s src/start.ts. A start whose
+ * build fails says why and serves from the sources.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
