@@ -2,10 +2,8 @@
  * The bundle `npm start` runs (src/start.ts): the service's code and its dependencies in a few files, built by
  * rolldown from src/main.ts the first time and again whenever one of its inputs changed.
  *
- * Why: a start from the sources resolves, reads and links about a thousand modules before it can serve, and a restart
- * after a crash has to answer within 3 s (README "Two commands"). With Node's compile cache warm in both cases, importing
- * the service's modules took 1.1-1.2 s from the sources and 0.41-0.44 s from the bundle (README, the sixteenth
- * measurement).
+ * Why: a start from the sources resolves, reads and links about a thousand modules before it can serve, and a
+ * restart after a crash has to answer within 3 s (README "Two commands"; figures in its sixteenth measurement).
  *
  * Freshness: the build records every input module's path, size and modification time (`manifest.json`); a start
  * checks them all (about a thousand `stat` calls) and builds again on any difference, so an edited source or an
@@ -18,8 +16,8 @@
  * replaced and removes the older ones (`keepBuildingMillis`), so the cache holds two or three (about 25 MB each,
  * source maps included).
  */
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
-import { dirname, join } from "node:path"
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { basename, dirname, join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { projectFile, projectRoot } from "./ProjectRoot.ts"
 
@@ -27,10 +25,11 @@ import { projectFile, projectRoot } from "./ProjectRoot.ts"
 const buildFormat = 1
 export const defaultCacheDirectory = fileURLToPath(projectFile("node_modules/.cache/coffer"))
 /**
- * At a build, every other build but the one it replaced is removed if it was made longer ago than this (a build
- * younger than that may be one another start is still writing). A service started from a removed build has long
- * since imported all of its chunks (start.ts preloads them 10 s after a start); only two builds within those 10 s
- * of a start could take its directory away before, and its first signature of a family would then fail.
+ * At a build, every other build but the one it replaced is removed if it was made this much before the new one (by
+ * the directories' modification times, so no clock of this process is read; a build younger than that may be one
+ * another start is still writing). A service started from a removed build has long since imported all of its
+ * chunks (start.ts preloads them 10 s after a start); only two builds within those 10 s of a start could take its
+ * directory away before, and its first signature of a family would then fail.
  */
 const keepBuildingMillis = 2 * 60 * 1000
 
@@ -79,9 +78,10 @@ export const freshBundle = (cacheDirectory: string = defaultCacheDirectory): URL
  */
 export const buildBundle = async (cacheDirectory: string = defaultCacheDirectory): Promise<URL> => {
   const { rolldown } = await import("rolldown")
-  const started = Date.now()
-  const directory = `bundle-${started.toString(36)}-${process.pid}`
   const previous = readManifest(cacheDirectory)?.directory
+  mkdirSync(cacheDirectory, { recursive: true })
+  // A name of its own even when several starts build at once.
+  const directory = basename(mkdtempSync(join(cacheDirectory, "bundle-")))
   const build = await rolldown({
     input: fileURLToPath(projectFile("src/main.ts")),
     platform: "node",
@@ -110,24 +110,23 @@ export const buildBundle = async (cacheDirectory: string = defaultCacheDirectory
       previous,
       inputs
     }
-    mkdirSync(cacheDirectory, { recursive: true })
     const temporary = `${manifestFile(cacheDirectory)}.${process.pid}`
     writeFileSync(temporary, JSON.stringify(manifest))
     renameSync(temporary, manifestFile(cacheDirectory))
   } finally {
     await build.close()
   }
+  const builtAt = statSync(join(cacheDirectory, directory)).mtimeMs
   for (const entry of readdirSync(cacheDirectory)) {
     const path = join(cacheDirectory, entry)
-    if (entry.startsWith("bundle-") && entry !== directory && entry !== previous && olderThan(path, started - keepBuildingMillis)) {
+    const madeAt = statSync(path, { throwIfNoEntry: false })?.mtimeMs ?? builtAt
+    const replacedLongAgo = entry !== directory && entry !== previous && madeAt < builtAt - keepBuildingMillis
+    if (entry.startsWith("bundle-") && replacedLongAgo) {
       rmSync(path, { recursive: true, force: true })
     }
   }
   return pathToFileURL(join(cacheDirectory, directory, "main.js"))
 }
-
-const olderThan = (path: string, millis: number): boolean =>
-  (statSync(path, { throwIfNoEntry: false })?.mtimeMs ?? millis) < millis
 
 /**
  * Imports every chunk of the build `entry` belongs to, after a start: those the start did not need are each family's

@@ -15,11 +15,10 @@ enableCompileCache(compileCacheDirectory)
  */
 const preloadAfterMillis = 10_000
 
-const bundled = async (): Promise<{ entry: URL; preload: (entry: URL) => Promise<ReadonlyArray<string>> } | undefined> => {
-  if (process.env.COFFER_FROM_SOURCE === "1") return undefined
+const bundleEntry = async (): Promise<URL | undefined> => {
   try {
-    const { buildBundle, freshBundle, preloadBundle } = await import("./Bundle.ts")
-    return { entry: freshBundle() ?? await buildBundle(), preload: preloadBundle }
+    const { buildBundle, freshBundle } = await import("./Bundle.ts")
+    return freshBundle() ?? await buildBundle()
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error)
     process.stderr.write(`coffer: cannot build the bundle, starting from the sources: ${reason}\n`)
@@ -27,12 +26,11 @@ const bundled = async (): Promise<{ entry: URL; preload: (entry: URL) => Promise
   }
 }
 
-const bundle = await bundled()
-await import(bundle?.entry.href ?? "./main.ts")
-if (bundle !== undefined) {
-  setTimeout(() => {
-    void bundle.preload(bundle.entry).then((failed) => {
-      for (const chunk of failed) process.stderr.write(`coffer: the bundle's chunk ${chunk}\n`)
-    })
+const entry = process.env.COFFER_FROM_SOURCE === "1" ? undefined : await bundleEntry()
+await import(entry?.href ?? "./main.ts")
+if (entry !== undefined) {
+  setTimeout(async () => {
+    const { preloadBundle } = await import("./Bundle.ts")
+    for (const chunk of await preloadBundle(entry)) process.stderr.write(`coffer: the bundle's chunk ${chunk}\n`)
   }, preloadAfterMillis).unref()
 }

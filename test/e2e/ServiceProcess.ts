@@ -1,7 +1,7 @@
 /**
- * The service as an operator runs it: `node src/start.ts` (`npm start`) in a child process, on a throw-away DATA_DIR and free
- * loopback ports, with the embedded PostgreSQL. Used by the start test (Start.test.ts) and the benchmark
- * (test/bench/bench.ts). Plain promises: the benchmark runs outside Effect and vitest.
+ * The service as an operator runs it: `node src/start.ts` (`npm start`) in a child process, on a throw-away
+ * DATA_DIR and free loopback ports, with the embedded PostgreSQL. Used by the start test (Start.test.ts) and the
+ * benchmark (test/bench/bench.ts). Plain promises: the benchmark runs outside Effect and vitest.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
@@ -66,7 +66,7 @@ export interface SpawnOptions {
   readonly fromSource?: boolean
 }
 
-/** Starts `node src/start.ts` (`npm start`: the bundle, src/Bundle.ts) with this process's Node (Node 24 under npm and vitest). */
+/** Starts `node src/start.ts` (`npm start`: the bundle, src/Bundle.ts) with this process's Node (24 under npm). */
 export const spawnService = (options: SpawnOptions): ServiceProcess => {
   const env: Record<string, string> = {}
   for (const [name, value] of Object.entries(process.env)) {

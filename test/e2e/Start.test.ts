@@ -1,7 +1,7 @@
 /**
  * `npm start` as an operator runs it (operator-interface.md, "Running the service"): `node src/start.ts` (the
- * bundle, src/Bundle.ts) with no DATABASE_URL, so the embedded PostgreSQL under DATA_DIR; ready when GET /ops/health answers 200; the first
- * development start provisions a tenant and key a signed call works with; a second start on the same DATA_DIR
+ * bundle, src/Bundle.ts) with no DATABASE_URL, so the embedded PostgreSQL under DATA_DIR; ready when GET /ops/health
+ * answers 200; the first development start provisions a tenant and key a signed call works with; a second start on the same DATA_DIR
  * keeps all data, even after node and PostgreSQL were both killed with -9; SIGTERM stops both. A start on a DATA_DIR
  * whose service still runs fails, naming the directory and the owner's pid, and leaves that service serving.
  */
