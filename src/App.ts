@@ -23,6 +23,7 @@ import { Switches } from "./catalog/Switches.ts"
 import { AppConfig } from "./Config.ts"
 import { Entropy } from "./domain/Entropy.ts"
 import { Ids } from "./domain/Ids.ts"
+import { answerParserErrors } from "./http/ClientErrors.ts"
 import { DisabledPaths } from "./http/DisabledPaths.ts"
 import { errorBoundary } from "./http/ErrorBoundary.ts"
 import { pathParamLengthMax } from "./http/RequestTarget.ts"
@@ -203,7 +204,11 @@ const listener = <I, E, R>(
   Layer.mergeAll(
     HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true, routerConfig }),
     Layer.effect(address, Effect.map(Effect.service(HttpServer.HttpServer), (server) => HttpServer.formatAddress(server.address)))
-  ).pipe(Layer.provide(NodeHttpServer.layer(createServer, { host, port, gracefulShutdownTimeout: "10 seconds" })))
+  ).pipe(Layer.provide(Layer.unwrap(Effect.map(Effect.service(Ids), (ids) =>
+    NodeHttpServer.layer(
+      () => answerParserErrors(createServer(), () => Effect.runSync(ids.uuidV7)),
+      { host, port, gracefulShutdownTimeout: "10 seconds" }
+    )))))
 
 export const Listeners = Layer.unwrap(Effect.gen(function*() {
   const config = yield* AppConfig

@@ -11,6 +11,7 @@ import { CurrentApiKey, SignatureAuth } from "../api/SignatureAuth.ts"
 import { AppConfig } from "../Config.ts"
 import { BadRequest, Forbidden, RateLimited, Unauthorized } from "../domain/ApiError.ts"
 import { checkParameters } from "../http/RequestParameters.ts"
+import { requireUtf8Body } from "../http/Utf8Body.ts"
 import { ApiKeys } from "./ApiKeys.ts"
 import { clientIp, makeIpMatcher } from "./IpAllowList.ts"
 import { verifyEd25519Async } from "./Ed25519.ts"
@@ -93,6 +94,9 @@ export const SignatureAuthLayer = Layer.effect(
         if (!rateLimiter.takeAt(keyId, key.rateLimitPerSecond, nowMillis)) {
           return yield* new RateLimited({ message: "rate limit exceeded" })
         }
+
+        // Authenticated: body errors (422) from here on, the first of them that the bytes are UTF-8 at all.
+        yield* requireUtf8Body(body)
 
         return yield* Effect.provideService(httpEffect, CurrentApiKey, { keyId, tenantId: key.tenantId })
       })

@@ -29,6 +29,7 @@ import { isSessionLimitError } from "../db/SessionLimits.ts"
 import { Ids } from "../domain/Ids.ts"
 import { pathParamLengthMax, undecodableTargetPart } from "./RequestTarget.ts"
 import { apiErrorForSchemaError } from "./SchemaErrorsLayer.ts"
+import { invalidBodyMessage } from "./Utf8Body.ts"
 
 /** Requests running longer answer 408 (spec section 8, "server processing time"). */
 export const RequestTimeout = Context.Reference<Duration.Input>("coffer/RequestTimeout", {
@@ -39,6 +40,8 @@ export const RequestTimeout = Context.Reference<Duration.Input>("coffer/RequestT
 export const requestBodyHardLimitBytes = 1024 * 1024
 
 const timedOutMessage = "request processing exceeded 30 s"
+/** The media type of every JSON answer (spec section 1, "Common conventions"). */
+export const jsonContentType = "application/json; charset=utf-8"
 const bodyTooLargeMessage = "body too large"
 
 /**
@@ -131,7 +134,7 @@ const classify = (cause: Cause.Cause<unknown>, url: string, allowed: (url: strin
       if (inner instanceof HttpServerError.RequestParseError) {
         return inner.reason === "BodyTooLarge"
           ? { cls: BodyTooLarge, message: bodyTooLargeMessage }
-          : { cls: BadRequest, message: "invalid request body" }
+          : { cls: BadRequest, message: invalidBodyMessage }
       }
     }
     if (HttpApiError.HttpApiSchemaError.is(error)) {
@@ -215,7 +218,13 @@ export const errorBoundary = <Id extends string, Groups extends HttpApiGroup.Con
               return jsonEnvelope(cls, message, requestId, status)
             })()
             : response
-          return HttpServerResponse.setHeader(final, "x-request-id", requestId)
+          // Section 1: responses are `application/json; charset=utf-8`; the platform writes the bare media type.
+          return HttpServerResponse.setHeaders(
+            final,
+            final.headers["content-type"] === "application/json"
+              ? { "x-request-id": requestId, "content-type": jsonContentType }
+              : { "x-request-id": requestId }
+          )
         })
     }),
     { global: true }

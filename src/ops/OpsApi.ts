@@ -19,8 +19,9 @@ import {
 } from "../domain/ApiError.ts"
 
 export class OpsAuth extends HttpApiMiddleware.Service<OpsAuth>()("coffer/OpsAuth", {
-  // 400 first: path and query values are decoded before the token is checked (as on /v1, spec section 7).
-  error: [BadRequestParamsWire, UnauthorizedWire]
+  // 400 first: path and query values are decoded before the token is checked (as on /v1, spec section 7); a body
+  // that is not UTF-8 is 422 after it (http/Utf8Body.ts).
+  error: [BadRequestParamsWire, UnauthorizedWire, BadRequestWire]
 }) {}
 
 export class OpsSchemaErrors extends HttpApiMiddleware.Service<OpsSchemaErrors>()("coffer/OpsSchemaErrors", {

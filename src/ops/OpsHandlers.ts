@@ -12,6 +12,7 @@ import { BadRequest, NotFound, Unauthorized } from "../domain/ApiError.ts"
 import { Entropy } from "../domain/Entropy.ts"
 import { parseRfc3339, toRfc3339 } from "../domain/Time.ts"
 import { checkParameters } from "../http/RequestParameters.ts"
+import { requireUtf8Body } from "../http/Utf8Body.ts"
 import { schemaErrorToApiError } from "../http/SchemaErrorsLayer.ts"
 import { requireCustomerRefId, userObject } from "../http/UsersHandlers.ts"
 import { Signer } from "../signer/Signer.ts"
@@ -46,6 +47,8 @@ export const OpsAuthLayer = Layer.effect(
         if (given.length !== token.length || !timingSafeEqual(given, token)) {
           return yield* new Unauthorized({ message: "operator token required" })
         }
+        // The body was read under its cap by the router boundary; a body that is not UTF-8 is 422, as on /v1.
+        yield* requireUtf8Body(new Uint8Array(yield* Effect.orDie(request.arrayBuffer)))
         return yield* httpEffect
       })
   })

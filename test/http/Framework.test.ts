@@ -48,6 +48,10 @@ layer(atRealisticTime(makeTestAppLayer()))("framework", (it) => {
         assert.match(id!, uuidV7Pattern)
         ids.add(id!)
         if (response.status >= 400) assert.strictEqual(response.json.error.requestId, id)
+        // Section 1: "requests and responses are `application/json; charset=utf-8`" (the reference page is HTML).
+        if (!response.headers.get("content-type")?.startsWith("text/html")) {
+          assert.strictEqual(response.headers.get("content-type"), "application/json; charset=utf-8", response.text)
+        }
       }
       assert.strictEqual(ids.size, responses.length, "each request gets its own id")
     }))
@@ -167,7 +171,7 @@ layer(atRealisticTime(makeTestAppLayer()))("framework", (it) => {
       })
       assert.strictEqual(response.status, 200, response.text)
       assert.strictEqual(response.json.nickname, "Zoë")
-      assert.match(response.headers.get("content-type") ?? "", /^application\/json/)
+      assert.strictEqual(response.headers.get("content-type"), "application/json; charset=utf-8")
     }))
 
   it.effect("section 1: undefined request-body fields are ignored without error", () =>

@@ -409,6 +409,101 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("input edges (spec sect
       assert.strictEqual(response.json.customerRefId, "ignores-unknown")
     }))
 
+  it.effect("sections 1 and 7: a body that is not UTF-8 is 422 BAD_REQUEST once authenticated, and creates nothing", () =>
+    Effect.gen(function*() {
+      const tenant = yield* provisionTenant()
+      const opsUrl = yield* OpsAddress
+      // Latin-1 é and è: a lenient decoder reads both as U+FFFD, which would make two users one.
+      const latin1 = (text: string) => Uint8Array.from(Buffer.from(text, "latin1"))
+      for (const name of ["Jos\u00e9", "Jos\u00e8"]) {
+        const body = latin1(JSON.stringify({ customerRefId: name }))
+        const response = yield* rawRequest({ baseUrl: tenant.baseUrl, method: "POST", target: "/v1/users", body, tenant })
+        assertError(response, 422, "BAD_REQUEST", "invalid request body")
+        // Authentication still comes first (spec section 5 before section 7's body errors).
+        const unsigned = yield* rawRequest({ baseUrl: tenant.baseUrl, method: "POST", target: "/v1/users", body })
+        assertError(unsigned, 401, "UNAUTHORIZED")
+      }
+      // Invalid bytes in a field the service ignores are still not JSON text.
+      const ignored = Uint8Array.from([...Buffer.from("{\"customerRefId\":\"utf8-ok\",\"x\":\""), 0xff, ...Buffer.from("\"}")])
+      assertError(
+        yield* rawRequest({ baseUrl: tenant.baseUrl, method: "POST", target: "/v1/users", body: ignored, tenant }),
+        422,
+        "BAD_REQUEST"
+      )
+      const wallet = latin1(JSON.stringify({ customerRefId: "Ren\u00e9", chainFamily: "TRON" }))
+      assertError(
+        yield* rawRequest({
+          baseUrl: tenant.baseUrl,
+          method: "POST",
+          target: "/v1/wallets",
+          body: wallet,
+          tenant,
+          headers: { "idempotency-key": "latin1-wallet" }
+        }),
+        422,
+        "BAD_REQUEST"
+      )
+      const users = yield* rawRequest({ baseUrl: tenant.baseUrl, method: "GET", target: "/v1/users", tenant })
+      assert.strictEqual(users.status, 200, users.text)
+      assert.deepStrictEqual(users.json.items, [], "no user was created")
+      // The operator listener: the token first, then the body.
+      const tenantBody = latin1(JSON.stringify({ name: "Caf\u00e9" }))
+      assertError(yield* rawRequest({ baseUrl: opsUrl, method: "POST", target: "/ops/tenants", body: tenantBody }), 401, "UNAUTHORIZED")
+      assertError(
+        yield* rawRequest({
+          baseUrl: opsUrl,
+          method: "POST",
+          target: "/ops/tenants",
+          body: tenantBody,
+          headers: { authorization: `Bearer ${testOpsToken}` }
+        }),
+        422,
+        "BAD_REQUEST",
+        "invalid request body"
+      )
+      // Valid UTF-8 of the same names works.
+      const valid = yield* rawRequest({
+        baseUrl: tenant.baseUrl,
+        method: "POST",
+        target: "/v1/users",
+        body: JSON.stringify({ customerRefId: "Jos\u00e9" }),
+        tenant
+      })
+      assert.strictEqual(valid.status, 200, valid.text)
+      assert.strictEqual(valid.json.customerRefId, "Jos\u00e9")
+    }))
+
+  it.effect("section 7: requests Node's HTTP parser refuses get the envelope and an X-Request-Id too", () =>
+    Effect.gen(function*() {
+      for (const baseUrl of [yield* PublicAddress, yield* OpsAddress]) {
+        const host = new URL(baseUrl).host
+        const cases: ReadonlyArray<readonly [string, string, number]> = [
+          // A raw byte outside ASCII in the request target (not percent-encoded).
+          ["raw byte in the target", `GET /v1/users/caf\u00c3\u00a9 HTTP/1.1\r\nhost: ${host}\r\n\r\n`, 400],
+          ["headers over 16 KiB", `GET /v1/networks HTTP/1.1\r\nhost: ${host}\r\nx-pad: ${"a".repeat(20_000)}\r\n\r\n`, 431],
+          ["an unknown method word", `FOO /v1/networks HTTP/1.1\r\nhost: ${host}\r\n\r\n`, 405],
+          ["a malformed Content-Length", `POST /v1/users HTTP/1.1\r\nhost: ${host}\r\ncontent-length: abc\r\n\r\n`, 400],
+          ["CONNECT", `CONNECT /v1/networks HTTP/1.1\r\nhost: ${host}\r\n\r\n`, 405]
+        ]
+        for (const [what, head, status] of cases) {
+          const answer = yield* rawExchange(baseUrl, head, new Uint8Array())
+          assert.strictEqual(answer.status, status, `${what}: ${answer.text.slice(0, 300)}`)
+          const [headText, body] = answer.text.split("\r\n\r\n")
+          const headers = new Map(headText!.split("\r\n").slice(1).map((line) => {
+            const colon = line.indexOf(":")
+            return [line.slice(0, colon).toLowerCase(), line.slice(colon + 1).trim()] as const
+          }))
+          assert.strictEqual(headers.get("content-type"), "application/json; charset=utf-8", what)
+          const envelope = JSON.parse(body!)
+          assert.strictEqual(envelope.error.code, "BAD_REQUEST", what)
+          assert.strictEqual(envelope.error.retryable, false, what)
+          assert.isString(envelope.error.message, what)
+          assert.strictEqual(envelope.error.requestId, headers.get("x-request-id"), what)
+          assert.match(envelope.error.requestId, /^[0-9a-f]{8}-[0-9a-f]{4}-7/, what)
+        }
+      }
+    }))
+
   it.effect("sections 7 and 8: a body above 1 MiB is 413 BAD_REQUEST before authentication, however it is framed", () =>
     Effect.gen(function*() {
       const publicUrl = yield* PublicAddress

@@ -85,7 +85,7 @@ export const assertError = (
   const requestId = response.headers.get("x-request-id")
   assert.isString(requestId)
   assert.strictEqual(error.requestId, requestId)
-  assert.isTrue(response.headers.get("content-type")?.startsWith("application/json") ?? false)
+  assert.strictEqual(response.headers.get("content-type"), "application/json; charset=utf-8")
 }
 
 export const authenticationRequired = (response: RawResponse) =>
