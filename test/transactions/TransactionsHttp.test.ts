@@ -338,11 +338,25 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("transactions read side
     it.effect("query errors: bad times are 422 with the spec's message; bad enums, limits and UUIDs are 400", () =>
       Effect.gen(function*() {
         const tenant = yield* provisionTenant()
-        for (const query of ["?createdFrom=yesterday", "?createdTo=2026-10-05", "?createdFrom=2026-10-05T12:00:00"]) {
+        const impossible = ["2026-02-30", "2026-04-31", "2026-11-31", "2025-02-29"].map((day) => `?createdFrom=${day}T00:00:00Z`)
+        for (
+          const query of [
+            "?createdFrom=yesterday",
+            "?createdTo=2026-10-05",
+            "?createdFrom=2026-10-05T12:00:00",
+            ...impossible,
+            "?createdTo=2026-11-26T24:00:00Z",
+            "?createdTo=2026-11-26T12:00:00%2B24:00"
+          ]
+        ) {
           const response = yield* get(tenant, `/v1/transactions${query}`)
           assert.strictEqual(response.status, 422, query)
           assert.strictEqual(response.json.error.code, "BAD_REQUEST")
           assert.strictEqual(response.json.error.message, "createdFrom/createdTo must be RFC 3339")
+        }
+        // Valid RFC 3339: any number of fraction digits, an offset, the 29th of February of a leap year.
+        for (const query of ["?createdFrom=2026-11-27T00:00:00.1234567890Z", "?createdTo=2028-02-29T23:59:59%2B05:30"]) {
+          assert.strictEqual((yield* get(tenant, `/v1/transactions${query}`)).status, 200, query)
         }
         for (const query of ["?kind=REFUND", "?status=DONE", "?limit=0", "?limit=201", "?before=42", "?walletId=x"]) {
           const response = yield* get(tenant, `/v1/transactions${query}`)
