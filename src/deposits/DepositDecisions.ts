@@ -24,12 +24,17 @@ export const meetsConfirmationRule = (
 
 /**
  * A deposit whose block the chain dropped:
- * - `DROP`: it was confirming and the chain no longer knows its transaction → `FAILED`/`DROPPED`;
- * - `AWAIT_BLOCK`: it was confirming and the chain still has its transaction (pending, or in another block) → back to
- *   waiting for a block; it is recorded again when that block is scanned;
+ * - `DROP`: it was never credited (confirming, or ended held for review or below the minimum) and the chain no
+ *   longer knows its transaction → `FAILED`/`DROPPED` (decisions.md: "dropped before crediting");
+ * - `AWAIT_BLOCK`: it was never credited and the chain still has its transaction (pending, or in another block) →
+ *   its block is cleared and it is recorded again when that block is scanned; a held one stays held, and cannot be
+ *   credited by the operator until then (ManualDepositCredit.ts);
  * - `REVERSE`: it was credited and its transaction is in no block of the chain → `REVERSED`, debited back;
- * - `KEEP`: a credited one re-mined elsewhere stays credited (its block is refreshed when scanned), and one that ended
- *   without a credit has nothing to undo.
+ * - `KEEP`: a credited one re-mined elsewhere stays credited (its block is refreshed when scanned); a failed or
+ *   reversed one has nothing left to undo.
+ *
+ * A held deposit (`MANUAL_REVIEW`) is the case that matters: left as it was, an operator could credit a deposit
+ * whose transaction no longer exists, booking funds no chain holds.
  */
 export type OrphanedDepositDecision = "DROP" | "AWAIT_BLOCK" | "REVERSE" | "KEEP"
 
@@ -37,7 +42,8 @@ export const decideOrphanedDeposit = (
   deposit: { readonly status: TransactionStatus; readonly subStatus: SubStatus | null },
   chainState: TransactionState
 ): OrphanedDepositDecision => {
-  if (deposit.status === "CONFIRMING") return chainState === "UNKNOWN" ? "DROP" : "AWAIT_BLOCK"
+  if (deposit.status !== "CONFIRMING" && deposit.status !== "COMPLETED") return "KEEP"
   const credited = deposit.status === "COMPLETED" && deposit.subStatus === null
-  return credited && chainState !== "INCLUDED" ? "REVERSE" : "KEEP"
+  if (credited) return chainState === "INCLUDED" ? "KEEP" : "REVERSE"
+  return chainState === "UNKNOWN" ? "DROP" : "AWAIT_BLOCK"
 }

@@ -20,7 +20,14 @@ import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 
 // Compiled once (db/RowSchemas.ts): the deposit's row decoded at this edge, a mismatch a defect naming the query.
 const heldDeposit = decodeFirstRow(
-  Schema.Struct({ status: Text, sub_status: Nullable(Text), asset_id: Text, amount: Numeric, destination_wallet_id: Text }),
+  Schema.Struct({
+    status: Text,
+    sub_status: Nullable(Text),
+    asset_id: Text,
+    amount: Numeric,
+    destination_wallet_id: Text,
+    in_block: Schema.Boolean
+  }),
   "ManualDepositCredit.credit"
 )
 const depositAsset = decodeFirstRow(Schema.Struct({ asset_id: Text }), "ManualDepositCredit.credit (asset)")
@@ -52,12 +59,19 @@ export class ManualDepositCredit extends Context.Service<ManualDepositCredit, {
         const floors = yield* feeFloors.floor(catalog.asset(known.asset_id)!)
         const credited = yield* sql.withTransaction(Effect.gen(function*() {
           const deposit = yield* sql`
-            SELECT status, sub_status, asset_id, amount::text AS amount, destination_wallet_id FROM transactions
+            SELECT status, sub_status, asset_id, amount::text AS amount, destination_wallet_id,
+              block_height IS NOT NULL AS in_block
+            FROM transactions
             WHERE tenant_id = ${tenantId} AND id = ${depositId} AND kind = 'DEPOSIT'
             FOR UPDATE`.pipe(Effect.flatMap(heldDeposit))
           if (deposit === undefined) return yield* new NotFound({ message: "deposit not found" })
           if (deposit.status !== "COMPLETED" || deposit.sub_status !== "MANUAL_REVIEW") {
             return yield* new InvalidState({ message: "deposit is not held for manual review" })
+          }
+          // A reorganization took its block and the chain still has the transaction elsewhere (DepositDecisions.ts,
+          // AWAIT_BLOCK): it is credited once the watcher has seen it in a block again, never while it is in none.
+          if (!deposit.in_block) {
+            return yield* new InvalidState({ message: "deposit is not in a block since a reorganization; retry once it is" })
           }
           const asset = catalog.asset(deposit.asset_id)!
           const amount = deposit.amount

@@ -19,7 +19,7 @@
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
-import { decodeFirstRow, Numeric, Text } from "../db/RowSchemas.ts"
+import { decodeFirstRow, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import {
   AssetMismatch,
   BlockedByPolicy,
@@ -111,9 +111,11 @@ const heldTransferRow = decodeFirstRow(
     status: Text,
     asset_id: Text,
     amount: Numeric,
-    fee: Numeric,
-    source_wallet_id: Text,
-    destination_wallet_id: Text
+    // Null on a deposit (no source wallet, no fee before crediting): any transaction id of the tenant can arrive
+    // here, and only an internal transfer's row is read past its kind.
+    fee: Nullable(Numeric),
+    source_wallet_id: Nullable(Text),
+    destination_wallet_id: Nullable(Text)
   }),
   "Transfers.decide"
 )
@@ -330,9 +332,13 @@ export class Transfers extends Context.Service<Transfers, {
           if (row.kind !== "INTERNAL_TRANSFER" || row.status !== "PENDING_AUTHORIZATION") {
             return yield* new InvalidState({ message: "transaction is not waiting for approval" })
           }
-          const payment = { walletId: row.source_wallet_id, assetId: row.asset_id, amount: row.amount, fee: row.fee }
+          const { destination_wallet_id: destinationWalletId, fee, source_wallet_id: sourceWalletId } = row
+          if (sourceWalletId === null || destinationWalletId === null || fee === null) {
+            return yield* Effect.die(new Error(`internal transfer ${transactionId} lacks its wallets or fee`))
+          }
+          const payment = { walletId: sourceWalletId, assetId: row.asset_id, amount: row.amount, fee }
           const entry = decision === "APPROVE"
-            ? Postings.transferSettle(payment, row.destination_wallet_id)
+            ? Postings.transferSettle(payment, destinationWalletId)
             : Postings.transferRelease(payment)
           yield* ledger.post(entryRequest(tenantId, transactionId, entry)).pipe(Effect.orDie)
           const [status, subStatus] = decision === "APPROVE"

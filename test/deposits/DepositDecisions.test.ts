@@ -52,10 +52,16 @@ describe("deposit decisions", () => {
       assert.strictEqual(decide("COMPLETED", null, "INCLUDED"), "KEEP")
     })
 
-    it("ended without a credit (BELOW_MIN_DEPOSIT, MANUAL_REVIEW), or already terminal: nothing to undo", () => {
+    it("ended without a credit (BELOW_MIN_DEPOSIT, MANUAL_REVIEW): dropped like a confirming one, never left creditable", () => {
+      for (const subStatus of ["BELOW_MIN_DEPOSIT", "MANUAL_REVIEW"] as const) {
+        assert.strictEqual(decide("COMPLETED", subStatus, "UNKNOWN"), "DROP", subStatus)
+        assert.strictEqual(decide("COMPLETED", subStatus, "PENDING"), "AWAIT_BLOCK", subStatus)
+        assert.strictEqual(decide("COMPLETED", subStatus, "INCLUDED"), "AWAIT_BLOCK", subStatus)
+      }
+    })
+
+    it("already failed or reversed: nothing to undo", () => {
       for (const state of states) {
-        assert.strictEqual(decide("COMPLETED", "BELOW_MIN_DEPOSIT", state), "KEEP", state)
-        assert.strictEqual(decide("COMPLETED", "MANUAL_REVIEW", state), "KEEP", state)
         assert.strictEqual(decide("FAILED", "DROPPED", state), "KEEP", state)
         assert.strictEqual(decide("REVERSED", null, state), "KEEP", state)
       }

@@ -190,8 +190,14 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("deposits on the simula
         assert.deepStrictEqual([held.status, held.subStatus], ["COMPLETED", "MANUAL_REVIEW"])
         assert.deepStrictEqual(yield* balances(tenant, walletId), [])
 
-        // The operator credits it: subStatus null, credited now, MANUAL_DEPOSIT_CREDITED; once only.
+        // Approve and reject are for transactions waiting for approval: a deposit is 409, never a 500.
         const ops = yield* opsClient
+        for (const decide of [ops.manual.approve, ops.manual.reject]) {
+          const refused = yield* Effect.flip(decide({ params: { tenantId: tenant.tenantId, id: held.id } }))
+          assert.strictEqual(refused._tag, "InvalidState")
+        }
+
+        // The operator credits it: subStatus null, credited now, MANUAL_DEPOSIT_CREDITED; once only.
         const other = yield* provisionTenant()
         const wrongTenant = yield* Effect.flip(
           ops.manual.creditDeposit({ params: { tenantId: other.tenantId, id: held.id } })
@@ -311,6 +317,69 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("deposits on the simula
         assert.strictEqual(published[3]!.data.status, "REVERSED")
         // The new chain carries on; the reversed deposit stays reversed and is never recorded twice.
         yield* mine("BSC_TESTNET", 30)
+        assert.lengthOf(yield* deposits(tenant), 1)
+      }))
+
+    it.effect("a deposit held for manual review whose transaction a reorg removed ends FAILED/DROPPED and is never credited", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const ops = yield* opsClient
+        const tenant = yield* provisionTenant()
+        const { walletId, address } = yield* depositAddress(tenant, "hank", "BSC_TESTNET")
+        yield* sql`UPDATE wallet_addresses SET watch_status = 'FROZEN' WHERE wallet_id = ${walletId}`
+        yield* send("BSC_TESTNET", address, "BSC_TESTNET_BNB", 10n ** 17n)
+        yield* mine("BSC_TESTNET", 15)
+        const [held] = yield* deposits(tenant)
+        assert.deepStrictEqual([held.status, held.subStatus], ["COMPLETED", "MANUAL_REVIEW"])
+        yield* reorg("BSC_TESTNET", 15)
+        yield* mine("BSC_TESTNET", 20)
+        const [dropped] = yield* deposits(tenant)
+        assert.strictEqual(dropped.id, held.id)
+        assert.deepStrictEqual([dropped.status, dropped.subStatus], ["FAILED", "DROPPED"])
+        const refused = yield* Effect.flip(ops.manual.creditDeposit({ params: { tenantId: tenant.tenantId, id: held.id } }))
+        assert.strictEqual(refused._tag, "InvalidState")
+        assert.deepStrictEqual(yield* balances(tenant, walletId), [])
+        const published = yield* events(tenant.tenantId, held.id)
+        assert.deepStrictEqual(published.map((event) => [event.event_type, event.data.status, event.data.subStatus]), [
+          ["TRANSACTION_CREATED", "CONFIRMING", null],
+          ["TRANSACTION_STATUS_UPDATED", "COMPLETED", "MANUAL_REVIEW"],
+          ["TRANSACTION_STATUS_UPDATED", "FAILED", "DROPPED"]
+        ])
+      }))
+
+    it.effect("a held deposit whose transaction a reorg put back to pending stays held, creditable only once in a block again", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const ops = yield* opsClient
+        const tenant = yield* provisionTenant()
+        const { walletId, address } = yield* depositAddress(tenant, "iris", "ETH_SEPOLIA")
+        yield* sql`UPDATE wallet_addresses SET watch_status = 'FROZEN' WHERE wallet_id = ${walletId}`
+        const amount = 2n * 10n ** 15n
+        const txHash = yield* send("ETH_SEPOLIA", address, "ETH_SEPOLIA_ETH", amount)
+        yield* mine("ETH_SEPOLIA", 12)
+        const [held] = yield* deposits(tenant)
+        assert.deepStrictEqual([held.status, held.subStatus], ["COMPLETED", "MANUAL_REVIEW"])
+        // As in the next test: the simulated chain's tables rewound by hand, the transfer pending again.
+        yield* sql.withTransaction(Effect.gen(function*() {
+          yield* sql`DELETE FROM devnet_blocks WHERE network_key = 'ETH_SEPOLIA'
+            AND height > (SELECT max(height) - 12 FROM devnet_blocks WHERE network_key = 'ETH_SEPOLIA')`
+          yield* sql`INSERT INTO devnet_transfers (network_key, tx_hash, output_index, to_address, asset_id, amount,
+            created_at) VALUES ('ETH_SEPOLIA', ${txHash}, 0, ${address}, 'ETH_SEPOLIA_ETH', ${amount.toString()}, now())`
+        }))
+        yield* networkCalls("ETH_SEPOLIA").scan
+        const [waiting] = yield* deposits(tenant)
+        assert.deepStrictEqual([waiting.status, waiting.subStatus], ["COMPLETED", "MANUAL_REVIEW"])
+        const notYet = yield* Effect.flip(ops.manual.creditDeposit({ params: { tenantId: tenant.tenantId, id: held.id } }))
+        assert.strictEqual(notYet._tag, "InvalidState")
+        assert.deepStrictEqual(yield* balances(tenant, walletId), [])
+        yield* mine("ETH_SEPOLIA", 1)
+        const credited = yield* ops.manual.creditDeposit({ params: { tenantId: tenant.tenantId, id: held.id } })
+          .pipe(Effect.orDie)
+        assert.deepStrictEqual([credited.status, credited.subStatus], ["COMPLETED", null])
+        const fee = (yield* assetFees(tenant, "ETH_SEPOLIA_ETH")).deposit
+        assert.deepStrictEqual(yield* balances(tenant, walletId), [
+          { assetId: "ETH_SEPOLIA_ETH", available: (amount - fee).toString(), frozen: "0" }
+        ])
         assert.lengthOf(yield* deposits(tenant), 1)
       }))
 
