@@ -22,13 +22,24 @@ export interface ReadPart<A> {
 export const readAlone = <A>(sql: SqlClient.SqlClient, part: ReadPart<A>): Effect.Effect<A> =>
   sql`SELECT ${part.columns}`.pipe(Effect.orDie, Effect.flatMap((rows) => part.decode(rows[0])))
 
-/** Two parts in one statement: `SELECT <a's columns>, <b's columns>`. */
-export const readTogether = <A, B>(
+/** Values of parts, in order. */
+export type PartValues<Parts extends ReadonlyArray<ReadPart<unknown>>> = {
+  readonly [K in keyof Parts]: Parts[K] extends ReadPart<infer A> ? A : never
+}
+
+/** The parts' values from one row that holds all their columns. */
+export const decodeParts = <const Parts extends ReadonlyArray<ReadPart<unknown>>>(
+  parts: Parts,
+  row: unknown
+): Effect.Effect<PartValues<Parts>> =>
+  Effect.forEach(parts, (part) => part.decode(row)) as unknown as Effect.Effect<PartValues<Parts>>
+
+/** Several parts in one statement: `SELECT <a's columns>, <b's columns>, ...`. */
+export const readTogether = <const Parts extends ReadonlyArray<ReadPart<unknown>>>(
   sql: SqlClient.SqlClient,
-  a: ReadPart<A>,
-  b: ReadPart<B>
-): Effect.Effect<readonly [A, B]> =>
-  sql`SELECT ${a.columns}, ${b.columns}`.pipe(
+  ...parts: Parts
+): Effect.Effect<PartValues<Parts>> =>
+  sql`SELECT ${sql.csv(parts.map((part) => part.columns))}`.pipe(
     Effect.orDie,
-    Effect.flatMap((rows) => Effect.all([a.decode(rows[0]), b.decode(rows[0])] as const))
+    Effect.flatMap((rows) => decodeParts(parts, rows[0]))
   )

@@ -99,7 +99,7 @@ export const OpsDevnetHandlers = HttpApiBuilder.group(OpsApi, "devnet", (handler
           })
           // Withdrawals waiting for the hot wallet try again now rather than at the next sweep.
           if (payload.hotWalletBalance !== undefined) {
-            yield* releaseQueued(network.networkKey)
+            yield* releaseQueued({ networkKey: network.networkKey })
           }
           return stateObject(state)
         }))

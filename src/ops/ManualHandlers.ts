@@ -35,5 +35,7 @@ export const OpsManualHandlers = HttpApiBuilder.group(OpsApi, "manual", (handler
           return transactionObject(catalog, yield* manualCredit.credit(tenant.id, params.id))
         }))
       .handle("approve", ({ params }) => decide(params.tenantId, params.id, "APPROVE"))
-      .handle("reject", ({ params }) => decide(params.tenantId, params.id, "REJECT"))
+      // Only an approval checks the wallets (Transfers.decide): a rejection releases funds whatever their state.
+      .handle("reject", ({ params }) =>
+        decide(params.tenantId, params.id, "REJECT").pipe(Effect.catchTag("WalletNotActive", Effect.die)))
   }))

@@ -15,7 +15,8 @@ import {
   InvalidAddressWire,
   InvalidStateWire,
   NotFoundWire,
-  UnauthorizedWire
+  UnauthorizedWire,
+  WalletNotActiveWire
 } from "../domain/ApiError.ts"
 
 export class OpsAuth extends HttpApiMiddleware.Service<OpsAuth>()("coffer/OpsAuth", {
@@ -258,7 +259,8 @@ export class OpsManualApi extends HttpApiGroup.make("manual")
     HttpApiEndpoint.post("approve", "/ops/tenants/:tenantId/transactions/:id/approve", {
       params: { tenantId: Uuid, id: Uuid },
       success: TransactionObject,
-      error: [NotFoundWire, InvalidStateWire]
+      // 422 WALLET_NOT_ACTIVE: an internal transfer whose wallets were frozen (or hidden) since it was submitted.
+      error: [NotFoundWire, InvalidStateWire, WalletNotActiveWire]
     }),
     HttpApiEndpoint.post("reject", "/ops/tenants/:tenantId/transactions/:id/reject", {
       params: { tenantId: Uuid, id: Uuid },

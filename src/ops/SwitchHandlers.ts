@@ -22,13 +22,13 @@ export const OpsSwitchHandlers = HttpApiBuilder.group(OpsApi, "switches", (handl
     const walletSwitch = yield* WalletSwitch
     const tenants = yield* Tenants
     const feeFloors = yield* FeeFloors
-    // Withdrawals held QUEUED while the switch was off (WithdrawalProcessor) go on now rather than at the next sweep.
+    // Withdrawals held QUEUED while a switch was off (WithdrawalProcessor) go on now rather than at the next sweep.
     const releaseQueued = yield* queuedWithdrawalsRelease
     return handlers
       .handle("network", ({ params, payload }) =>
         Effect.gen(function*() {
           const state = yield* switches.setNetwork(params.networkKey, payload)
-          if (payload.withdrawEnabled === true) yield* releaseQueued(params.networkKey)
+          if (payload.withdrawEnabled === true) yield* releaseQueued({ networkKey: params.networkKey })
           return {
             networkKey: params.networkKey,
             depositEnabled: state.depositEnabled,
@@ -40,7 +40,7 @@ export const OpsSwitchHandlers = HttpApiBuilder.group(OpsApi, "switches", (handl
         Effect.gen(function*() {
           yield* switches.setAsset(params.assetId, payload)
           if (payload.withdrawEnabled === true || payload.status === "ENABLED") {
-            yield* releaseQueued(catalog.asset(params.assetId)!.networkKey)
+            yield* releaseQueued({ networkKey: catalog.asset(params.assetId)!.networkKey })
           }
           // As /v1 shows it, with the platform's default fees: the operator is no tenant.
           const asset = catalog.asset(params.assetId)!
@@ -52,6 +52,9 @@ export const OpsSwitchHandlers = HttpApiBuilder.group(OpsApi, "switches", (handl
             return yield* new BadRequest({ message: "status must be ACTIVE, HIDDEN or FROZEN" })
           }
           const tenant = yield* tenants.require(params.tenantId)
-          return walletObject(yield* walletSwitch.set(tenant.id, params.walletId, payload.status))
+          const wallet = yield* walletSwitch.set(tenant.id, params.walletId, payload.status)
+          // Withdrawals the freeze held QUEUED (WithdrawalProcessor) go on now rather than at the next sweep.
+          if (payload.status === "ACTIVE") yield* releaseQueued({ walletId: wallet.id })
+          return walletObject(wallet)
         }))
   }))

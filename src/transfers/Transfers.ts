@@ -19,7 +19,7 @@
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
-import { decodeFirstRow, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
+import { decodeFirstRow, decodeRows, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import {
   AssetMismatch,
   BlockedByPolicy,
@@ -43,9 +43,9 @@ import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { TransactionRepository } from "../transactions/TransactionRepository.ts"
 import { TwoFactor, type TwoFactorError } from "../users/TwoFactor.ts"
 import { userFrozenMessage } from "../users/UserRules.ts"
-import { type Wallet, WalletRepository } from "../wallets/WalletRepository.ts"
+import { type Wallet, WalletRepository, WalletStatus } from "../wallets/WalletRepository.ts"
 import { type OnChainReceipt, Withdrawals } from "../withdrawals/Withdrawals.ts"
-import { Movements } from "./Movements.ts"
+import { Movements, payerNotActiveMessage } from "./Movements.ts"
 import { makePayerRead, type PrefetchedRecipient } from "./PayerRead.ts"
 import { type QuoteError, TransferQuotes } from "./TransferQuotes.ts"
 
@@ -99,12 +99,16 @@ export type SubmitError =
  * Wallets that can take an internal transfer from `payer`: ACTIVE ones; HIDDEN ones only from their owner's other
  * wallets (spec 2, "still receives transfers from the owner's other wallets"); FROZEN, CLOSED, PROVISIONING none.
  */
-const canReceive = (wallet: Wallet, payer: Wallet) =>
+const canReceive = (wallet: Pick<Wallet, "status" | "userId">, payer: Pick<Wallet, "userId">) =>
   wallet.status === "ACTIVE" || (wallet.status === "HIDDEN" && wallet.userId === payer.userId)
 
 // Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
 const recipientUserRow = decodeFirstRow(Schema.Struct({ id: Text, status: Text }), "Transfers.recipientWallet (user)")
 const defaultWalletRow = decodeFirstRow(Schema.Struct({ id: Text }), "Transfers.recipientWallet (default wallet)")
+const decidedWalletRows = decodeRows(
+  Schema.Struct({ id: Text, status: Schema.Literals(WalletStatus), user_id: Text }),
+  "Transfers.decide (wallets)"
+)
 const heldTransferRow = decodeFirstRow(
   Schema.Struct({
     kind: Text,
@@ -130,7 +134,7 @@ export class Transfers extends Context.Service<Transfers, {
     tenantId: string,
     transactionId: string,
     decision: "APPROVE" | "REJECT"
-  ) => Effect.Effect<Transaction, NotFound | InvalidState>
+  ) => Effect.Effect<Transaction, NotFound | InvalidState | WalletNotActive>
 }>()("coffer/Transfers") {
   static readonly layer = Layer.effect(
     Transfers,
@@ -335,6 +339,20 @@ export class Transfers extends Context.Service<Transfers, {
           const { destination_wallet_id: destinationWalletId, fee, source_wallet_id: sourceWalletId } = row
           if (sourceWalletId === null || destinationWalletId === null || fee === null) {
             return yield* Effect.die(new Error(`internal transfer ${transactionId} lacks its wallets or fee`))
+          }
+          if (decision === "APPROVE") {
+            // The wallets as they are now, not as they were at submission: an operator's freeze since then holds
+            // (operator-interface.md, "Switches": a FROZEN wallet cannot send). FOR SHARE orders this with a
+            // freeze, which takes the wallet's row FOR UPDATE (WalletSwitch.ts).
+            const wallets = yield* sql`
+              SELECT id, status, user_id FROM wallets WHERE id IN (${sourceWalletId}, ${destinationWalletId})
+              FOR SHARE`.pipe(Effect.flatMap(decidedWalletRows))
+            const payer = wallets.find((wallet) => wallet.id === sourceWalletId)
+            const recipient = wallets.find((wallet) => wallet.id === destinationWalletId)
+            if (payer?.status !== "ACTIVE") return yield* new WalletNotActive({ message: payerNotActiveMessage })
+            const receives = recipient !== undefined &&
+              canReceive({ status: recipient.status, userId: recipient.user_id }, { userId: payer.user_id })
+            if (!receives) return yield* new WalletNotActive({ message: "the recipient wallet cannot receive" })
           }
           const payment = { walletId: sourceWalletId, assetId: row.asset_id, amount: row.amount, fee }
           const entry = decision === "APPROVE"

@@ -5,13 +5,26 @@
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { decodeFirstRow } from "../db/RowSchemas.ts"
+import type { ReadPart } from "../db/ReadPart.ts"
+import { decodeFirstRow, decodeRow, Nullable } from "../db/RowSchemas.ts"
 import { InvalidState, NotFound } from "../domain/ApiError.ts"
 import { type Wallet, WalletRepository, WalletStatus } from "./WalletRepository.ts"
 
 /** The statuses an operator may set; `PROVISIONING` and `CLOSED` are not switches (spec: they cannot be set). */
 export const switchableWalletStatuses = ["ACTIVE", "HIDDEN", "FROZEN"] as const
 export type SwitchableWalletStatus = (typeof switchableWalletStatuses)[number]
+
+const walletSendsRow = decodeRow(Schema.Struct({ wallet_sends: Nullable(Schema.Boolean) }), "walletSendsPart")
+
+/**
+ * Whether the wallet may send now, as a part of another statement (db/ReadPart.ts): only an `ACTIVE` wallet sends
+ * (spec 2: `FROZEN` "cannot send"; a `HIDDEN` one is refused at submission too). Read where a send is about to
+ * start, so a freeze also holds what was submitted before it (docs/operations.md).
+ */
+export const walletSendsPart = (sql: SqlClient.SqlClient, walletId: string): ReadPart<boolean> => ({
+  columns: sql`(SELECT status = 'ACTIVE' FROM wallets WHERE id = ${walletId}) AS wallet_sends`,
+  decode: (row) => Effect.map(walletSendsRow(row), (decoded) => decoded.wallet_sends === true)
+})
 
 const lockedWallet = decodeFirstRow(Schema.Struct({ status: Schema.Literals(WalletStatus) }), "WalletSwitch.set (lock)")
 

@@ -22,7 +22,7 @@ import { SqlClient, type Statement } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { Switches, type SwitchView } from "../catalog/Switches.ts"
 import { type ChainUnavailable, ChainClients, type WithdrawalTransfer } from "../chains/ChainClient.ts"
-import { readTogether } from "../db/ReadPart.ts"
+import { decodeParts, readTogether } from "../db/ReadPart.ts"
 import { decodeFirstRow, decodeRows, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest, type Payment } from "../ledger/Postings.ts"
@@ -40,6 +40,7 @@ import {
 } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
+import { walletSendsPart } from "../wallets/WalletSwitch.ts"
 import {
   allows,
   IllegalTransition,
@@ -88,8 +89,11 @@ export type LoadedWithdrawal = WithdrawalRow & {
   readonly queuedReads?: QueuedReads | undefined
 }
 
-/** The QUEUED step's reads: the switches, and what HOT's unsent sends take per asset (OutgoingSends.reservedPart). */
-type QueuedReads = readonly [SwitchView, ReadonlyMap<string, bigint>]
+/**
+ * The QUEUED step's reads: the switches, what HOT's unsent sends take per asset (OutgoingSends.reservedPart), and
+ * whether the paying wallet may send (WalletSwitch.walletSendsPart).
+ */
+type QueuedReads = readonly [SwitchView, ReadonlyMap<string, bigint>, boolean]
 
 // Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
 const loadedRow = decodeFirstRow(
@@ -198,9 +202,12 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
             })
         )
 
-      /** What the QUEUED step reads, as parts (db/ReadPart.ts): the switches, and HOT's sends no node has taken yet. */
-      const queuedParts = (networkKey: string, from: string) =>
-        [switches.part, sends.reservedPart(networkKey, from)] as const
+      /**
+       * What the QUEUED step reads, as parts (db/ReadPart.ts): the switches, HOT's sends no node has taken yet, and
+       * whether the paying wallet may send.
+       */
+      const queuedParts = (row: WithdrawalRow, from: string) =>
+        [switches.part, sends.reservedPart(row.network_key, from), walletSendsPart(sql, row.source_wallet_id)] as const
 
       /** The transition's UPDATE, conditional on the status it leaves. */
       const updateOf = (row: WithdrawalRow, step: TransitionRule, details: TransitionDetails, at: Date) =>
@@ -237,14 +244,14 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           const event = yield* transactionEvents.statusUpdatedWhen(transaction, sql`EXISTS (SELECT FROM changed)`)
           const reads = details.readForQueued === undefined || step.to !== "QUEUED"
             ? undefined
-            : queuedParts(row.network_key, details.readForQueued.from)
+            : queuedParts(row, details.readForQueued.from)
           // A data-modifying WITH part runs whether or not the final SELECT reads it: the count holds either way. The
           // reads of the final SELECT see the statement's snapshot, as a statement of their own just before would.
           const moved = yield* sql`
             WITH changed AS (${updateOf(row, step, details, at)} RETURNING id), event AS (${event})
               ${details.countBroadcast === true ? sql`, counted AS (${countBroadcast(row.id)})` : sql``}
               ${details.countVersion === undefined ? sql`` : sql`, counted_version AS (${details.countVersion})`}
-            SELECT id ${reads === undefined ? sql`` : sql`, ${reads[0].columns}, ${reads[1].columns}`} FROM changed`
+            SELECT id ${reads === undefined ? sql`` : sql`, ${sql.csv(reads.map((part) => part.columns))}`} FROM changed`
             .pipe(Effect.orDie)
           if (moved.length === 0) return undefined
           yield* transactionEvents.committed
@@ -254,9 +261,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
             sub_status: step.subStatus,
             tx_hash: transaction.txHash,
             transaction,
-            queuedReads: reads === undefined
-              ? undefined
-              : [yield* reads[0].decode(moved[0]), yield* reads[1].decode(moved[0])] as const
+            queuedReads: reads === undefined ? undefined : yield* decodeParts(reads, moved[0])
           }
           return changed
         })
@@ -359,8 +364,14 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
               }
               // The switches and the sends from HOT not yet taken by a node: read by the transition that queued it, or
               // here in one statement (db/ReadPart.ts).
-              const [switched, reserved] = (row as Pick<LoadedWithdrawal, "queuedReads">).queuedReads ??
-                (yield* readTogether(sql, ...queuedParts(row.network_key, from)))
+              const [switched, reserved, walletSends] = (row as Pick<LoadedWithdrawal, "queuedReads">).queuedReads ??
+                (yield* readTogether(sql, ...queuedParts(row, from)))
+              // A wallet frozen after this was submitted holds it here, like the switches below: nothing leaves a
+              // frozen wallet once the freeze has committed. Unfreezing re-asks it (ops/SwitchHandlers.ts).
+              if (!walletSends) {
+                yield* Effect.logInfo(`withdrawal ${row.id}: its wallet may not send (frozen or hidden); it waits QUEUED`)
+                return "STOP" as const
+              }
               // The operator's switches hold what is not signed yet (docs/operations.md): switching withdrawals off
               // in an incident stops the outflow, not only new requests. Switching them on re-asks these at once.
               if (!switched.withdrawable(catalog.asset(row.asset_id)!, catalog.network(row.network_key)!)) {

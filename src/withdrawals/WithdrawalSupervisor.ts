@@ -64,33 +64,37 @@ export const askOpenWithdrawals = Effect.gen(function*() {
   )
 })
 
-/** Re-asks the network's QUEUED withdrawals at once (the hot wallet was topped up: PATCH /ops/devnet). */
-export const retryQueuedWithdrawals = (networkKey: string) =>
+/** Which QUEUED withdrawals to re-ask: a network's (its hot wallet or switch changed) or a wallet's (unfrozen). */
+export type QueuedScope = { readonly networkKey: string } | { readonly walletId: string }
+
+/** Re-asks the QUEUED withdrawals of `scope` at once (the hot wallet was topped up, a switch went back on). */
+export const retryQueuedWithdrawals = (scope: QueuedScope) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const now = yield* Clock.currentTimeMillis
     const queued = yield* sql`
       SELECT id FROM transactions
-      WHERE kind = 'WITHDRAWAL' AND status = 'QUEUED' AND network_key = ${networkKey}
+      WHERE kind = 'WITHDRAWAL' AND status = 'QUEUED'
+        AND ${"networkKey" in scope ? sql`network_key = ${scope.networkKey}` : sql`source_wallet_id = ${scope.walletId}`}
       ORDER BY id LIMIT ${withdrawalSweepBatchMax}`.pipe(Effect.flatMap(queuedRows))
-    yield* ask(queued, `hot-wallet:${now}`)
+    yield* ask(queued, `released:${now}`)
     return queued.length
   })
 
 /**
- * For a handler whose change lets QUEUED withdrawals go on (a hot wallet topped up, withdrawals switched on): re-asks
- * the network's QUEUED withdrawals now. Never fails: the change is already stored, so a failure here is logged and
- * the supervisor's sweep asks them again within 20 s.
+ * For a handler whose change lets QUEUED withdrawals go on (a hot wallet topped up, withdrawals switched on, a wallet
+ * unfrozen): re-asks them now. Never fails: the change is already stored, so a failure here is logged and the
+ * supervisor's sweep asks them again within 20 s.
  */
 export const queuedWithdrawalsRelease = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const sharding = yield* Sharding.Sharding
-  return (networkKey: string): Effect.Effect<void> =>
-    retryQueuedWithdrawals(networkKey).pipe(
+  return (scope: QueuedScope): Effect.Effect<void> =>
+    retryQueuedWithdrawals(scope).pipe(
       Effect.provideService(SqlClient.SqlClient, sql),
       Effect.provideService(Sharding.Sharding, sharding),
       Effect.catchCause((cause) =>
-        Effect.logWarning(`could not re-ask the QUEUED withdrawals of ${networkKey}; the sweep will`, cause)
+        Effect.logWarning(`could not re-ask the QUEUED withdrawals of ${JSON.stringify(scope)}; the sweep will`, cause)
       ),
       Effect.asVoid
     )

@@ -419,6 +419,64 @@ layer(makeTestAppLayer(), { excludeTestServices: true, timeout: 120_000 })("oper
         ])
       }))
 
+    it.effect("FROZEN after submission: a QUEUED withdrawal waits, nothing signed, though the hot wallet covers it; ACTIVE again: it goes on at once", () =>
+      Effect.gen(function*() {
+        const tenant = yield* provisionTenant()
+        const { walletId } = yield* walletOf(tenant, "vera")
+        yield* fund(tenant, walletId, btc, 1_000_000n)
+        yield* devnet("BTC_TESTNET", { hotWalletBalance: { [btc]: 0n } })
+        const submitted = yield* withdraw(tenant, walletId)
+        assert.strictEqual(submitted.status, 202, submitted.text)
+        const id = submitted.json.transactionId as string
+        yield* waitFor(tenant, id, "QUEUED", "INSUFFICIENT_FUNDS_PLATFORM")
+
+        assert.strictEqual((yield* switchWallet(tenant, walletId, "FROZEN")).status, 200)
+        // Covering it re-asks the withdrawal at once (DevnetHandlers): from a frozen wallet it must stay QUEUED.
+        yield* devnet("BTC_TESTNET", { hotWalletBalance: { [btc]: hotWalletBalanceDefault } })
+        yield* Effect.sleep("1500 millis")
+        const held = yield* getTransaction(tenant, id)
+        assert.deepStrictEqual([held.status, held.txHash], ["QUEUED", null])
+        const sql = yield* SqlClient.SqlClient
+        assert.lengthOf(yield* sql`SELECT 1 FROM outgoing_sends WHERE owner_id = ${id}`.pipe(Effect.orDie), 0)
+
+        // Unfreezing asks it again at once; the supervisor's sweep would take 10-20 s.
+        const unfrozen = Date.now()
+        assert.strictEqual((yield* switchWallet(tenant, walletId, "ACTIVE")).status, 200)
+        const sent = yield* waitFor(tenant, id, "CONFIRMING")
+        assert.isString(sent.txHash)
+        assert.isBelow(Date.now() - unfrozen, 5_000)
+      }).pipe(Effect.ensuring(devnet("BTC_TESTNET", { hotWalletBalance: { [btc]: hotWalletBalanceDefault } }))))
+
+    it.effect("FROZEN while an internal transfer awaits approval: the operator's approval is 422 WALLET_NOT_ACTIVE and moves nothing; a rejection releases", () =>
+      Effect.gen(function*() {
+        const tenant = yield* provisionTenant()
+        const payer = yield* walletOf(tenant, "wanda")
+        const recipient = yield* walletOf(tenant, "xena")
+        yield* fund(tenant, payer.walletId, btc, 1_000_000n)
+        yield* settings(tenant, { transferApprovalAbove: { [btc]: "1" } })
+        const submitted = yield* transfer(tenant, payer.walletId, recipient.walletId, "5000")
+        assert.strictEqual(submitted.status, 202, submitted.text)
+        const id = submitted.json.transactionId as string
+        assert.strictEqual((yield* getTransaction(tenant, id)).status, "PENDING_AUTHORIZATION")
+
+        for (const [frozen, message] of [
+          [payer.walletId, "the paying wallet is not active"],
+          [recipient.walletId, "the recipient wallet cannot receive"]
+        ] as const) {
+          assert.strictEqual((yield* switchWallet(tenant, frozen, "FROZEN")).status, 200)
+          const approval = yield* ops("POST", `/ops/tenants/${tenant.tenantId}/transactions/${id}/approve`)
+          expectError(approval, 422, "WALLET_NOT_ACTIVE")
+          assert.strictEqual(approval.json.error.message, message)
+          assert.strictEqual((yield* getTransaction(tenant, id)).status, "PENDING_AUTHORIZATION")
+          assert.strictEqual(yield* balance(tenant, recipient.walletId), "0")
+          assert.strictEqual((yield* switchWallet(tenant, frozen, "ACTIVE")).status, 200)
+        }
+        yield* switchWallet(tenant, payer.walletId, "FROZEN")
+        const rejected = ok(yield* ops("POST", `/ops/tenants/${tenant.tenantId}/transactions/${id}/reject`))
+        assert.deepStrictEqual([rejected.status, rejected.subStatus], ["REJECTED", "REJECTED_BY_OPERATOR"])
+        assert.strictEqual(yield* balance(tenant, payer.walletId), "1000000")
+      }))
+
     it.effect("HIDDEN: cannot send (422 WALLET_NOT_ACTIVE); receives from its owner's other wallets only; on-chain deposits credited; no address shown", () =>
       Effect.gen(function*() {
         const tenant = yield* provisionTenant()

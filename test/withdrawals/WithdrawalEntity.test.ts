@@ -114,9 +114,11 @@ const insertSubmittedWithdrawal = (ids: { tenantId: string; userId: string; uid:
     yield* sql`INSERT INTO tenants (id, name, networks, created_at) VALUES (${ids.tenantId}, 'entity', '{}', now())`
     yield* sql`INSERT INTO users (id, tenant_id, seq, uid, customer_ref_id, source, created_at, updated_at)
       VALUES (${ids.userId}, ${ids.tenantId}, 0, ${ids.uid}, ${ids.userId}, 'B_API', now(), now())`
-    yield* sql`INSERT INTO wallets (id, tenant_id, user_id, chain_family, seq, name, is_default, status, created_at,
-        updated_at)
-      VALUES (${ids.walletId}, ${ids.tenantId}, ${ids.userId}, 'EVM', 1, 'EVM 1', true, 'PROVISIONING', now(), now())`
+    // ACTIVE, as a wallet that submitted is: the QUEUED step holds a withdrawal whose wallet may not send.
+    yield* sql`INSERT INTO wallets (id, tenant_id, user_id, chain_family, seq, name, is_default, status, address,
+        derivation_path, created_at, updated_at)
+      VALUES (${ids.walletId}, ${ids.tenantId}, ${ids.userId}, 'EVM', 1, 'EVM 1', true, 'ACTIVE',
+        '0x00000000000000000000000000000000000000e1', 'm/44''/60''/0''/0/1', now(), now())`
     yield* ledger.post({
       tenantId: ids.tenantId,
       kind: "DEPOSIT_CREDIT",
