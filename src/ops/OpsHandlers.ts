@@ -16,6 +16,7 @@ import { requireUtf8Body } from "../http/Utf8Body.ts"
 import { schemaErrorToApiError } from "../http/SchemaErrorsLayer.ts"
 import { requireCustomerRefId, userObject } from "../http/UsersHandlers.ts"
 import { Signer } from "../signer/Signer.ts"
+import { blockedAddressesProblem } from "../tenants/BlockedAddresses.ts"
 import { decodeSettings, encodeSettings, mergeEncodedSettings } from "../tenants/TenantSettings.ts"
 import { type Tenant, Tenants } from "../tenants/Tenants.ts"
 import { Users } from "../users/Users.ts"
@@ -100,6 +101,12 @@ export const OpsTenantsHandlers = HttpApiBuilder.group(OpsApi, "tenants", (handl
             const settings = yield* decodeSettings(mergeEncodedSettings(tenant.settingsEncoded, payload.settings)).pipe(
               Effect.mapError((error) => new BadRequest({ message: `invalid settings: ${error.message}` }))
             )
+            // Only a PATCH that sets blockedAddresses checks it (keys replace as a whole, so the merged list is the
+            // patch's): a tenant whose list predates the check can still change its other settings.
+            if (payload.settings.blockedAddresses !== undefined && settings.blockedAddresses !== undefined) {
+              const problem = blockedAddressesProblem(settings.blockedAddresses)
+              if (problem !== undefined) return yield* new BadRequest({ message: `invalid settings: ${problem}` })
+            }
             settingsEncoded = encodeSettings(settings)
           }
           const updated = yield* tenants.update(tenant.id, {

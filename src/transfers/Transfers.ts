@@ -36,6 +36,7 @@ import { Ids, uuidPattern } from "../domain/Ids.ts"
 import type { StoreInStatement } from "../idempotency/Idempotency.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest, Postings } from "../ledger/Postings.ts"
+import { isBlockedAddress } from "../tenants/BlockedAddresses.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
 import { type NewTransaction, transactionAsInserted } from "../transactions/NewTransaction.ts"
 import type { Transaction } from "../transactions/Transaction.ts"
@@ -263,7 +264,8 @@ export class Transfers extends Context.Service<Transfers, {
           })
         }
         if (!canReceive(recipient, payer)) return yield* new WalletNotActive({ message: "the recipient wallet cannot receive" })
-        if ((tenant.settings.blockedAddresses ?? []).includes(quote.destination)) {
+        const network = catalog.network(quote.asset.networkKey)!
+        if (isBlockedAddress(tenant.settings.blockedAddresses, network, quote.destination)) {
           return yield* new BlockedByPolicy({ message: "the recipient address is blocked by the tenant's policy" })
         }
 

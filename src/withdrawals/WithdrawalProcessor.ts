@@ -29,6 +29,7 @@ import { entryRequest, type Payment } from "../ledger/Postings.ts"
 import { OutgoingSends } from "../sending/OutgoingSends.ts"
 import { makeSeenInclusions } from "../sending/SeenInclusions.ts"
 import { platformKey } from "../signer/TransactionRequest.ts"
+import { isBlockedAddress } from "../tenants/BlockedAddresses.ts"
 import { Tenants } from "../tenants/Tenants.ts"
 import {
   SubStatus,
@@ -345,7 +346,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
                 return yield* Effect.die(new Error(`withdrawal ${row.id}: its tenant ${row.tenant_id} does not exist`))
               }
               const settings = tenant.settings
-              if ((settings.blockedAddresses ?? []).includes(row.destination_address)) {
+              if (isBlockedAddress(settings.blockedAddresses, catalog.network(row.network_key)!, row.destination_address)) {
                 return yield* moveOn(row, "blockByPolicy")
               }
               const threshold = settings.withdrawalApprovalAbove?.[row.asset_id]

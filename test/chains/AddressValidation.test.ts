@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { PublicKey } from "@solana/web3.js"
-import { isSolanaWalletAddress, validateAddress } from "../../src/chains/AddressValidation.ts"
+import { addressLengthMax, isSolanaWalletAddress, validateAddress } from "../../src/chains/AddressValidation.ts"
 import type { BtcNetwork, ChainFamily } from "../../src/chains/ChainFamily.ts"
 
 interface Row {
@@ -177,6 +177,18 @@ it("validateAddress BTC without a network is a caller bug and throws", () => {
 })
 
 const solWallet = "HAgk14JpMQLgt6rVgv7cBQFJWFto5Dqxi472uT3DKpqk"
+
+it("validateAddress: a string longer than addressLengthMax is invalid in every family, refused before decoding", () => {
+  // Base58 characters throughout: decoded, 200,000 of them would cost minutes (the decoders are quadratic).
+  const long = "x".repeat(200_000)
+  const startedMillis = performance.now()
+  for (const family of ["EVM", "TRON", "SOL"] as const) expect(validateAddress({ family, address: long })).toEqual({ isValid: false })
+  for (const btcNetwork of ["main", "test", "regtest"] as const) {
+    expect(validateAddress({ family: "BTC", btcNetwork, address: long })).toEqual({ isValid: false })
+  }
+  expect(performance.now() - startedMillis).toBeLessThan(100)
+  expect(validateAddress({ family: "SOL", address: "x".repeat(addressLengthMax + 1) })).toEqual({ isValid: false })
+})
 
 describe("validateAddress SOL (32-byte base58, normalized as given; ownership is not judged here)", () => {
   check("SOL", [

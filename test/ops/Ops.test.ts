@@ -232,6 +232,7 @@ layer(atRealisticTime(makeTestAppLayer()))("operator interface", (it) => {
         { limits: { ETH_SEPOLIA_ETH: { single: "100" } } },
         { hiddenAssets: "ETH_SEPOLIA_ETH" },
         { blockedAddresses: [1] },
+        { blockedAddresses: ["not an address"] },
         { depositFees: { ETH_SEPOLIA_ETH: "2" }, walletsPerFamily: 99 }
       ]
       for (const settings of invalid) {
