@@ -31,6 +31,12 @@ export const activeLimitMessage = `at most ${activeWebhookEndpointsMax} active w
 export const allowsPlainHttp = (env: ServiceEnv): boolean => env !== "production"
 
 /**
+ * Whitespace as Unicode defines it (`White_Space`, which holds U+0085 NEXT LINE) and as JavaScript's `\s` does (which
+ * lacks U+0085 but holds U+FEFF): the spec's "no whitespace" refuses both.
+ */
+const whitespace = /[\s\p{White_Space}]/u
+
+/**
  * The URL as given, or the message of the first rule it breaks, in this order:
  *
  * 1. empty, longer than 2048 characters, any whitespace (also leading or trailing: nothing is trimmed), or not a URL
@@ -42,7 +48,7 @@ export const allowsPlainHttp = (env: ServiceEnv): boolean => env !== "production
  * 4. a user name or password (`user:pass@`, also `user@`): `webhook url must not contain credentials`.
  */
 export const checkWebhookUrl = (text: string, env: ServiceEnv): { readonly url: string } | { readonly error: string } => {
-  if (text.length === 0 || text.length > webhookUrlLengthMax || /\s/u.test(text)) return { error: invalidUrlMessage }
+  if (text.length === 0 || text.length > webhookUrlLengthMax || whitespace.test(text)) return { error: invalidUrlMessage }
   let parsed: URL
   try {
     parsed = new URL(text)

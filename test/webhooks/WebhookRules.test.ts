@@ -32,7 +32,8 @@ describe("webhook URL rules (spec 4.5, operator interface SERVICE_ENV)", () => {
 
   it("invalid url: empty, whitespace anywhere, over 2048 characters, unparsable", () => {
     const base = "https://example.com/"
-    for (const url of ["", " ", "https://exa mple.com/", `${base}\t`, ` ${base}`, "https://", "not a url", "https://[::1/"]) {
+    const unicodeSpaces = ["\u0085", "\u00a0", "\u1680", "\u2028", "\u3000", "\ufeff"].map((space) => `${base}a${space}b`)
+    for (const url of ["", " ", "https://exa mple.com/", `${base}\t`, ` ${base}`, "https://", "not a url", "https://[::1/", ...unicodeSpaces]) {
       assert.strictEqual(errorOf(url, "production"), "invalid url", JSON.stringify(url))
     }
     assert.isUndefined(errorOf(base + "a".repeat(2048 - base.length), "production"))
