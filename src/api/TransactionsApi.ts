@@ -187,7 +187,9 @@ export class TransactionsApi extends HttpApiGroup.make("transactions")
         InternalDestinationNotAllowedWire,
         SameWalletTransferWire,
         BelowMinWithdrawalWire,
-        LimitExceededWire
+        LimitExceededWire,
+        // A SOL node that cannot tell whether the destination is a wallet (spec 4.1; decisions.md).
+        ProviderUnavailableWire
       ]
     }).annotate(
       OpenApi.Description,

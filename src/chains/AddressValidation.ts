@@ -114,8 +114,9 @@ const parseSolanaPublicKey = (address: string): PublicKey | undefined => {
 }
 
 /**
- * SOL: any base58 string of exactly 32 bytes. Program-derived addresses (token accounts) are valid here on purpose:
- * the spec's validate endpoint does not judge ownership; estimate and withdrawal use `isSolanaWalletAddress`.
+ * SOL: any base58 string of exactly 32 bytes. Program ids, mints and token accounts are valid here on purpose: the
+ * spec's validate endpoint does not judge what an address holds (4.1); estimate and withdrawal also apply
+ * chains/sol/SolWalletAddress.ts.
  */
 const validateSol = (address: string): AddressValidation =>
   parseSolanaPublicKey(address) === undefined ? invalid : valid(address)
@@ -141,13 +142,3 @@ export const validateAddress = (input: AddressValidationInput): AddressValidatio
   }
 }
 
-/**
- * Whether a SOL address could be a wallet (a key somebody holds), as required of withdrawal recipients. Addresses
- * off the ed25519 curve are program-derived (token accounts, PDAs) and have no private key: sending SOL or tokens
- * "to" them as an owner loses the funds. On-curve addresses can still be program ids or mints; telling those apart
- * needs an account read (`executable`), which belongs to the chain client, not to this pure check.
- */
-export const isSolanaWalletAddress = (address: string): boolean => {
-  const publicKey = parseSolanaPublicKey(address)
-  return publicKey !== undefined && PublicKey.isOnCurve(publicKey.toBytes())
-}

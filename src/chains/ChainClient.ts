@@ -153,6 +153,13 @@ export interface WithdrawalChain {
    * where the client reads real balances (the sweeps and GAS wallets use it); the simulated chain has none.
    */
   readonly balance?: ((address: string, assetId: string) => Effect.Effect<bigint, ChainUnavailable>) | undefined
+  /**
+   * SOL (spec 4.1, chains/sol/SolWalletAddress.ts `isWalletAccount`): whether the node holds nothing at `address`
+   * or a wallet's account, rather than a program, a mint, a token account or another program's data, which the
+   * static check cannot see. Present on clients of real SOL nodes; other families have no such rule, and the
+   * simulated chain keeps no accounts, so there the static check (`isSolanaWalletAddress`) is the whole answer.
+   */
+  readonly isWalletAddress?: ((address: string) => Effect.Effect<boolean, ChainUnavailable>) | undefined
   /** The network fee a withdrawal of this asset would pay now (to check the hot wallet before signing). */
   readonly networkFee: (assetId: string) => Effect.Effect<bigint, ChainUnavailable>
   /** Chain parameters for one signature; asked once per withdrawal (the signed bytes are stored). */

@@ -5,8 +5,13 @@
  * them at submission: a quote freezes nothing and creates nothing.
  *
  * Order of checks: amount, payer wallet, asset, asset and wallet family, network of the tenant, destination address,
- * platform address, then per settlement: the same wallet (off-chain) or the asset's withdrawal switches and minimum
- * (on-chain), then the single and daily limits.
+ * platform address, then per settlement: the same wallet (off-chain) or, on-chain, what the node holds at a SOL
+ * address, the asset's withdrawal switches and minimum, then the single and daily limits.
+ *
+ * SOL recipients must be wallet addresses (spec 4.1; chains/sol/SolWalletAddress.ts): the static part is checked with
+ * the address, the node's part only for on-chain withdrawals (an internal transfer never waits on a node). A node
+ * that cannot answer is 503 `PROVIDER_UNAVAILABLE` (retryable): unlike the fee, which falls back to the last known
+ * cost when the node is down (FeeFloors.ts), a recipient that was not checked must not pass (decisions.md).
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
@@ -16,7 +21,9 @@ import { effectiveWithdrawFee } from "../catalog/Fees.ts"
 import type { PriceView } from "../catalog/PriceFeed.ts"
 import { Switches, type SwitchView } from "../catalog/Switches.ts"
 import { tenantNetwork } from "../catalog/TenantCatalog.ts"
-import { isSolanaWalletAddress, validateAddress } from "../chains/AddressValidation.ts"
+import { validateAddress } from "../chains/AddressValidation.ts"
+import { ChainClients } from "../chains/ChainClient.ts"
+import { isSolanaWalletAddress, solNonWalletAddresses } from "../chains/sol/SolWalletAddress.ts"
 import {
   AssetDisabled,
   AssetMismatch,
@@ -28,6 +35,7 @@ import {
   LimitExceeded,
   NetworkDisabled,
   NotFound,
+  ProviderUnavailable,
   SameWalletTransfer
 } from "../domain/ApiError.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
@@ -35,6 +43,8 @@ import type { TenantSettings } from "../tenants/TenantSettings.ts"
 import { type Wallet, WalletRepository } from "../wallets/WalletRepository.ts"
 import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
 import { dailyLimitExceededMessage, spentToday } from "./DailyLimit.ts"
+
+const nodeCannotCheckMessage = "the chain node cannot check the destination address; retry later"
 
 /** How long a quote is good for (section 8: "about 2 minutes"). */
 export const quoteValidityMillis = 120_000
@@ -109,6 +119,7 @@ export type QuoteError =
   | AssetDisabled
   | BelowMinWithdrawal
   | LimitExceeded
+  | ProviderUnavailable
 
 /** The tenant's limits for an asset: its own when it set any (explicit null = unlimited), else the platform's. */
 export const limitsFor = (asset: CatalogAsset, settings: TenantSettings) => {
@@ -128,6 +139,10 @@ export class TransferQuotes extends Context.Service<TransferQuotes, {
       const platformAddresses = yield* PlatformAddresses
       const switches = yield* Switches
       const feeFloors = yield* FeeFloors
+      const clients = yield* ChainClients
+      const solNonWallets = solNonWalletAddresses(catalog)
+      /** One message for every refused address: clients branch on the code (section 7), not on which check refused. */
+      const invalidAddress = new InvalidAddress({ message: "invalid address" })
 
       const quote = Effect.fn("TransferQuotes.quote")(function*(tenant: Tenant, request: QuoteRequest) {
         if (request.amount <= 0n) return yield* new BadRequest({ message: "amount must be positive" })
@@ -156,9 +171,11 @@ export class TransferQuotes extends Context.Service<TransferQuotes, {
             btcNetwork: network.btcNetwork ?? undefined,
             address: request.destination
           })
-          // Funds sent to an off-curve SOL address (a program-derived account) can never be moved again.
-          if (!checked.isValid || (network.chainFamily === "SOL" && !isSolanaWalletAddress(checked.normalized))) {
-            return yield* new InvalidAddress({ message: "invalid address" })
+          // Funds sent to a SOL address that is no wallet (a program, a mint, a token account) cannot be moved again.
+          const solNonWallet = network.chainFamily === "SOL" && checked.isValid &&
+            !isSolanaWalletAddress(checked.normalized, solNonWallets)
+          if (!checked.isValid || solNonWallet) {
+            return yield* invalidAddress
           }
           destination = checked.normalized
         }
@@ -191,6 +208,21 @@ export class TransferQuotes extends Context.Service<TransferQuotes, {
           fee = crossUser ? tenant.settings.internalTransferFees?.[asset.assetId] ?? 0n : 0n
           limited = crossUser
         } else {
+          // Spec 4.1, what only a node can tell (a mint or token account at an ordinary address); SOL node clients
+          // alone have it. Here rather than with the address, so an internal transfer never waits on a node.
+          const isWalletAddress = clients.get(network.networkKey)?.withdrawals?.isWalletAddress
+          if (isWalletAddress !== undefined) {
+            const isWallet = yield* isWalletAddress(destination).pipe(
+              Effect.catchTag("ChainUnavailable", (error) =>
+                Effect.andThen(
+                  Effect.logWarning("cannot read the destination account; refusing for now").pipe(
+                    Effect.annotateLogs({ networkKey: network.networkKey, reason: error.message })
+                  ),
+                  Effect.fail(new ProviderUnavailable({ message: nodeCannotCheckMessage }))
+                ))
+            )
+            if (!isWallet) return yield* invalidAddress
+          }
           // Catalog, chain client and the operator's switches as stored now (operator-interface.md, "Switches").
           if (!(prefetched?.switches ?? (yield* switches.view)).withdrawable(asset, network)) {
             return yield* new AssetDisabled({ message: `withdrawals of ${asset.assetId} are disabled` })

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { PublicKey } from "@solana/web3.js"
-import { addressLengthMax, isSolanaWalletAddress, validateAddress } from "../../src/chains/AddressValidation.ts"
+import { addressLengthMax, validateAddress } from "../../src/chains/AddressValidation.ts"
 import type { BtcNetwork, ChainFamily } from "../../src/chains/ChainFamily.ts"
 
 interface Row {
@@ -208,33 +207,4 @@ describe("validateAddress SOL (32-byte base58, normalized as given; ownership is
     { address: ` ${solWallet}`, why: "leading space", normalized: null },
     { address: "", why: "empty", normalized: null }
   ])
-})
-
-describe("isSolanaWalletAddress (spec 4.1: SOL withdrawal recipients must be wallet addresses)", () => {
-  const rows: ReadonlyArray<readonly [string, boolean, string]> = [
-    [solWallet, true, "wallet, on curve"],
-    ["11111111111111111111111111111111", true, "System Program id is on curve (needs an executable check)"],
-    ["TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA", true, "Token program id is on curve"],
-    ["ATokenGPvbdGVxr1b2hvZbsiqW5xWH25efTNsLJA8knL", true, "ATA program id is on curve"],
-    ["FF2BjgeRK2LgK8Lj4wY2CTJrmJAKV5ZPCdHqfq1tJLGi", false, "ATA of HAgk for mint 32x0x44, off curve"],
-    ["5N3f1tj9v1vc5TUZ8S7mCAnVmjVKrfnzXWhxLaxyZAgt", false, "USDC ATA of HAgk, off curve"],
-    ["abc", false, "not an address"],
-    ["0x9858EfFD232B4033E47d90003D41EC34EcaEda94", false, "EVM address"]
-  ]
-  it("the off-curve vector is the associated token account of HAgk for mint 32 x 0x44", () => {
-    const mint = new PublicKey(new Uint8Array(32).fill(0x44))
-    expect(mint.toBase58()).toBe("5bV6jUfhDHCQVA1WfKBUnXUsboJgoKgkzkKcxr3joew5")
-    const tokenProgram = new PublicKey("TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA")
-    const [ata] = PublicKey.findProgramAddressSync(
-      [new PublicKey(solWallet).toBuffer(), tokenProgram.toBuffer(), mint.toBuffer()],
-      new PublicKey("ATokenGPvbdGVxr1b2hvZbsiqW5xWH25efTNsLJA8knL")
-    )
-    expect(ata.toBase58()).toBe("FF2BjgeRK2LgK8Lj4wY2CTJrmJAKV5ZPCdHqfq1tJLGi")
-  })
-
-  for (const [address, expected, why] of rows) {
-    it(`${why} (${address})`, () => {
-      expect(isSolanaWalletAddress(address)).toBe(expected)
-    })
-  }
 })

@@ -3,7 +3,8 @@
  * (test/chains/contract/SolContract.test.ts): the node's identity at start (decisions.md "Sending on real networks":
  * the genesis hash where the catalog names one), credentials from the URL's userinfo and never in messages, heights
  * found across long runs of skipped slots, when a signed transaction counts as expired (re-sign only after expiry),
- * and how the broadcast sorts the node's answers (docs/sol.md).
+ * how the broadcast sorts the node's answers (docs/sol.md), and which recipients the node shows to be no wallet
+ * (spec 4.1: mints, token accounts, programs, sysvars; chains/sol/SolWalletAddress.ts).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { base58 } from "@scure/base"
@@ -14,6 +15,7 @@ import type { CatalogAsset, CatalogNetwork } from "../../src/catalog/Catalog.ts"
 import { BroadcastRejected, ChainUnavailable, type SignedWithdrawal } from "../../src/chains/ChainClient.ts"
 import { makeNodeClient } from "../../src/chains/NodeClients.ts"
 import { makeSolChainClient } from "../../src/chains/sol/SolChainClient.ts"
+import { isSolanaWalletAddress, solWellKnownAccounts } from "../../src/chains/sol/SolWalletAddress.ts"
 import type { SolWithdrawalChain } from "../../src/chains/sol/SolWithdrawals.ts"
 import developmentCatalog from "../../src/catalog/development.json" with { type: "json" }
 import { associatedTokenAddress, tokenProgramId, transferChecked } from "../../src/signer/SolSigning.ts"
@@ -176,5 +178,55 @@ describe("SOL chain client", () => {
     assert.strictEqual(paid[0]!.outputIndex, accountIndex)
     // The balance the sweeps and the cover read is the associated account's only (docs/sol.md, "Traps").
     assert.strictEqual(await run(client.withdrawals!.balance!(owner.toBase58(), "SOL_DEVNET_USDC")), 0n)
+  }, 30_000)
+
+  it("isWalletAddress (spec 4.1): a mint, a token account, a program and a sysvar are no wallet; a funded wallet and a fresh address are", async () => {
+    const chain = clientFor(url).withdrawals as SolWithdrawalChain
+    const isWallet = (address: string) => run(chain.isWalletAddress(address))
+    // Keys of ordinary keypairs, so on the curve and unknown to the static check: only the node can tell.
+    const mint = Keypair.generate().publicKey.toBase58()
+    front.createMint(mint, 6)
+    const owner = Keypair.generate().publicKey.toBase58()
+    const tokenAccount = Keypair.generate().publicKey.toBase58()
+    front.createTokenAccount(tokenAccount, owner, mint)
+    for (const address of [mint, tokenAccount]) assert.isTrue(isSolanaWalletAddress(address, solWellKnownAccounts), address)
+    assert.isFalse(await isWallet(mint), "a mint (owned by the Token program)")
+    assert.isFalse(await isWallet(tokenAccount), "a token account at an on-curve address")
+    assert.isFalse(await isWallet(tokenProgramId.toBase58()), "a program (executable)")
+    assert.isFalse(await isWallet("SysvarRent111111111111111111111111111111111"), "a sysvar (owned by Sysvar1111…)")
+    const funded = Keypair.generate().publicKey.toBase58()
+    front.paySol(funded, 1_000_000_000n)
+    assert.isTrue(await isWallet(funded), "a System-owned wallet holding SOL")
+    assert.isTrue(await isWallet(owner), "the token account's owner, which holds nothing itself")
+    assert.isTrue(await isWallet(Keypair.generate().publicKey.toBase58()), "an address with no account yet")
+    // A node that does not answer is unavailable, never a yes.
+    const down = await failureOf((clientFor(`http://127.0.0.1:${freePortSync()}`).withdrawals as SolWithdrawalChain).isWalletAddress(funded))
+    assert.instanceOf(down, ChainUnavailable)
+  }, 30_000)
+
+  it("the loaders and the sysvar owner the node reports for programs and sysvars are on the static list, as are those accounts", async () => {
+    const connection = new Connection(front.url, { httpHeaders: { authorization: `Basic ${Buffer.from(`coffer:${password}`).toString("base64")}` } })
+    const accounts = [
+      "11111111111111111111111111111111",
+      tokenProgramId.toBase58(),
+      "TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb",
+      "ATokenGPvbdGVxr1b2hvZbsiqW5xWH25efTNsLJA8knL",
+      "MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr",
+      "Memo1UhkJRfHyvLMcVucJwxXeuD728EqVDDwQDxFMNo",
+      "SysvarRent111111111111111111111111111111111",
+      "SysvarEpochRewards1111111111111111111111111",
+      "SysvarLastRestartS1ot1111111111111111111111",
+      "StakeConfig11111111111111111111111111111111"
+    ]
+    const owners = new Set<string>()
+    for (const address of accounts) {
+      const info = await connection.getAccountInfo(new PublicKey(address))
+      assert.isNotNull(info, `${address} exists on the node`)
+      assert.isTrue(solWellKnownAccounts.has(address), address)
+      owners.add(info!.owner.toBase58())
+    }
+    // NativeLoader, both BPF loaders and the upgradeable one, Sysvar1111…, Config1111… (owner of StakeConfig).
+    assert.isAtLeast(owners.size, 5)
+    for (const owner of owners) assert.isTrue(solWellKnownAccounts.has(owner), owner)
   }, 30_000)
 })

@@ -627,8 +627,11 @@ export const startSolanaRpcFront = async (options: SolanaRpcFrontOptions = {}): 
       if (!account.exists) return context(null)
       const encoding = (config.encoding ?? "base64") as string
       if (encoding !== "base64") throw new RpcError(-32602, `encoding ${encoding} is not modelled by this front`)
+      // `dataSlice` cuts the data returned, not `space` (as on a validator).
+      const slice = config.dataSlice as { offset: number; length: number } | undefined
+      const data = slice === undefined ? account.data : account.data.subarray(slice.offset, slice.offset + slice.length)
       return context({
-        data: [Buffer.from(account.data).toString("base64"), "base64"],
+        data: [Buffer.from(data).toString("base64"), "base64"],
         executable: account.executable,
         lamports: Number(account.lamports),
         owner: account.programAddress,

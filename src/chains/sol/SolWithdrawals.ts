@@ -2,7 +2,8 @@
  * The sending side of a Solana node (ChainClient's WithdrawalChain; docs/sol.md, docs/sending.md): balances, the
  * fee, the recent blockhash a signature needs, the broadcast with the node's answers sorted into "accepted", "try
  * again" and "refused for good", the transaction's `meta` (fee and error), and whether a signed transaction's
- * blockhash has expired for good (the only moment a SOL withdrawal may be signed again, decisions.md).
+ * blockhash has expired for good (the only moment a SOL withdrawal may be signed again, decisions.md), and whether a
+ * recipient address holds a wallet's account or none (spec 4.1, SolWalletAddress.ts).
  *
  * Fee: 5,000 lamports per signature (the network's base fee; the signer's transactions carry one signature and no
  * compute-budget instruction, so no priority fee). An SPL withdrawal to a wallet without an associated token account
@@ -24,6 +25,7 @@ import {
   type WithdrawalTransfer
 } from "../ChainClient.ts"
 import type { SolCall, SolToken } from "./SolChainClient.ts"
+import { isWalletAccount } from "./SolWalletAddress.ts"
 
 /** A blockhash is valid for transactions in blocks up to its own block height + 150 (MAX_PROCESSING_AGE). */
 export const blockhashValidBlocks = 150n
@@ -82,6 +84,8 @@ export interface SolWithdrawalChain extends WithdrawalChain {
    * blockhash), so it holds for versions signed before `lastValidBlockHeight` was stored too.
    */
   readonly expired: (signed: { readonly raw: string; readonly txHash: string }) => Effect.Effect<boolean, ChainUnavailable>
+  /** Always present on a SOL node's client (optional on WithdrawalChain, where other families leave it out). */
+  readonly isWalletAddress: (address: string) => Effect.Effect<boolean, ChainUnavailable>
 }
 
 export const makeSolWithdrawals = (rpc: SolRpc, options: SolSendingOptions): SolWithdrawalChain => {
@@ -132,6 +136,22 @@ export const makeSolWithdrawals = (rpc: SolRpc, options: SolSendingOptions): Sol
       if (token !== undefined) return yield* tokenBalance(address, token)
       const key = yield* publicKey(address)
       return BigInt(yield* call("getBalance", () => connection.getBalance(key, "processed")))
+    })
+
+  /**
+   * Only whether the account exists, is executable and who owns it are needed, so no data is asked for (`dataSlice`
+   * of length 0): a program's or a data account's bytes can be megabytes.
+   */
+  const isWalletAddress = (address: string) =>
+    Effect.gen(function*() {
+      const key = yield* publicKey(address)
+      const account = yield* call(
+        "getAccountInfo",
+        () => connection.getAccountInfo(key, { commitment: "confirmed", dataSlice: { offset: 0, length: 0 } })
+      )
+      return isWalletAccount(
+        account === null ? null : { executable: account.executable, owner: account.owner.toBase58() }
+      )
     })
 
   const checkCap = (fee: bigint) =>
@@ -278,5 +298,5 @@ export const makeSolWithdrawals = (rpc: SolRpc, options: SolSendingOptions): Sol
       return (yield* rpc.signatureStatus(signed.txHash)) === null
     })
 
-  return { balance, hotWalletCovers, networkFee, withdrawalParameters, broadcast, inclusion, expired }
+  return { balance, hotWalletCovers, isWalletAddress, networkFee, withdrawalParameters, broadcast, inclusion, expired }
 }
