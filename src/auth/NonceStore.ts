@@ -7,7 +7,7 @@
 import { Clock, Context, Effect, Layer, Schedule, Schema, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { makeGroupCommit } from "../db/GroupCommit.ts"
-import { decodeRows, Text } from "../db/RowSchemas.ts"
+import { decodeRows, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
 
 /** Nonces per INSERT at most. */
 export const nonceBatchSizeMax = 1_000
@@ -20,12 +20,38 @@ interface Pending {
   readonly expiresAt: Date
 }
 
-// Compiled once (db/RowSchemas.ts): the nonces a batch inserted, decoded at this edge.
-const insertedNonces = decodeRows(Schema.Struct({ key_id: Text, nonce: Text }), "NonceStore.insertBatch")
+// Compiled once (db/RowSchemas.ts): the nonces a batch inserted, with their keys' standing, decoded at this edge.
+const insertedNonces = decodeRows(
+  Schema.Struct({
+    key_id: Text,
+    nonce: Text,
+    key_status: Nullable(Text),
+    tenant_status: Nullable(Text),
+    subscription_expires_at: Nullable(Timestamp)
+  }),
+  "NonceStore.insertBatch"
+)
+
+/**
+ * A key and its tenant as the statement that recorded the nonce saw them: what had committed at that instant, in
+ * every process. ApiKeys' cache is cleared in other processes only when a notification arrives (milliseconds
+ * later); reading the standing here, in the statement the nonce needs anyway, makes a revocation or a suspension
+ * hold from its commit (spec 5: "A revoked key is rejected at once"; operator-interface.md) at no extra round trip.
+ */
+export interface KeyStanding {
+  readonly keyActive: boolean
+  readonly tenantActive: boolean
+  readonly subscriptionExpiresAtMillis: number | undefined
+}
+
+export type NonceRecord =
+  | { readonly fresh: false }
+  /** `standing` undefined: the key has no row (only in tests of the store alone). */
+  | { readonly fresh: true; readonly standing: KeyStanding | undefined }
 
 export class NonceStore extends Context.Service<NonceStore, {
-  /** True when the nonce was fresh and is now recorded; false when this key used it before. */
-  readonly record: (keyId: string, nonce: string, expiresAtSeconds: number) => Effect.Effect<boolean>
+  /** Fresh when the nonce is now recorded, with the key's standing as committed then; not when this key used it. */
+  readonly record: (keyId: string, nonce: string, expiresAtSeconds: number) => Effect.Effect<NonceRecord>
 }>()("coffer/NonceStore") {
   static readonly layer = Layer.effect(
     NonceStore,
@@ -34,15 +60,21 @@ export class NonceStore extends Context.Service<NonceStore, {
       const scope = yield* Scope.Scope
       const insertBatch = (batch: ReadonlyArray<Pending>) =>
         sql`
-          INSERT INTO auth_nonces (key_id, nonce, expires_at)
-          SELECT key_id, nonce, expires_at FROM jsonb_to_recordset(${
+          WITH inserted AS (
+            INSERT INTO auth_nonces (key_id, nonce, expires_at)
+            SELECT key_id, nonce, expires_at FROM jsonb_to_recordset(${
           JSON.stringify(batch.map((p) => ({ key_id: p.keyId, nonce: p.nonce, expires_at: p.expiresAt.toISOString() })))
         }::jsonb) AS batch (key_id text, nonce text, expires_at timestamptz)
-          ON CONFLICT (key_id, nonce) DO NOTHING
-          RETURNING key_id, nonce`.pipe(Effect.flatMap(insertedNonces))
+            ON CONFLICT (key_id, nonce) DO NOTHING
+            RETURNING key_id, nonce
+          )
+          SELECT i.key_id, i.nonce, k.status AS key_status, t.status AS tenant_status, t.subscription_expires_at
+          FROM inserted i LEFT JOIN api_keys k ON k.key_id = i.key_id LEFT JOIN tenants t ON t.id = k.tenant_id`.pipe(
+          Effect.flatMap(insertedNonces)
+        )
 
       const idOf = (item: Pending) => `${item.keyId}\u0000${item.nonce}`
-      const recordOne = yield* makeGroupCommit<Pending, boolean>({
+      const recordOne = yield* makeGroupCommit<Pending, NonceRecord>({
         batchMax: nonceBatchSizeMax,
         write: (batch) =>
           Effect.gen(function*() {
@@ -50,8 +82,19 @@ export class NonceStore extends Context.Service<NonceStore, {
             const firsts = new Map<string, Pending>()
             for (const item of batch) if (!firsts.has(idOf(item))) firsts.set(idOf(item), item)
             const inserted = yield* insertBatch([...firsts.values()])
-            const fresh = new Set(inserted.map((row) => `${row.key_id}\u0000${row.nonce}`))
-            return batch.map((item) => firsts.get(idOf(item)) === item && fresh.has(idOf(item)))
+            const fresh = new Map<string, (typeof inserted)[number]>(inserted.map((row) => [`${row.key_id}\u0000${row.nonce}`, row] as const))
+            return batch.map((item): NonceRecord => {
+              const row = fresh.get(idOf(item))
+              if (firsts.get(idOf(item)) !== item || row === undefined) return { fresh: false }
+              return {
+                fresh: true,
+                standing: row.key_status === null ? undefined : {
+                  keyActive: row.key_status === "ACTIVE",
+                  tenantActive: row.tenant_status === "ACTIVE",
+                  subscriptionExpiresAtMillis: row.subscription_expires_at?.getTime()
+                }
+              }
+            })
           }).pipe(Effect.orDie)
       })
 

@@ -87,8 +87,16 @@ export const SignatureAuthLayer = Layer.effect(
         }
 
         // 10: the nonce, durably.
-        const fresh = yield* nonces.record(keyId, token.claims.nonce, token.claims.exp)
-        if (!fresh) return yield* new Unauthorized({ message: "nonce reused" })
+        const recorded = yield* nonces.record(keyId, token.claims.nonce, token.claims.exp)
+        if (!recorded.fresh) return yield* new Unauthorized({ message: "nonce reused" })
+        // 4, 5 and 9 again, as committed when the nonce was recorded: a revocation, suspension or expiry made
+        // through another process holds from its commit, not from when this process's cache hears of it.
+        const standing = recorded.standing
+        if (standing === undefined || !standing.keyActive) return yield* authenticationRequired()
+        if (!standing.tenantActive) return yield* new Forbidden({ message: "tenant suspended" })
+        if (standing.subscriptionExpiresAtMillis !== undefined && standing.subscriptionExpiresAtMillis <= nowMillis) {
+          return yield* new Forbidden({ message: "tenant subscription expired" })
+        }
 
         // 11: the per-key cap.
         if (!rateLimiter.takeAt(keyId, key.rateLimitPerSecond, nowMillis)) {

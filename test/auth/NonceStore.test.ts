@@ -20,17 +20,22 @@ layer(TestLayer, { excludeTestServices: true })("NonceStore", (it) => {
   it.effect("check 10: a nonce is fresh once per key", () =>
     Effect.gen(function*() {
       const store = yield* NonceStore
-      assert.isTrue(yield* store.record("ak_a", "n-1", expiresAtSeconds))
-      assert.isFalse(yield* store.record("ak_a", "n-1", expiresAtSeconds))
-      assert.isTrue(yield* store.record("ak_b", "n-1", expiresAtSeconds), "another key has its own nonces")
-      assert.isTrue(yield* store.record("ak_a", "n-2", expiresAtSeconds))
+      const fresh = (keyId: string, nonce: string) => Effect.map(store.record(keyId, nonce, expiresAtSeconds), (r) => r.fresh)
+      assert.isTrue(yield* fresh("ak_a", "n-1"))
+      assert.isFalse(yield* fresh("ak_a", "n-1"))
+      assert.isTrue(yield* fresh("ak_b", "n-1"), "another key has its own nonces")
+      assert.isTrue(yield* fresh("ak_a", "n-2"))
     }))
 
   it.effect("check 10: concurrent uses of one nonce (one group commit or several): exactly one is fresh", () =>
     Effect.gen(function*() {
       const store = yield* NonceStore
       const results = yield* Effect.all(
-        Array.from({ length: 50 }, (_, index) => store.record("ak_c", index % 2 === 0 ? "same" : `other-${index}`, expiresAtSeconds)),
+        Array.from({ length: 50 }, (_, index) =>
+          Effect.map(
+            store.record("ak_c", index % 2 === 0 ? "same" : `other-${index}`, expiresAtSeconds),
+            (recorded) => recorded.fresh
+          )),
         { concurrency: "unbounded" }
       )
       const sameResults = results.filter((_, index) => index % 2 === 0)

@@ -4,6 +4,7 @@
  */
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import { randomUUID, sign } from "node:crypto"
 import { PublicAddress } from "../../src/App.ts"
@@ -184,6 +185,31 @@ layer(atRealisticTime(makeTestAppLayer()))("signed requests (spec section 5)", (
       authenticationRequired(yield* get(tenant, "/v1/networks"))
       authenticationRequired(yield* post(tenant, "/v1/users", JSON.stringify({ customerRefId: "after-revoke" })))
     }))
+
+  it.effect("checks 4, 5 and 9 hold from the commit, also when another process made the change (no cache notice here)", () =>
+    Effect.gen(function*() {
+      yield* freshTime
+      const sql = yield* SqlClient.SqlClient
+      // Each change is written straight to the database, as another process would, so this process's key cache
+      // (cleared only when another process's notice arrives, milliseconds later) still holds the key as it was.
+      const revoked = yield* provisionTenant()
+      assert.strictEqual((yield* get(revoked, "/v1/networks")).status, 200)
+      yield* sql`UPDATE api_keys SET status = 'REVOKED', revoked_at = now() WHERE key_id = ${revoked.keyId}`
+      authenticationRequired(yield* post(revoked, "/v1/users", JSON.stringify({ customerRefId: "after-revoke" })))
+
+      const suspended = yield* provisionTenant()
+      assert.strictEqual((yield* get(suspended, "/v1/networks")).status, 200)
+      yield* sql`UPDATE tenants SET status = 'SUSPENDED' WHERE id = ${suspended.tenantId}`
+      assertError(yield* get(suspended, "/v1/networks"), 403, "FORBIDDEN", "tenant suspended")
+
+      const expired = yield* provisionTenant()
+      assert.strictEqual((yield* get(expired, "/v1/networks")).status, 200)
+      yield* sql`UPDATE tenants SET subscription_expires_at = '2000-01-01T00:00:00Z' WHERE id = ${expired.tenantId}`
+      assertError(yield* get(expired, "/v1/networks"), 403, "FORBIDDEN", "tenant subscription expired")
+      const users = yield* sql<{ n: string }>`
+        SELECT count(*)::text AS n FROM users WHERE tenant_id = ${revoked.tenantId}`
+      assert.strictEqual(users[0]!.n, "0", "nothing was created with the revoked key")
+    }).pipe(Effect.orDie))
 
   it.effect("check 5: a suspended tenant is 403 tenant suspended; reactivation lets it in again", () =>
     Effect.gen(function*() {
