@@ -48,6 +48,7 @@ import { CrashPoints, type sendCrashSteps } from "../idempotency/CrashPoints.ts"
 import { Signer } from "../signer/Signer.ts"
 import type { SigningKey } from "../signer/TransactionRequest.ts"
 import { withdrawalRequest } from "../withdrawals/WithdrawalRequests.ts"
+import { makeTronPayloadSpacing } from "./TronPayloadSpacing.ts"
 import { renewedParameters, signedParameters, storedParameters } from "./SignedParameters.ts"
 
 export type SendPurpose = "WITHDRAWAL" | "SWEEP" | "TOP_UP"
@@ -599,11 +600,17 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       const signingQueue = (networkKey: string, address: string) =>
         signingQueues[stripeOf(`${networkKey}:${address}`, signingStripes)]!
 
+      const spaceTronPayload = makeTronPayloadSpacing()
+
       const sign = Effect.fn("OutgoingSends.sign")(function*(spec: SendSpec, hooks: SignHooks) {
         const existing = hooks.knownUnsigned === true ? undefined : yield* forOwner(spec.purpose, spec.ownerId)
         if (existing !== undefined) return { _tag: "Signed", send: existing } as SignOutcome
         const { chain } = sendingChain(spec.networkKey)
-        const parameters = spec.parameters ?? (yield* chain.withdrawalParameters(spec.transfer))
+        const parameters = spaceTronPayload(
+          spec.networkKey,
+          spec.transfer,
+          spec.parameters ?? (yield* chain.withdrawalParameters(spec.transfer))
+        )
         // The node's count seeds the sequence on an address's first send only; afterwards PostgreSQL alone decides.
         // A sequence row is never deleted, so one seen once need not be looked for again.
         const sequenceKey = `${spec.networkKey}/${spec.transfer.from}`

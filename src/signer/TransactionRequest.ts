@@ -62,9 +62,15 @@ export interface TronTransfer {
   /** Most sun the contract call may burn for energy; required with `token`. */
   readonly feeLimit?: bigint | undefined
   readonly referenceBlock: TronReferenceBlock
-  /** When the network drops the transaction unconfirmed, ms since the epoch; default the block time plus 60 s. */
+  /**
+   * When the network drops the transaction unconfirmed, ms since the epoch; default the block time plus
+   * `tronExpirationAfterBlockMs`.
+   */
   readonly expiration?: number | undefined
 }
+
+/** What TRON nodes use when a client does not choose: a transaction stays valid for 60 s after its block. */
+export const tronExpirationAfterBlockMs = 60_000
 
 export interface BtcInput {
   readonly txid: string

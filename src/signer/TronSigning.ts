@@ -7,10 +7,12 @@
 import { bytesToHex } from "@noble/hashes/utils.js"
 import type { TronWeb } from "tronweb"
 import { type KeySource, withKey } from "./KeySource.ts"
-import type { SignedTransaction, TronReferenceBlock, TronTransfer } from "./TransactionRequest.ts"
-
-/** What TRON nodes use when a client does not choose: a transaction stays valid for 60 s after its block. */
-const expirationAfterBlockMs = 60_000
+import {
+  type SignedTransaction,
+  tronExpirationAfterBlockMs,
+  type TronReferenceBlock,
+  type TronTransfer
+} from "./TransactionRequest.ts"
 
 let library: Promise<typeof import("tronweb")> | undefined
 const tronweb = () => (library ??= import("tronweb"))
@@ -26,7 +28,7 @@ const blockHeader = (block: TronReferenceBlock, expiration: number | undefined) 
   return {
     ref_block_bytes: block.number.toString(16).slice(-4).padStart(4, "0"),
     ref_block_hash: block.id.slice(16, 32),
-    expiration: expiration ?? block.timestamp + expirationAfterBlockMs,
+    expiration: expiration ?? block.timestamp + tronExpirationAfterBlockMs,
     timestamp: block.timestamp
   }
 }

@@ -394,6 +394,30 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("on-chain withdrawals",
         yield* devnet("BSC_TESTNET", { networkFeeRaw: 21_000_000_000_000n })
       }))
 
+    it.effect("TRON: identical withdrawals on one reference block are distinct transactions, all broadcast without a block between", () =>
+      Effect.gen(function*() {
+        // No nonce on TRON: the same HOT, recipient, asset and amount on one block would be one hash, and all but the
+        // first waited a block each (sending/TronPayloadSpacing.ts).
+        const tenant = yield* provisionTenant()
+        const { walletId } = yield* walletOf(tenant, "twins", "TRON_NILE")
+        yield* fund(tenant, walletId, "TRON_NILE_TRX", 500_000_000n)
+        const ids: Array<string> = []
+        for (let index = 0; index < 4; index++) {
+          const created = yield* call(tenant, "POST", "/v1/transactions", {
+            assetId: "TRON_NILE_TRX",
+            source: { type: "WALLET", id: walletId },
+            destination: { type: "ONE_TIME_ADDRESS", oneTimeAddress: { address: "TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7" } },
+            amountRaw: "15000000",
+            externalTxId: `tron-twin-${index}`
+          })
+          assert.strictEqual(created.status, 202, created.text)
+          ids.push(created.json.withdrawalId as string)
+        }
+        const sent = yield* Effect.forEach(ids, (id) => waitFor(tenant, id, "CONFIRMING"))
+        const hashes = new Set(sent.map((transaction) => transaction.txHash))
+        assert.strictEqual(hashes.size, 4, JSON.stringify([...hashes]))
+      }))
+
     it.effect("a crash between storing the signature and broadcasting: the handler run twice rebroadcasts the same bytes, never re-signs", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
