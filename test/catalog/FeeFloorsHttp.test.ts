@@ -14,7 +14,13 @@ import { SqlClient } from "effect/sql"
 import { OpsAddress } from "../../src/App.ts"
 import { FeeFloorRefreshMillis } from "../../src/catalog/FeeFloors.ts"
 import { assetFees } from "../support/Funds.ts"
-import { makeTestAppLayer, provisionTenant, rawRequest, type TestTenant, testOpsToken } from "../support/TestApp.ts"
+import {
+  makeTestAppLayer,
+  opsRequest,
+  provisionTenant,
+  rawRequest,
+  type TestTenant
+} from "../support/TestApp.ts"
 import { call, devnet, expectError, fund, mine, settings, waitFor, walletOf, withdraw } from "../withdrawals/WithdrawalHelpers.ts"
 
 const gwei = 10n ** 9n
@@ -43,15 +49,7 @@ const estimateFee = (tenant: TestTenant, walletId: string, assetId: string, to: 
     }
   )
 
-const ops = (method: string, target: string, body?: unknown, headers: Record<string, string> = {}) =>
-  Effect.flatMap(OpsAddress, (baseUrl) =>
-    rawRequest({
-      baseUrl,
-      method,
-      target,
-      headers: { authorization: `Bearer ${testOpsToken}`, ...headers },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) })
-    }))
+const ops = opsRequest
 
 /** Submits withdrawals of `bnb`, waits until each is broadcast, mines them final, waits until each is COMPLETED. */
 const completeWithdrawals = (tenant: TestTenant, walletId: string, count: number, tag: string) =>

@@ -11,22 +11,15 @@ import { rawPublicKeyHex } from "../../src/auth/Ed25519.ts"
 import { assertError, atRealisticTime, authenticationRequired, freshTime } from "../support/Signing.ts"
 import {
   makeTestAppLayer,
+  opsRequest,
   provisionTenant,
-  type RawResponse,
   rawRequest,
-  type TestTenant,
-  testOpsToken
+  type RawResponse,
+  testOpsToken,
+  type TestTenant
 } from "../support/TestApp.ts"
 
-const ops = (method: string, target: string, body?: unknown, headers: Record<string, string> = {}) =>
-  Effect.flatMap(OpsAddress, (baseUrl) =>
-    rawRequest({
-      baseUrl,
-      method,
-      target,
-      ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) }),
-      headers: { authorization: `Bearer ${testOpsToken}`, ...headers }
-    }))
+const ops = opsRequest
 
 const v1 = (tenant: TestTenant, method: string, target: string, body?: unknown) =>
   Effect.flatMap(PublicAddress, (baseUrl) =>

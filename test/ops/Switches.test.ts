@@ -9,7 +9,6 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import { OpsAddress } from "../../src/App.ts"
 import type { CatalogAsset, CatalogNetwork } from "../../src/catalog/Catalog.ts"
 import { makeSwitchView } from "../../src/catalog/Switches.ts"
 import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
@@ -17,26 +16,19 @@ import { expectError, fund, settings } from "../support/Funds.ts"
 import {
   makeTestAppLayer,
   opsClient,
+  opsRequest,
   provisionTenant,
-  type RawResponse,
   rawRequest,
-  type TestTenant,
+  type RawResponse,
   testMnemonic,
-  testOpsToken
+  testOpsToken,
+  type TestTenant
 } from "../support/TestApp.ts"
 import { freePort, makeDataDir, spawnService, stopService, waitForHealth } from "../e2e/ServiceProcess.ts"
 import { hotWalletBalanceDefault } from "../../src/chains/simulated/SimulatedChain.ts"
 import { devnet, getTransaction, waitFor } from "../withdrawals/WithdrawalHelpers.ts"
 
-const ops = (method: string, target: string, body?: unknown) =>
-  Effect.flatMap(OpsAddress, (baseUrl) =>
-    rawRequest({
-      baseUrl,
-      method,
-      target,
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      headers: { authorization: `Bearer ${testOpsToken}` }
-    }))
+const ops = opsRequest
 
 const ok = (response: RawResponse) => {
   assert.strictEqual(response.status, 200, response.text)
@@ -151,6 +143,40 @@ const changes = (targetId: string) =>
       SELECT target, change, changed_at, tenant_id FROM switch_changes WHERE target_id = ${targetId} ORDER BY id`
   }).pipe(Effect.orDie)
 
+/**
+ * A funded wallet's withdrawal caught QUEUED (the hot wallet short: the only way to catch one before it signs), then
+ * `hold`: covering the hot wallet re-asks it at once (DevnetHandlers), and it must stay QUEUED with nothing signed.
+ * Then `release` must send it at once, not at the supervisor's sweep 10-20 s later (withdrawalStuckAfterMillis).
+ */
+const heldWhileQueued = <R>(
+  tenant: TestTenant,
+  walletId: string,
+  hold: Effect.Effect<void, never, R>,
+  release: Effect.Effect<void, never, R>
+) =>
+  Effect.gen(function*() {
+    yield* fund(tenant, walletId, btc, 1_000_000n)
+    yield* devnet("BTC_TESTNET", { hotWalletBalance: { [btc]: 0n } })
+    const submitted = yield* withdraw(tenant, walletId)
+    assert.strictEqual(submitted.status, 202, submitted.text)
+    const id = submitted.json.transactionId as string
+    yield* waitFor(tenant, id, "QUEUED", "INSUFFICIENT_FUNDS_PLATFORM")
+
+    yield* hold
+    yield* devnet("BTC_TESTNET", { hotWalletBalance: { [btc]: hotWalletBalanceDefault } })
+    yield* Effect.sleep("1500 millis")
+    const held = yield* getTransaction(tenant, id)
+    assert.deepStrictEqual([held.status, held.txHash], ["QUEUED", null])
+    const sql = yield* SqlClient.SqlClient
+    assert.lengthOf(yield* sql`SELECT 1 FROM outgoing_sends WHERE owner_id = ${id}`.pipe(Effect.orDie), 0)
+
+    const released = Date.now()
+    yield* release
+    const sent = yield* waitFor(tenant, id, "CONFIRMING")
+    assert.isString(sent.txHash)
+    assert.isBelow(Date.now() - released, 5_000)
+  }).pipe(Effect.ensuring(devnet("BTC_TESTNET", { hotWalletBalance: { [btc]: hotWalletBalanceDefault } })))
+
 layer(makeTestAppLayer(), { excludeTestServices: true, timeout: 120_000 })("operator switches", (it) => {
   describe("network", () => {
     it.effect("PATCH /ops/networks/{networkKey}: 200 {networkKey, depositEnabled, withdrawEnabled, watch}, stored with its time; 404 unknown; 422 bad body", () =>
@@ -220,30 +246,13 @@ layer(makeTestAppLayer(), { excludeTestServices: true, timeout: 120_000 })("oper
       restoringBtc(Effect.gen(function*() {
         const tenant = yield* provisionTenant()
         const { walletId } = yield* walletOf(tenant, "quentin")
-        yield* fund(tenant, walletId, btc, 1_000_000n)
-        // QUEUED first, held by the hot wallet's cover (the only way to catch a withdrawal before it signs).
-        yield* devnet("BTC_TESTNET", { hotWalletBalance: { [btc]: 0n } })
-        const submitted = yield* withdraw(tenant, walletId)
-        assert.strictEqual(submitted.status, 202, submitted.text)
-        const id = submitted.json.transactionId as string
-        yield* waitFor(tenant, id, "QUEUED", "INSUFFICIENT_FUNDS_PLATFORM")
-
-        yield* switchNetwork("BTC_TESTNET", { withdrawEnabled: false })
-        // Covering it re-asks the withdrawal at once (DevnetHandlers): with the switch off it must stay QUEUED.
-        yield* devnet("BTC_TESTNET", { hotWalletBalance: { [btc]: hotWalletBalanceDefault } })
-        yield* Effect.sleep("1500 millis")
-        const held = yield* getTransaction(tenant, id)
-        assert.deepStrictEqual([held.status, held.txHash], ["QUEUED", null])
-        const sql = yield* SqlClient.SqlClient
-        assert.lengthOf(yield* sql`SELECT 1 FROM outgoing_sends WHERE owner_id = ${id}`.pipe(Effect.orDie), 0)
-
-        // Switching on asks it again at once; the supervisor's sweep would take 10-20 s (withdrawalStuckAfterMillis).
-        const switchedOn = Date.now()
-        yield* switchNetwork("BTC_TESTNET", { withdrawEnabled: true })
-        const sent = yield* waitFor(tenant, id, "CONFIRMING")
-        assert.isString(sent.txHash)
-        assert.isBelow(Date.now() - switchedOn, 5_000)
-      }).pipe(Effect.ensuring(devnet("BTC_TESTNET", { hotWalletBalance: { [btc]: hotWalletBalanceDefault } })))))
+        yield* heldWhileQueued(
+          tenant,
+          walletId,
+          Effect.asVoid(switchNetwork("BTC_TESTNET", { withdrawEnabled: false })),
+          Effect.asVoid(switchNetwork("BTC_TESTNET", { withdrawEnabled: true }))
+        )
+      })))
 
     it.effect("withdraw switch off when a withdrawal leaves SUBMITTED: the queue transition reads the switch with its own statement; it waits QUEUED, nothing signed", () =>
       restoringBtc(Effect.gen(function*() {
@@ -423,29 +432,10 @@ layer(makeTestAppLayer(), { excludeTestServices: true, timeout: 120_000 })("oper
       Effect.gen(function*() {
         const tenant = yield* provisionTenant()
         const { walletId } = yield* walletOf(tenant, "vera")
-        yield* fund(tenant, walletId, btc, 1_000_000n)
-        yield* devnet("BTC_TESTNET", { hotWalletBalance: { [btc]: 0n } })
-        const submitted = yield* withdraw(tenant, walletId)
-        assert.strictEqual(submitted.status, 202, submitted.text)
-        const id = submitted.json.transactionId as string
-        yield* waitFor(tenant, id, "QUEUED", "INSUFFICIENT_FUNDS_PLATFORM")
-
-        assert.strictEqual((yield* switchWallet(tenant, walletId, "FROZEN")).status, 200)
-        // Covering it re-asks the withdrawal at once (DevnetHandlers): from a frozen wallet it must stay QUEUED.
-        yield* devnet("BTC_TESTNET", { hotWalletBalance: { [btc]: hotWalletBalanceDefault } })
-        yield* Effect.sleep("1500 millis")
-        const held = yield* getTransaction(tenant, id)
-        assert.deepStrictEqual([held.status, held.txHash], ["QUEUED", null])
-        const sql = yield* SqlClient.SqlClient
-        assert.lengthOf(yield* sql`SELECT 1 FROM outgoing_sends WHERE owner_id = ${id}`.pipe(Effect.orDie), 0)
-
-        // Unfreezing asks it again at once; the supervisor's sweep would take 10-20 s.
-        const unfrozen = Date.now()
-        assert.strictEqual((yield* switchWallet(tenant, walletId, "ACTIVE")).status, 200)
-        const sent = yield* waitFor(tenant, id, "CONFIRMING")
-        assert.isString(sent.txHash)
-        assert.isBelow(Date.now() - unfrozen, 5_000)
-      }).pipe(Effect.ensuring(devnet("BTC_TESTNET", { hotWalletBalance: { [btc]: hotWalletBalanceDefault } }))))
+        const answered = (status: string) =>
+          Effect.map(switchWallet(tenant, walletId, status), (response) => assert.strictEqual(response.status, 200, response.text))
+        yield* heldWhileQueued(tenant, walletId, answered("FROZEN"), answered("ACTIVE"))
+      }))
 
     it.effect("FROZEN while an internal transfer awaits approval: the operator's approval is 422 WALLET_NOT_ACTIVE and moves nothing; a rejection releases", () =>
       Effect.gen(function*() {

@@ -134,6 +134,20 @@ const toRaw = async (response: Response): Promise<RawResponse> => {
 }
 
 /**
+ * A raw request to the operator listener with the test's token: `body` as JSON (a string is sent as it is, for
+ * malformed bodies); `headers` add to or override the token.
+ */
+export const opsRequest = (method: string, target: string, body?: unknown, headers: Record<string, string> = {}) =>
+  Effect.flatMap(OpsAddress, (baseUrl) =>
+    rawRequest({
+      baseUrl,
+      method,
+      target,
+      ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) }),
+      headers: { authorization: `Bearer ${testOpsToken}`, ...headers }
+    }))
+
+/**
  * A raw request over the socket; with `tenant`, signed like a tenant would (unless headers override), at the time of
  * the Clock the server runs on (TestClock inside `it.effect`).
  */

@@ -12,8 +12,7 @@ import { createBase58check } from "@scure/base"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { getAddress } from "viem"
-import { OpsAddress } from "../../src/App.ts"
-import { makeTestAppLayer, provisionTenant, rawRequest, type TestTenant, testOpsToken } from "../support/TestApp.ts"
+import { makeTestAppLayer, opsRequest, provisionTenant, type TestTenant } from "../support/TestApp.ts"
 import {
   balance,
   call,
@@ -30,15 +29,7 @@ import {
 /** The `41…` hex form of a base58 TRON address, computed apart from the service's own TronAddress.ts. */
 const tronHexOf = (base58Address: string) => bytesToHex(createBase58check(sha256).decode(base58Address))
 
-const ops = (method: string, target: string, body?: unknown) =>
-  Effect.flatMap(OpsAddress, (baseUrl) =>
-    rawRequest({
-      baseUrl,
-      method,
-      target,
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      headers: { authorization: `Bearer ${testOpsToken}` }
-    }))
+const ops = opsRequest
 
 const transfer = (tenant: TestTenant, body: Record<string, unknown>) => call(tenant, "POST", "/v1/transactions", body)
 
