@@ -74,6 +74,8 @@ import { OpsManualHandlers } from "./ops/ManualHandlers.ts"
 import { OpsSwitchHandlers } from "./ops/SwitchHandlers.ts"
 import { OpsPriceHandlers } from "./ops/PriceHandlers.ts"
 import { OpsSweepsHandlers } from "./ops/SweepHandlers.ts"
+import { OpsReservesHandlers } from "./ops/ReservesHandlers.ts"
+import { Reserves } from "./ledger/Reserves.ts"
 import { OpsApi } from "./ops/OpsApi.ts"
 import {
   OpsAuthLayer,
@@ -106,7 +108,8 @@ export const DomainLayer = Layer.mergeAll(
   Layer.provideMerge(WithdrawalEntityLayer),
   Layer.provideMerge(WithdrawalProcessor.layer),
   // Sweeps and GAS wallets (sweeps/), on the sending pipeline.
-  Layer.provideMerge(Layer.mergeAll(Sweeps.layer, GasWallets.layer)),
+  // Beside them the proof of reserves (ledger/Reserves.ts), which reads the ledger and the chains and moves nothing.
+  Layer.provideMerge(Layer.mergeAll(Sweeps.layer, GasWallets.layer, Reserves.layer)),
   // Every transaction the service sends, once (sending/): withdrawals now, sweeps next.
   Layer.provideMerge(OutgoingSends.layer),
   Layer.provideMerge(Layer.mergeAll(
@@ -178,7 +181,8 @@ export const OpsRoutes = Layer.mergeAll(
       OpsSwitchHandlers,
       OpsSweepsHandlers,
       OpsDevnetHandlers,
-      OpsPriceHandlers
+      OpsPriceHandlers,
+      OpsReservesHandlers
     )
   ),
   Layer.provide(Layer.mergeAll(OpsAuthLayer, OpsSchemaErrorsLayer))

@@ -343,6 +343,62 @@ export class OpsPricesApi extends HttpApiGroup.make("prices")
   .annotateMerge(OpenApi.annotations({ title: "Prices" }))
 {}
 
+const TreeRootObject = Schema.Struct({
+  /** SHA-256 of the root node, hex (docs/reserves.md). */
+  hash: Schema.String,
+  /** The liabilities: the sum of every leaf, raw. */
+  sumRaw: Schema.String
+}).annotate({ identifier: "ReserveTreeRoot" })
+
+export const ReserveAssetObject = Schema.Struct({
+  networkKey: Schema.String,
+  assetId: Schema.String,
+  liabilities: Schema.Struct({ root: TreeRootObject, leafCount: Schema.Number }),
+  /** What the listed addresses hold on chain at the node's head (`height`); null when the network cannot be read. */
+  holdings: Schema.NullOr(Schema.Struct({
+    at: Schema.Literal("HEAD"),
+    height: Schema.String,
+    totalRaw: Schema.String,
+    addresses: Schema.Array(Schema.Struct({ address: Schema.String, role: Schema.String, balanceRaw: Schema.String }))
+  })),
+  /** Why `holdings` is null. */
+  holdingsNotRead: Schema.NullOr(Schema.String),
+  /** holdings − liabilities, signed (a minus sign: less on chain than owed); null without holdings. */
+  differenceRaw: Schema.NullOr(Schema.String)
+}).annotate({ identifier: "ReserveAsset" })
+
+export const LiabilityProofObject = Schema.Struct({
+  networkKey: Schema.String,
+  assetId: Schema.String,
+  leaf: Schema.Struct({
+    salt: Schema.String,
+    ownerKind: Schema.Literals(["USER", "TENANT_FEES"]),
+    tenantId: Schema.String,
+    customerRefId: Schema.String,
+    assetId: Schema.String,
+    availableRaw: Schema.String,
+    frozenRaw: Schema.String,
+    hash: Schema.String
+  }),
+  path: Schema.Array(Schema.Struct({ side: Schema.Literals(["LEFT", "RIGHT"]), hash: Schema.String, sumRaw: Schema.String })),
+  root: TreeRootObject
+}).annotate({ identifier: "LiabilityProof" })
+
+/** Proof of reserves (docs/reserves.md): liabilities as Merkle sum tree roots, holdings, and one user's proof. */
+export class OpsReservesApi extends HttpApiGroup.make("reserves")
+  .add(
+    HttpApiEndpoint.get("report", "/ops/reserves", {
+      success: Schema.Struct({ takenAt: Schema.String, items: Schema.Array(ReserveAssetObject) })
+    }),
+    HttpApiEndpoint.get("liabilityProof", "/ops/tenants/:tenantId/users/:customerRefId/liability_proof", {
+      params: userParams,
+      success: Schema.Struct({ takenAt: Schema.String, proofs: Schema.Array(LiabilityProofObject) }),
+      error: [NotFoundWire]
+    })
+  )
+  .annotateMerge(OpenApi.annotations({ title: "Proof of reserves" }))
+{}
+
 export class OpsApi extends HttpApi.make("coffer-ops")
   .add(OpsTenantsApi)
   .add(OpsUsersApi)
@@ -352,6 +408,7 @@ export class OpsApi extends HttpApi.make("coffer-ops")
   .add(OpsSweepsApi)
   .add(OpsDevnetApi)
   .add(OpsPricesApi)
+  .add(OpsReservesApi)
   .middleware(OpsAuth)
   .middleware(OpsSchemaErrors)
   .annotateMerge(OpenApi.annotations({ title: "Coffer operator interface" }))

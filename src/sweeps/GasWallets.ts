@@ -1,12 +1,14 @@
 /**
- * The tenants' GAS wallets on the sweeping networks (docs/sweeps.md "Gas wallets and VAULT_GAS_LOW"): what each holds
- * against the recommended minimum (the cost of 20 token sweeps at the current fee, or of the tenant's sweeps waiting
- * for gas if more), and VAULT_GAS_LOW when it is below, at most once per 6 hours per tenant and network.
+ * The tenants' GAS wallets (docs/sweeps.md "Gas wallets and VAULT_GAS_LOW"): what each holds against the recommended
+ * minimum (the cost of 20 token sweeps at the current fee, or of the tenant's sweeps waiting for gas if more), and
+ * VAULT_GAS_LOW when it is below, at most once per 6 hours per tenant and network. On the sweeping networks, and on
+ * every network of the simulated chain, which has no sweeps but shows the same figures and alert in development.
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { ChainClients } from "../chains/ChainClient.ts"
+import { SimulatedChain } from "../chains/simulated/SimulatedChain.ts"
 import { decodeFirstRow, decodeRows, Int4, Text } from "../db/RowSchemas.ts"
 import { NotFound } from "../domain/ApiError.ts"
 import { Outbox } from "../outbox/Outbox.ts"
@@ -29,10 +31,43 @@ export interface GasFigures {
 const tenantRows = decodeRows(Schema.Struct({ id: Text }), "GasWallets.checkGas (tenants)")
 const countRow = decodeFirstRow(Schema.Struct({ count: Int4 }), "GasWallets.figures (waiting)")
 
+/**
+ * The networks whose GAS wallets are shown and checked, in catalog order: the sweeping ones (their node's balances),
+ * and every network of the simulated chain (its transfers' balances: an operator funds a GAS wallet there with
+ * POST /ops/devnet/{networkKey}/transfers). A real BTC node has neither sweeps nor a balance reading: its GAS wallets
+ * (unused, decisions.md) are listed by /ops/platform/addresses only.
+ */
+const gasNetworks = (
+  clients: ChainClients["Service"],
+  catalog: Catalog["Service"],
+  simulated: SimulatedChain["Service"]
+): ReadonlyMap<string, SweepNetwork> => {
+  const sweeping = sweepNetworks(clients, catalog)
+  const networks = new Map<string, SweepNetwork>()
+  for (const networkKey of clients.networkKeys) {
+    const real = sweeping.get(networkKey)
+    if (real !== undefined) networks.set(networkKey, real)
+    if (!clients.isSimulated(networkKey)) continue
+    const client = clients.get(networkKey)
+    const network = catalog.network(networkKey)
+    const chain = client?.withdrawals
+    if (client === undefined || network === undefined || chain === undefined) continue
+    networks.set(networkKey, {
+      network,
+      client,
+      chain,
+      balance: (address, assetId) => simulated.balance(networkKey, address, assetId)
+    })
+  }
+  return networks
+}
+
 export class GasWallets extends Context.Service<GasWallets, {
+  /** The networks checkGas watches (the sweeping ones and the simulated chain's), for the background loop. */
+  readonly networkKeys: ReadonlyArray<string>
   /** VAULT_GAS_LOW for the network's tenants whose GAS wallet is below the recommended minimum. */
   readonly checkGas: (networkKey: string) => Effect.Effect<void>
-  /** GET /ops/tenants/{tenantId}/gas: the tenant's GAS wallet on each sweeping network. */
+  /** GET /ops/tenants/{tenantId}/gas: the tenant's GAS wallet on each of those networks. */
   readonly figures: (tenantId: string) => Effect.Effect<ReadonlyArray<GasFigures>, NotFound>
 }>()("coffer/GasWallets") {
   static readonly layer = Layer.effect(
@@ -42,7 +77,7 @@ export class GasWallets extends Context.Service<GasWallets, {
       const catalog = yield* Catalog
       const platform = yield* PlatformAddresses
       const outbox = yield* Outbox
-      const networks = sweepNetworks(yield* ChainClients, catalog)
+      const networks = gasNetworks(yield* ChainClients, catalog, yield* SimulatedChain)
 
       const figuresOn = (context: SweepNetwork, tenantId: string) =>
         Effect.gen(function*() {
@@ -97,10 +132,15 @@ export class GasWallets extends Context.Service<GasWallets, {
       const checkGasOnce = Effect.fn("GasWallets.checkGas")(function*(networkKey: string) {
         const context = networks.get(networkKey)
         if (context === undefined) return
-        // Tenants whose token deposits were swept or wait on this network: the ones whose GAS wallet is in use.
+        // Tenants whose token deposits were swept or wait on this network, or were credited there (the simulated
+        // chain never sweeps them; on a real network they are about to be): the ones whose GAS wallet is in use.
         const tenants = yield* sql`
-          SELECT DISTINCT tenant_id AS id FROM sweeps
-          WHERE network_key = ${networkKey} AND kind = 'SWEEP' AND asset_id <> ${context.network.nativeAssetId}`
+          SELECT tenant_id AS id FROM sweeps
+          WHERE network_key = ${networkKey} AND kind = 'SWEEP' AND asset_id <> ${context.network.nativeAssetId}
+          UNION
+          SELECT tenant_id AS id FROM transactions
+          WHERE network_key = ${networkKey} AND kind = 'DEPOSIT' AND status = 'COMPLETED' AND sub_status IS NULL
+            AND asset_id <> ${context.network.nativeAssetId}`
           .pipe(Effect.orDie, Effect.flatMap(tenantRows))
         for (const { id: tenantId } of tenants) {
           const figures = yield* figuresOn(context, tenantId)
@@ -132,7 +172,7 @@ export class GasWallets extends Context.Service<GasWallets, {
         return all as ReadonlyArray<GasFigures>
       })
 
-      return GasWallets.of({ checkGas, figures })
+      return GasWallets.of({ networkKeys: [...networks.keys()], checkGas, figures })
     })
   )
 }

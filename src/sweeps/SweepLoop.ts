@@ -19,16 +19,17 @@ export const SweepLoop = Layer.effectDiscard(Effect.gen(function*() {
   const sweeps = yield* Sweeps
   const gasWallets = yield* GasWallets
   yield* Effect.forEach(sweeps.networkKeys, (networkKey) =>
-    Effect.gen(function*() {
-      yield* sweeps.pass(networkKey).pipe(
-        Effect.catchCause((cause) => Effect.logWarning(`sweep pass of ${networkKey} failed`, cause)),
-        Effect.repeat(Schedule.spaced(sweepPassIntervalMillis)),
-        Effect.forkScoped
-      )
-      yield* gasWallets.checkGas(networkKey).pipe(
-        Effect.catchCause((cause) => Effect.logWarning(`gas check of ${networkKey} failed`, cause)),
-        Effect.repeat(Schedule.spaced(gasCheckIntervalMillis)),
-        Effect.forkScoped
-      )
-    }), { discard: true })
+    sweeps.pass(networkKey).pipe(
+      Effect.catchCause((cause) => Effect.logWarning(`sweep pass of ${networkKey} failed`, cause)),
+      Effect.repeat(Schedule.spaced(sweepPassIntervalMillis)),
+      Effect.forkScoped
+    ), { discard: true })
+  // The sweeping networks and the simulated chain's (no sweeps there, but the GAS figures and VAULT_GAS_LOW are
+  // shown in development as they would be on a real network).
+  yield* Effect.forEach(gasWallets.networkKeys, (networkKey) =>
+    gasWallets.checkGas(networkKey).pipe(
+      Effect.catchCause((cause) => Effect.logWarning(`gas check of ${networkKey} failed`, cause)),
+      Effect.repeat(Schedule.spaced(gasCheckIntervalMillis)),
+      Effect.forkScoped
+    ), { discard: true })
 }))

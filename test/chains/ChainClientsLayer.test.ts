@@ -37,6 +37,7 @@ const build = (overrides: Partial<AppConfigShape>) =>
       reorg: () => Effect.die("unused"),
       state: () => Effect.die("unused"),
       configure: () => Effect.die("unused"),
+      balance: () => Effect.die("unused"),
       client: (networkKey) => ({
         networkKey,
         startFromGenesis: true,

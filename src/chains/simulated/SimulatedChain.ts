@@ -12,8 +12,9 @@
  * wallet's balances), SimulatedWithdrawalChain.ts (the withdrawal side: parameters, fees, broadcast),
  * DevnetParameters.ts (per-family constants).
  */
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import { decodeSingleRow, Numeric } from "../../db/RowSchemas.ts"
 import type { ChainClient } from "../ChainClient.ts"
 import { makeDevnetBlocks } from "./DevnetBlocks.ts"
 import { makeDevnetSettings, type SimulatedChainSettings, type SimulatedChainState } from "./DevnetSettings.ts"
@@ -21,6 +22,8 @@ import { makeSimulatedWithdrawalChain } from "./SimulatedWithdrawalChain.ts"
 
 export { hotWalletBalanceDefault } from "./DevnetParameters.ts"
 export type { SimulatedChainSettings, SimulatedChainState } from "./DevnetSettings.ts"
+
+const balanceRow = decodeSingleRow(Schema.Struct({ balance: Numeric }), "SimulatedChain.balance")
 
 /** One request mines at most this many blocks (operator-interface.md: `count` 1-1000). */
 export const mineCountMax = 1000
@@ -46,6 +49,13 @@ export class SimulatedChain extends Context.Service<SimulatedChain, {
   readonly state: (networkKey: string) => Effect.Effect<SimulatedChainState>
   /** PATCH /ops/devnet/{networkKey}: broadcast failures, the network fee, the hot wallet's balances. */
   readonly configure: (networkKey: string, settings: SimulatedChainSettings) => Effect.Effect<SimulatedChainState>
+  /**
+   * What `address` holds of the asset on the simulated chain: the transfers to it less those from it, mined or
+   * waiting for the next block (a node's "pending" view). Not the hot wallet: its balances are the operator's
+   * setting (`hotWalletBalance`), which broadcasts draw on; every other address (GAS wallets, deposit addresses)
+   * holds only what transfers gave it, and sends nothing on this chain (it has no sweeps).
+   */
+  readonly balance: (networkKey: string, address: string, assetId: string) => Effect.Effect<bigint>
   /** The ChainClient view of one network. */
   readonly client: (networkKey: string) => ChainClient
 }>()("coffer/SimulatedChain") {
@@ -111,6 +121,16 @@ export class SimulatedChain extends Context.Service<SimulatedChain, {
         })).pipe(Effect.orDie)
       })
 
+      const balance = Effect.fn("SimulatedChain.balance")(function*(networkKey: string, address: string, assetId: string) {
+        const row = yield* sql`
+          SELECT (COALESCE(sum(amount) FILTER (WHERE to_address = ${address}), 0)
+            - COALESCE(sum(amount) FILTER (WHERE from_address = ${address}), 0))::text AS balance
+          FROM devnet_transfers
+          WHERE network_key = ${networkKey} AND asset_id = ${assetId}
+            AND (to_address = ${address} OR from_address = ${address})`.pipe(Effect.flatMap(balanceRow), Effect.orDie)
+        return row.balance
+      })
+
       const client = (networkKey: string): ChainClient => ({
         networkKey,
         startFromGenesis: true,
@@ -120,7 +140,7 @@ export class SimulatedChain extends Context.Service<SimulatedChain, {
         withdrawals: withdrawalChain(networkKey)
       })
 
-      return SimulatedChain.of({ transfer, mine, reorg, state, configure, client })
+      return SimulatedChain.of({ transfer, mine, reorg, state, configure, balance, client })
     })
   )
 }
