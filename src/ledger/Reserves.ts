@@ -237,12 +237,12 @@ export class Reserves extends Context.Service<Reserves, {
             for (const line of books.lines) {
               if (line.assetId === assetId && !listed.has(line.address)) listed.set(line.address, line.role)
             }
+            // The simulated chain: every address's balance in one query, not one scan of its transfers per address.
+            const simulatedBalances = isSimulated ? yield* simulated.balances(networkKey, assetId) : undefined
             const addresses = yield* Effect.forEach([...listed], ([address, role]) =>
               Effect.map(
-                isSimulated
-                  ? address === hot
-                    ? Effect.succeed(hotSetting[assetId] ?? 0n)
-                    : simulated.balance(networkKey, address, assetId)
+                simulatedBalances !== undefined
+                  ? Effect.succeed(address === hot ? hotSetting[assetId] ?? 0n : simulatedBalances.get(address) ?? 0n)
                   : read!(address, assetId),
                 (balance): HoldingAddress => ({ address, role, balance })
               ), { concurrency: balanceReadsConcurrent })

@@ -38,6 +38,7 @@ const build = (overrides: Partial<AppConfigShape>) =>
       state: () => Effect.die("unused"),
       configure: () => Effect.die("unused"),
       balance: () => Effect.die("unused"),
+      balances: () => Effect.die("unused"),
       client: (networkKey) => ({
         networkKey,
         startFromGenesis: true,

@@ -14,7 +14,7 @@
  */
 import { Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { decodeSingleRow, Numeric } from "../../db/RowSchemas.ts"
+import { decodeRows, decodeSingleRow, Numeric, Text } from "../../db/RowSchemas.ts"
 import type { ChainClient } from "../ChainClient.ts"
 import { makeDevnetBlocks } from "./DevnetBlocks.ts"
 import { makeDevnetSettings, type SimulatedChainSettings, type SimulatedChainState } from "./DevnetSettings.ts"
@@ -24,6 +24,7 @@ export { hotWalletBalanceDefault } from "./DevnetParameters.ts"
 export type { SimulatedChainSettings, SimulatedChainState } from "./DevnetSettings.ts"
 
 const balanceRow = decodeSingleRow(Schema.Struct({ balance: Numeric }), "SimulatedChain.balance")
+const addressBalanceRows = decodeRows(Schema.Struct({ address: Text, balance: Numeric }), "SimulatedChain.balances")
 
 /** One request mines at most this many blocks (operator-interface.md: `count` 1-1000). */
 export const mineCountMax = 1000
@@ -56,6 +57,8 @@ export class SimulatedChain extends Context.Service<SimulatedChain, {
    * holds only what transfers gave it, and sends nothing on this chain (it has no sweeps).
    */
   readonly balance: (networkKey: string, address: string, assetId: string) => Effect.Effect<bigint>
+  /** `balance` of every address that ever received or sent the asset, in one pass (the proof of reserves reads many). */
+  readonly balances: (networkKey: string, assetId: string) => Effect.Effect<ReadonlyMap<string, bigint>>
   /** The ChainClient view of one network. */
   readonly client: (networkKey: string) => ChainClient
 }>()("coffer/SimulatedChain") {
@@ -131,6 +134,18 @@ export class SimulatedChain extends Context.Service<SimulatedChain, {
         return row.balance
       })
 
+      const balances = Effect.fn("SimulatedChain.balances")(function*(networkKey: string, assetId: string) {
+        const rows = yield* sql`
+          SELECT address, sum(amount)::text AS balance FROM (
+            SELECT to_address AS address, amount FROM devnet_transfers
+            WHERE network_key = ${networkKey} AND asset_id = ${assetId}
+            UNION ALL
+            SELECT from_address, -amount FROM devnet_transfers
+            WHERE network_key = ${networkKey} AND asset_id = ${assetId} AND from_address IS NOT NULL
+          ) moves GROUP BY address`.pipe(Effect.flatMap(addressBalanceRows), Effect.orDie)
+        return new Map(rows.map((row) => [row.address, row.balance])) as ReadonlyMap<string, bigint>
+      })
+
       const client = (networkKey: string): ChainClient => ({
         networkKey,
         startFromGenesis: true,
@@ -140,7 +155,7 @@ export class SimulatedChain extends Context.Service<SimulatedChain, {
         withdrawals: withdrawalChain(networkKey)
       })
 
-      return SimulatedChain.of({ transfer, mine, reorg, state, configure, balance, client })
+      return SimulatedChain.of({ transfer, mine, reorg, state, configure, balance, balances, client })
     })
   )
 }
