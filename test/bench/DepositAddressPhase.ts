@@ -165,17 +165,25 @@ export const runDepositAddressPhase = async (options: DepositAddressPhaseOptions
     const cpu = measureCpu({ service: service.child.pid!, dataDir })
     const latencies = new Array<number>(options.count)
     let withoutAddress = 0
+    // A failed call (issue 39's stall could pass the 30 s request limit: 408) counts with its time, and is reported.
+    const failures = new Map<string, number>()
     const started = performance.now()
     await mapLimit(refs, options.inFlight, async (customerRefId, index) => {
       const sent = performance.now()
-      const answer = await signedFetch("POST", `/v1/users/${customerRefId}/deposit_address`, { networkKey: addressNetwork })
+      try {
+        const answer = await signedFetch("POST", `/v1/users/${customerRefId}/deposit_address`, { networkKey: addressNetwork })
+        if (answer.address === null) withoutAddress++
+      } catch (error) {
+        const reason = String(error).replace(/.*answered (\d+).*/s, "HTTP $1")
+        failures.set(reason, (failures.get(reason) ?? 0) + 1)
+      }
       latencies[index] = performance.now() - sent
-      if (answer.address === null) withoutAddress++
     })
     const elapsed = performance.now() - started
     cpu.stop("deposit_address", options.count, "call")
     log(`  deposit_address: ${options.count} calls in ${seconds(elapsed)} (${rate(options.count / (elapsed / 1000))}/s, ` +
-      `${options.inFlight} in flight); ${withoutAddress} answered without an address (PROVISIONING after the wait)`)
+      `${options.inFlight} in flight); ${withoutAddress} answered without an address (PROVISIONING after the wait)` +
+      (failures.size === 0 ? "" : `; FAILED ${[...failures].map(([reason, count]) => `${count} × ${reason}`).join(", ")}`))
     let worst = 0
     for (let from = 0; from < options.count; from += options.blockSize) {
       const block = latencies.slice(from, from + options.blockSize)
