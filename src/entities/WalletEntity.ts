@@ -3,6 +3,11 @@
  * is read from PostgreSQL, every transition is a conditional UPDATE), so running it twice is harmless. Fatal defects
  * are reported to the caller instead of restarting the entity forever (cluster notes, "Supervision").
  *
+ * Only the provisioning supervisor asks it (at a start, and for wallets stuck in PROVISIONING): a request that creates
+ * a wallet provisions it in a fiber of its own process instead (wallets/ProvisioningRuns.ts), because an entity stays
+ * resident for a minute after its work and a burst of new wallets filled the runner's resident-entity cap (issue 39,
+ * docs/wallets.md "Resident entities").
+ *
  * Two messages ask the same thing. The wallet is committed (PROVISIONING) before it is asked about, so a request need
  * not survive a crash: the provisioning supervisor asks every PROVISIONING wallet again when a process starts, and
  * every one that waits too long afterwards.

@@ -1,8 +1,8 @@
 /**
  * Asks wallets' entities again (entities/WalletEntity.ts):
  *
- * - at start, every wallet still PROVISIONING, however recent: a request in memory (`ProvisionNow`) is lost with the
- *   process that held it, and the wallet's row is what survives;
+ * - at start, every wallet still PROVISIONING, however recent: a request's run (ProvisioningRuns.ts) or a message in
+ *   memory (`ProvisionNow`) is lost with the process that held it, and the wallet's row is what survives;
  * - every `provisioningSweepIntervalMillis` from then on, wallets stuck in PROVISIONING (their request was lost with
  *   another process, or the entity gave up on a defect);
  * - both times, provisioned wallets without an address on a network added to the catalog since.

@@ -1,11 +1,11 @@
 /**
  * Opening wallets (spec 4.3) and handing out deposit addresses (4.2 `deposit_address`). Every rule that limits
  * wallet creation is checked under the user's row lock, so concurrent requests for one user see each other: ten
- * parallel deposit_address calls for a new user create one user and one wallet. Provisioning itself is the wallet
- * entity's job; this service records the wallet and sends it the persisted `Provision` message.
+ * parallel deposit_address calls for a new user create one user and one wallet. This service records the wallet and
+ * starts its provisioning in this process (ProvisioningRuns.ts: no entity, so a burst of new wallets never fills the
+ * runner's resident entities, issue 39).
  */
-import { Clock, Context, Effect, Layer, Schema } from "effect"
-import { Sharding } from "effect/cluster"
+import { Clock, Context, Effect, Layer, Schema, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import type { ChainFamily } from "../chains/ChainFamily.ts"
 import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
@@ -21,7 +21,6 @@ import {
 } from "../domain/ApiError.ts"
 import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Text } from "../db/RowSchemas.ts"
 import { Ids } from "../domain/Ids.ts"
-import { requestProvisioning as askProvisioning } from "../entities/WalletEntity.ts"
 import { Signer } from "../signer/Signer.ts"
 import { walletCreationsPer24hDefault, walletsPerFamilyDefault } from "../tenants/TenantSettings.ts"
 import type { Tenant } from "../tenants/Tenants.ts"
@@ -30,6 +29,8 @@ import { type User, Users } from "../users/Users.ts"
 import { Switches } from "../catalog/Switches.ts"
 import { WatchHealth } from "../deposits/WatchHealth.ts"
 import { addressItem } from "./AddressVisibility.ts"
+import { makeProvisioningRuns } from "./ProvisioningRuns.ts"
+import { WalletProvisioner } from "./WalletProvisioner.ts"
 import { type Wallet, WalletRepository, walletColumns, walletFromRow, WalletRow } from "./WalletRepository.ts"
 
 // Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
@@ -103,7 +104,7 @@ export class Wallets extends Context.Service<Wallets, {
       const switches = yield* Switches
       const watchHealth = yield* WatchHealth
       const ids = yield* Ids
-      const sharding = yield* Sharding.Sharding
+      const provisioning = makeProvisioningRuns(yield* WalletProvisioner, yield* Scope.Scope)
       const columns = walletColumns(sql)
 
       const requireSigner = Effect.gen(function*() {
@@ -141,9 +142,8 @@ export class Wallets extends Context.Service<Wallets, {
       const lockUser = (userId: string) =>
         sql`SELECT status FROM users WHERE id = ${userId} FOR UPDATE`.pipe(Effect.flatMap(lockedUser))
 
-      /** Asks the wallet's entity (entities/WalletEntity.ts); returns once the request is handed over. */
-      const requestProvisioning = (walletId: string, attempt = "initial") =>
-        askProvisioning(walletId, attempt).pipe(Effect.provideService(Sharding.Sharding, sharding))
+      /** Starts provisioning in this process (ProvisioningRuns.ts); returns at once. */
+      const requestProvisioning = (walletId: string) => provisioning.start(walletId)
 
       const loadWallet = (tenantId: string, walletId: string) =>
         Effect.flatMap(repository.find(tenantId, walletId), (wallet) =>
@@ -172,7 +172,7 @@ export class Wallets extends Context.Service<Wallets, {
           if (recordWallet !== undefined) yield* recordWallet(created)
           return created
         })).pipe(Effect.catchTag("SqlError", Effect.die))
-        // A crash before the message is stored leaves the wallet PROVISIONING; ProvisioningSupervisor asks again.
+        // A crash before provisioning ends leaves the wallet PROVISIONING; ProvisioningSupervisor asks again.
         yield* requestProvisioning(wallet.id)
         return wallet
       })
@@ -217,12 +217,9 @@ export class Wallets extends Context.Service<Wallets, {
             : Effect.succeed(undefined)
         let entry = yield* registration(wallet)
         if (entry === undefined) {
-          // Still provisioning, or provisioned before this network joined the catalog: ask the entity, then wait.
+          // Still provisioning, or provisioned before this network joined the catalog: provision, then wait.
           const now = yield* Clock.currentTimeMillis
-          yield* requestProvisioning(
-            walletId,
-            wallet.status === "PROVISIONING" ? "initial" : `register:${network.networkKey}:${Math.floor(now / 60_000)}`
-          )
+          yield* requestProvisioning(walletId)
           const deadline = now + depositAddressWaitMillis
           while (entry === undefined && (yield* Clock.currentTimeMillis) < deadline) {
             yield* Effect.sleep(depositAddressPollMillis)

@@ -15,12 +15,15 @@
  *   `one-payer/raw ratio`, then the ledger audit
  * deliveries (DeliveriesPhase.ts): `deliveries/raw-post ratio`
  * withdrawals (WithdrawalsPhase.ts, own anvil and service): `withdrawals/raw-send ratio`, `--withdrawals <n>` (200)
+ * addresses (DepositAddressPhase.ts, own service): `deposit_address p99 ms (20k)`, the worst p99 of any block of
+ *   `--address-block <n>` (2000) calls among `--addresses <n>` (20000) at `--address-in-flight <n>` (32), with the
+ *   service's resident memory and live heap after them (issue 39)
  *
  * Each load is a warm-up then a fixed window; the run stops by itself and removes what it started. A line with a
  * goal (issues 8 and 10, `goals`) says it, and `missed` when below; after the run each phase with a missed line runs
  * again alone under `--profile`, so the miss is reported with where the time goes (`profileMisses`).
  *
- * Flags: `--only signed,deposits,transfers,deliveries` (any of them; transfers brings deposits along);
+ * Flags: `--only signed,deposits,transfers,deliveries,withdrawals,addresses` (any of them; transfers brings deposits along);
  * `--profile <phase>` runs that phase alone (signed, unsigned, deposits, transfers, deliveries, withdrawals) with the server under
  * `--cpu-prof` and prints where its CPU time went during the measured part (test/bench/ProfileSummary.ts);
  * `--statements` loads pg_stat_statements into the service's PostgreSQL and prints, after the transfers, deliveries and
@@ -74,6 +77,7 @@ import {
   requestBytes
 } from "./BenchSupport.ts"
 import { runDeliveriesPhase } from "./DeliveriesPhase.ts"
+import { runDepositAddressPhase } from "./DepositAddressPhase.ts"
 import { runDepositsPhase } from "./DepositsPhase.ts"
 import { type LoadResult, runLoad } from "./HttpLoad.ts"
 import { summarizeProfile } from "./ProfileSummary.ts"
@@ -99,10 +103,13 @@ const { values: flags } = parseArgs({
     // 1,000 events (10,000 deliveries) keep the default run to a few minutes; the issue's figure is `--events 10000`.
     events: { type: "string", default: "1000" },
     endpoints: { type: "string", default: "10" },
-    withdrawals: { type: "string", default: "200" }
+    withdrawals: { type: "string", default: "200" },
+    addresses: { type: "string", default: "20000" },
+    "address-block": { type: "string", default: "2000" },
+    "address-in-flight": { type: "string", default: "32" }
   }
 })
-const phaseNames = ["signed", "deposits", "transfers", "deliveries", "withdrawals"] as const
+const phaseNames = ["signed", "deposits", "transfers", "deliveries", "withdrawals", "addresses"] as const
 type PhaseName = (typeof phaseNames)[number]
 const profilePhase = flags.profile
 const profileChoices = ["signed", "unsigned", "deposits", "transfers", "deliveries", "withdrawals"]
@@ -239,6 +246,9 @@ const describeLoad = (name: string, result: LoadResult) => {
 
 /** Issue 3: a restart after `kill -9` of node and PostgreSQL answers GET /ops/health within this. */
 const restartPromiseMs = 3_000
+
+/** Issue 39: no deposit_address call of a burst of new users waits more than about a second beyond the others. */
+const depositAddressP99GoalMs = 1_000
 
 /**
  * The goals of issues 8 and 10, by line, with the phase whose profile says where a miss's time goes (`--profile`).
@@ -505,6 +515,22 @@ const main = async () => {
         statements: flags.statements
       })
       goalFigure("withdrawals/raw-send ratio", result.ratio)
+    }
+
+    if (runs("addresses") && profileDirectory === undefined) {
+      const count = Number(flags.addresses)
+      log(`\ndeposit addresses (issue 39): ${count} new users' first deposit_address, its own service process`)
+      const result = await runDepositAddressPhase({
+        count,
+        blockSize: Number(flags["address-block"]),
+        inFlight: Number(flags["address-in-flight"]),
+        opsToken
+      })
+      const p99 = Math.round(result.worstBlockP99Ms)
+      const missedGoal = p99 > depositAddressP99GoalMs
+      figure(`deposit_address p99 ms (${count / 1000}k): ${p99} (goal at most ${depositAddressP99GoalMs}` +
+        `${missedGoal ? ", missed" : ""}); the service's resident memory after them ` +
+        `${Math.round(result.residentBytes / 1048576)} MB, live heap ${Math.round(result.liveHeapBytes / 1048576)} MB`)
     }
 
     await db.dispose()
