@@ -5,6 +5,7 @@ import { AssetObject } from "../api/ReferenceApi.ts"
 import { TransactionObject } from "../api/TransactionsApi.ts"
 import { TransactionKind } from "../transactions/Transaction.ts"
 import { OpsAuditApi } from "./OpsAuditApi.ts"
+import { addOpsTokenSecurity } from "./OpsOpenApi.ts"
 import { UserObject, WalletObject } from "../api/UsersApi.ts"
 import { Uuid } from "../domain/Ids.ts"
 import { RawAmount } from "../domain/RawAmount.ts"
@@ -389,5 +390,11 @@ export class OpsApi extends HttpApi.make("coffer-ops")
   .add(OpsAuditApi)
   .middleware(OpsAuth)
   .middleware(OpsSchemaErrors)
-  .annotateMerge(OpenApi.annotations({ title: "Coffer operator interface" }))
+  .annotateMerge(OpenApi.annotations({
+    title: "Coffer operator interface",
+    version: "1.0",
+    description: "Tenant provisioning, keys, approvals, switches, prices, listings and the audit trail, on the " +
+      "operator listener (OPS_HOST:OPS_PORT). Every route takes `Authorization: Bearer <ops token>`.",
+    transform: addOpsTokenSecurity
+  }))
 {}

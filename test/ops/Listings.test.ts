@@ -5,6 +5,8 @@
  */
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import { HttpApi } from "effect/http-api"
+import { OpsApi } from "../../src/ops/OpsApi.ts"
 import { expectError, fund, settings } from "../support/Funds.ts"
 import { makeTestAppLayer, opsClient, opsRequest, provisionTenant, type RawResponse, type TestTenant } from "../support/TestApp.ts"
 import { call, walletOf } from "../withdrawals/WithdrawalHelpers.ts"
@@ -177,20 +179,27 @@ layer(makeTestAppLayer(), { excludeTestServices: true, timeout: 120_000 })("oper
       assert.match(document.json.openapi, /^3\.1\./)
       assert.strictEqual(document.json.info.title, "Coffer operator interface")
       const paths = document.json.paths as Record<string, Record<string, any>>
-      for (
-        const [path, method] of [
-          ["/ops/tenants", "get"],
-          ["/ops/tenants", "post"],
-          ["/ops/approvals", "get"],
-          ["/ops/audit", "get"],
-          ["/ops/tenants/{tenantId}/transactions/{id}/approve", "post"],
-          ["/ops/networks/{networkKey}", "patch"],
-          ["/ops/prices", "put"]
-        ] as const
-      ) {
-        assert.isDefined(paths[path]?.[method], `${method.toUpperCase()} ${path}`)
+      const operations: Array<readonly [string, string]> = []
+      HttpApi.reflect(OpsApi, {
+        onGroup: () => {},
+        onEndpoint: ({ endpoint }) => operations.push([endpoint.method.toLowerCase(), endpoint.path])
+      })
+      assert.isAtLeast(operations.length, 28)
+      for (const [method, path] of operations) {
+        const openApiPath = path.replace(/:([A-Za-z]+)/g, "{$1}")
+        assert.isObject(paths[openApiPath]?.[method], `${method.toUpperCase()} ${openApiPath} documented`)
       }
-      assert.isString(paths["/ops/audit"]!.get.summary)
+      for (const [path, method] of [["/ops/tenants", "get"], ["/ops/approvals", "get"], ["/ops/audit", "get"]] as const) {
+        assert.isString(paths[path]![method].summary, `${method.toUpperCase()} ${path} summary`)
+      }
+      // The bearer token, on every operation; errors as the envelope.
+      assert.deepInclude(document.json.components.securitySchemes.opsToken, { type: "http", scheme: "bearer" })
+      assert.deepStrictEqual(document.json.security, [{ opsToken: [] }])
+      assert.strictEqual(
+        paths["/ops/audit"]!.get.responses["422"]?.content["application/json"].schema.$ref,
+        "#/components/schemas/ErrorEnvelope"
+      )
+      assert.notInclude(document.text, "\"additionalProperties\":false")
       assert.isUndefined(paths["/v1/networks"], "the tenant interface is not in the operator document")
 
       const page = yield* opsRequest("GET", "/ops/docs", undefined, { authorization: "" })
