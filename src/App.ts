@@ -85,6 +85,9 @@ import {
   OpsUsersHandlers
 } from "./ops/OpsHandlers.ts"
 import { OpsToken } from "./ops/OpsToken.ts"
+import { Approvals } from "./ops/Approvals.ts"
+import { OpsAuditHandlers } from "./ops/AuditHandlers.ts"
+import { OperatorAudit } from "./ops/OperatorAudit.ts"
 import { Signer } from "./signer/Signer.ts"
 import { StorageLayer } from "./StorageLayer.ts"
 import { Tenants } from "./tenants/Tenants.ts"
@@ -168,8 +171,13 @@ export const PublicRoutes = Layer.mergeAll(
   Layer.provide(WebhooksHandlers.pipe(Layer.provide(Layer.mergeAll(SignatureAuthLayer, SchemaErrorsLayer))))
 )
 
+/**
+ * Routes of the operator listener. Its OpenAPI document and reference page are served without the token, as /v1's
+ * are: they describe the interface and hold no data, and a browser opening /ops/docs sends no bearer header.
+ */
 export const OpsRoutes = Layer.mergeAll(
-  HttpApiBuilder.layer(OpsApi),
+  HttpApiBuilder.layer(OpsApi, { openapiPath: "/ops/openapi.json" }),
+  referencePage(OpsApi, "/ops/docs"),
   errorBoundary(OpsApi)
 ).pipe(
   Layer.provide(
@@ -182,10 +190,13 @@ export const OpsRoutes = Layer.mergeAll(
       OpsSweepsHandlers,
       OpsDevnetHandlers,
       OpsPriceHandlers,
-      OpsReservesHandlers
+      OpsReservesHandlers,
+      OpsAuditHandlers
     )
   ),
-  Layer.provide(Layer.mergeAll(OpsAuthLayer, OpsSchemaErrorsLayer))
+  Layer.provide(Layer.mergeAll(OpsAuthLayer, OpsSchemaErrorsLayer)),
+  // The audit trail and the approvals queue serve only the operator interface.
+  Layer.provide(Layer.mergeAll(OperatorAudit.layer, Approvals.layer))
 )
 
 /** The base URL each listener actually listens on (port 0 in tests picks a free port). */

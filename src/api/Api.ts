@@ -12,7 +12,7 @@ import { WebhooksApi } from "./WebhooksApi.ts"
  * Schemas decode with unknown fields dropped, and the spec says unknown request fields are ignored and clients must
  * tolerate new response fields (sections 1 and 9): the document must not claim `additionalProperties: false`.
  */
-const allowAdditionalProperties = (node: unknown): void => {
+export const allowAdditionalProperties = (node: unknown): void => {
   if (Array.isArray(node)) {
     for (const item of node) allowAdditionalProperties(item)
   } else if (typeof node === "object" && node !== null) {

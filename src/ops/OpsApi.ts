@@ -3,6 +3,9 @@ import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, OpenApi } from "effect/http-api"
 import { AssetObject } from "../api/ReferenceApi.ts"
 import { TransactionObject } from "../api/TransactionsApi.ts"
+import { TransactionKind } from "../transactions/Transaction.ts"
+import { OpsAuditApi } from "./OpsAuditApi.ts"
+import { addOpsTokenSecurity } from "./OpsOpenApi.ts"
 import { UserObject, WalletObject } from "../api/UsersApi.ts"
 import { Uuid } from "../domain/Ids.ts"
 import { RawAmount } from "../domain/RawAmount.ts"
@@ -71,6 +74,16 @@ export class OpsTenantsApi extends HttpApiGroup.make("tenants")
       success: TenantObject.pipe(HttpApiSchema.status(201)),
       error: [BadRequestWire]
     }),
+    HttpApiEndpoint.get("list", "/ops/tenants", {
+      query: {
+        status: Schema.optional(Schema.Literals(["ACTIVE", "SUSPENDED"])),
+        limit: Schema.optional(PageLimit),
+        cursor: Schema.optional(Uuid)
+      },
+      success: Schema.Struct({ items: Schema.Array(TenantObject), nextCursor: Schema.NullOr(Schema.String) })
+    })
+      .annotate(OpenApi.Summary, "List tenants")
+      .annotate(OpenApi.Description, "Newest first; `nextCursor` is set when the page is full."),
     HttpApiEndpoint.get("get", "/ops/tenants/:tenantId", {
       params: tenantParams,
       success: TenantObject,
@@ -249,8 +262,30 @@ export class OpsDevnetApi extends HttpApiGroup.make("devnet")
 {}
 
 /** Approvals and manual handling (operator-interface.md): pending internal transfers and withdrawals. */
+export const ApprovalObject = Schema.Struct({
+  tenantId: Schema.String,
+  /** The transaction's kind: DEPOSIT is a deposit held for manual handling (credit it), the others wait for a decision. */
+  kind: Schema.Literals(TransactionKind),
+  transaction: TransactionObject
+}).annotate({ identifier: "Approval" })
+
 export class OpsManualApi extends HttpApiGroup.make("manual")
   .add(
+    HttpApiEndpoint.get("approvals", "/ops/approvals", {
+      query: {
+        tenantId: Schema.optional(Uuid),
+        kind: Schema.optional(Schema.Literals(TransactionKind)),
+        limit: Schema.optional(PageLimit),
+        cursor: Schema.optional(Uuid)
+      },
+      success: Schema.Struct({ items: Schema.Array(ApprovalObject), nextCursor: Schema.NullOr(Schema.String) })
+    })
+      .annotate(OpenApi.Summary, "List what waits for an operator")
+      .annotate(
+        OpenApi.Description,
+        "Withdrawals and internal transfers in PENDING_AUTHORIZATION and deposits held for manual handling " +
+          "(COMPLETED / MANUAL_REVIEW), of every tenant, oldest first; `nextCursor` is set when the page is full."
+      ),
     HttpApiEndpoint.post("creditDeposit", "/ops/tenants/:tenantId/deposits/:id/credit", {
       params: { tenantId: Uuid, id: Uuid },
       success: TransactionObject,
@@ -409,7 +444,14 @@ export class OpsApi extends HttpApi.make("coffer-ops")
   .add(OpsDevnetApi)
   .add(OpsPricesApi)
   .add(OpsReservesApi)
+  .add(OpsAuditApi)
   .middleware(OpsAuth)
   .middleware(OpsSchemaErrors)
-  .annotateMerge(OpenApi.annotations({ title: "Coffer operator interface" }))
+  .annotateMerge(OpenApi.annotations({
+    title: "Coffer operator interface",
+    version: "1.0",
+    description: "Tenant provisioning, keys, approvals, switches, prices, listings and the audit trail, on the " +
+      "operator listener (OPS_HOST:OPS_PORT). Every route takes `Authorization: Bearer <ops token>`.",
+    transform: addOpsTokenSecurity
+  }))
 {}

@@ -11,6 +11,7 @@ import { Catalog } from "../catalog/Catalog.ts"
 import { BadRequest, NotFound, Unauthorized } from "../domain/ApiError.ts"
 import { Entropy } from "../domain/Entropy.ts"
 import { parseRfc3339, toRfc3339 } from "../domain/Time.ts"
+import { pageLimitDefault } from "../api/Common.ts"
 import { checkParameters } from "../http/RequestParameters.ts"
 import { requireUtf8Body } from "../http/Utf8Body.ts"
 import { schemaErrorToApiError } from "../http/SchemaErrorsLayer.ts"
@@ -24,6 +25,10 @@ import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
 import { OpsApi, OpsAuth, OpsSchemaErrors, type TenantObject } from "./OpsApi.ts"
 import { OpsToken } from "./OpsToken.ts"
 import { SqlClient } from "effect/sql"
+import { PgClient } from "@effect/sql-pg"
+import { announceConfigChange } from "../auth/ConfigChanges.ts"
+import { auditOrigin } from "./AuditOrigin.ts"
+import { OperatorAudit } from "./OperatorAudit.ts"
 
 export const tenantObject = (tenant: Tenant): TenantObject => ({
   id: tenant.id,
@@ -34,6 +39,16 @@ export const tenantObject = (tenant: Tenant): TenantObject => ({
   networks: tenant.networks,
   createdAt: toRfc3339(tenant.createdAt)
 })
+
+/** The fields a tenant PATCH changed, each `{from, to}` as the tenant object shows them. */
+const tenantChange = (before: TenantObject, after: TenantObject): Record<string, { from: unknown; to: unknown }> => {
+  const fields = ["status", "subscriptionExpiresAt", "networks", "settings"] as const
+  return Object.fromEntries(
+    fields
+      .filter((field) => JSON.stringify(before[field]) !== JSON.stringify(after[field]))
+      .map((field) => [field, { from: before[field], to: after[field] }])
+  )
+}
 
 export const OpsAuthLayer = Layer.effect(
   OpsAuth,
@@ -65,6 +80,14 @@ export const OpsTenantsHandlers = HttpApiBuilder.group(OpsApi, "tenants", (handl
     const catalog = yield* Catalog
     const registry = yield* ApiKeyRegistry
     const apiKeys = yield* ApiKeys
+    const audit = yield* OperatorAudit
+    const announce = announceConfigChange.pipe(Effect.provideService(PgClient.PgClient, yield* PgClient.PgClient))
+    /**
+     * After a tenant or key change has committed with its audit entry: the services cleared their caches and
+     * announced the change from inside that transaction, so a reader between then and the commit may have cached
+     * the old row again. Cleared and announced once more, now that the change is visible.
+     */
+    const changeCommitted = Effect.all([tenants.invalidate, apiKeys.invalidate, announce], { discard: true })
 
     const checkNetworks = (networks: ReadonlyArray<string>) => {
       const unknown = networks.find((key) => catalog.network(key) === undefined)
@@ -78,8 +101,20 @@ export const OpsTenantsHandlers = HttpApiBuilder.group(OpsApi, "tenants", (handl
           if (name.length < 1 || name.length > 100) return yield* new BadRequest({ message: "name must be 1-100 chars" })
           const networks = payload.networks ?? catalog.networks.map((network) => network.networkKey)
           yield* checkNetworks(networks)
-          return tenantObject(yield* tenants.create({ name, networks: [...new Set(networks)] }))
+          const unique = [...new Set(networks)]
+          const created = yield* audit.audited(yield* auditOrigin, tenants.create({ name, networks: unique }), (tenant) => ({
+            action: "TENANT_CREATED",
+            target: { type: "TENANT", id: tenant.id },
+            tenantId: tenant.id,
+            change: { name, networks: unique }
+          }))
+          return tenantObject(created)
         }))
+      .handle("list", ({ query }) =>
+        Effect.map(
+          tenants.list({ status: query.status, limit: query.limit ?? pageLimitDefault, cursor: query.cursor }),
+          (page) => ({ items: page.items.map(tenantObject), nextCursor: page.nextCursor })
+        ))
       .handle("get", ({ params }) => Effect.map(tenants.require(params.tenantId), tenantObject))
       .handle("update", ({ params, payload }) =>
         Effect.gen(function*() {
@@ -109,20 +144,40 @@ export const OpsTenantsHandlers = HttpApiBuilder.group(OpsApi, "tenants", (handl
             }
             settingsEncoded = encodeSettings(settings)
           }
-          const updated = yield* tenants.update(tenant.id, {
-            ...(payload.status === undefined ? {} : { status: payload.status }),
-            ...(subscriptionExpiresAt === undefined ? {} : { subscriptionExpiresAt }),
-            ...(payload.networks === undefined ? {} : { networks: [...new Set(payload.networks)] }),
-            ...(settingsEncoded === undefined ? {} : { settingsEncoded })
-          })
-          yield* apiKeys.invalidate
-          if (updated === undefined) return yield* tenantNotFound()
+          const update = Effect.flatMap(
+            tenants.update(tenant.id, {
+              ...(payload.status === undefined ? {} : { status: payload.status }),
+              ...(subscriptionExpiresAt === undefined ? {} : { subscriptionExpiresAt }),
+              ...(payload.networks === undefined ? {} : { networks: [...new Set(payload.networks)] }),
+              ...(settingsEncoded === undefined ? {} : { settingsEncoded })
+            }),
+            (updated) => updated === undefined ? Effect.fail(tenantNotFound()) : Effect.succeed(updated)
+          )
+          const updated = yield* audit.audited(yield* auditOrigin, update, (after) => ({
+            action: "TENANT_UPDATED",
+            target: { type: "TENANT", id: tenant.id },
+            tenantId: tenant.id,
+            change: tenantChange(tenantObject(tenant), tenantObject(after))
+          }))
+          yield* changeCommitted
           return tenantObject(updated)
         }))
       .handle("createApiKey", ({ params, payload }) =>
         Effect.gen(function*() {
           const tenant = yield* tenants.require(params.tenantId)
-          const key = yield* registry.create(tenant.id, payload)
+          const key = yield* audit.audited(yield* auditOrigin, registry.create(tenant.id, payload), (key) => ({
+            action: "API_KEY_CREATED",
+            target: { type: "API_KEY", id: key.keyId },
+            tenantId: tenant.id,
+            // The public key is public; it tells which key pair the tenant's engineer made.
+            change: {
+              name: key.name,
+              publicKey: payload.publicKey.toLowerCase(),
+              allowedIps: key.allowedIps,
+              rateLimitPerSecond: key.rateLimitPerSecond
+            }
+          }))
+          yield* changeCommitted
           return {
             keyId: key.keyId,
             name: key.name,
@@ -135,7 +190,13 @@ export const OpsTenantsHandlers = HttpApiBuilder.group(OpsApi, "tenants", (handl
       .handle("revokeApiKey", ({ params }) =>
         Effect.gen(function*() {
           const tenant = yield* tenants.require(params.tenantId)
-          yield* registry.revoke(tenant.id, params.keyId)
+          yield* audit.audited(yield* auditOrigin, registry.revoke(tenant.id, params.keyId), () => ({
+            action: "API_KEY_REVOKED",
+            target: { type: "API_KEY", id: params.keyId },
+            tenantId: tenant.id,
+            change: { status: "REVOKED" }
+          }))
+          yield* changeCommitted
         }))
   }))
 
@@ -144,20 +205,34 @@ export const OpsUsersHandlers = HttpApiBuilder.group(OpsApi, "users", (handlers)
     const tenants = yield* Tenants
     const users = yield* Users
     const entropy = yield* Entropy
+    const audit = yield* OperatorAudit
 
     return handlers
       .handle("bindTotp", ({ params }) =>
         Effect.gen(function*() {
           const tenant = yield* tenants.require(params.tenantId)
           const secret = new Secret({ buffer: (yield* entropy.bytes(20)).buffer as ArrayBuffer })
-          yield* users.setTotpSecret(tenant.id, yield* requireCustomerRefId(params.customerRefId), secret.base32)
+          const customerRefId = yield* requireCustomerRefId(params.customerRefId)
+          // The entry says a secret was bound, never the secret.
+          yield* audit.audited(yield* auditOrigin, users.setTotpSecret(tenant.id, customerRefId, secret.base32), () => ({
+            action: "USER_TOTP_BOUND",
+            target: { type: "USER", id: customerRefId },
+            tenantId: tenant.id,
+            change: { totpEnabled: true }
+          }))
           const totp = new TOTP({ issuer: "Coffer", label: params.customerRefId, secret })
           return { secret: secret.base32, otpauthUrl: totp.toString() }
         }))
       .handle("unbindTotp", ({ params }) =>
         Effect.gen(function*() {
           const tenant = yield* tenants.require(params.tenantId)
-          yield* users.setTotpSecret(tenant.id, yield* requireCustomerRefId(params.customerRefId), null)
+          const customerRefId = yield* requireCustomerRefId(params.customerRefId)
+          yield* audit.audited(yield* auditOrigin, users.setTotpSecret(tenant.id, customerRefId, null), () => ({
+            action: "USER_TOTP_UNBOUND",
+            target: { type: "USER", id: customerRefId },
+            tenantId: tenant.id,
+            change: { totpEnabled: false }
+          }))
         }))
       .handle("update", ({ params, payload }) =>
         Effect.gen(function*() {
@@ -171,10 +246,20 @@ export const OpsUsersHandlers = HttpApiBuilder.group(OpsApi, "users", (handlers)
               cooldownUntil = parsed
             }
           }
-          const user = yield* users.operatorUpdate(tenant.id, yield* requireCustomerRefId(params.customerRefId), {
-            cooldownUntil,
-            status: payload.status
-          })
+          const customerRefId = yield* requireCustomerRefId(params.customerRefId)
+          const update = users.operatorUpdate(tenant.id, customerRefId, { cooldownUntil, status: payload.status })
+          const user = yield* audit.audited(yield* auditOrigin, update, (user) => ({
+            action: "USER_UPDATED",
+            target: { type: "USER", id: customerRefId },
+            tenantId: tenant.id,
+            // What was asked, as it now stands.
+            change: {
+              ...(payload.status === undefined ? {} : { status: user.status }),
+              ...(cooldownUntil === undefined
+                ? {}
+                : { cooldownUntil: user.cooldownUntil === null ? null : toRfc3339(user.cooldownUntil) })
+            }
+          }))
           return userObject(user)
         }))
   }))

@@ -10,6 +10,8 @@ import { walletObject } from "../http/WalletViews.ts"
 import { Tenants } from "../tenants/Tenants.ts"
 import { switchableWalletStatuses, WalletSwitch } from "../wallets/WalletSwitch.ts"
 import { queuedWithdrawalsRelease } from "../withdrawals/WithdrawalSupervisor.ts"
+import { auditOrigin } from "./AuditOrigin.ts"
+import { OperatorAudit } from "./OperatorAudit.ts"
 import { OpsApi } from "./OpsApi.ts"
 
 const isSwitchableWalletStatus = (status: string): status is (typeof switchableWalletStatuses)[number] =>
@@ -22,12 +24,18 @@ export const OpsSwitchHandlers = HttpApiBuilder.group(OpsApi, "switches", (handl
     const walletSwitch = yield* WalletSwitch
     const tenants = yield* Tenants
     const feeFloors = yield* FeeFloors
+    const audit = yield* OperatorAudit
     // Withdrawals held QUEUED while a switch was off (WithdrawalProcessor) go on now rather than at the next sweep.
     const releaseQueued = yield* queuedWithdrawalsRelease
     return handlers
       .handle("network", ({ params, payload }) =>
         Effect.gen(function*() {
-          const state = yield* switches.setNetwork(params.networkKey, payload)
+          const state = yield* audit.audited(yield* auditOrigin, switches.setNetwork(params.networkKey, payload), () => ({
+            action: "NETWORK_SWITCHED",
+            target: { type: "NETWORK", id: params.networkKey },
+            tenantId: null,
+            change: payload
+          }))
           if (payload.withdrawEnabled === true) yield* releaseQueued({ networkKey: params.networkKey })
           return {
             networkKey: params.networkKey,
@@ -38,7 +46,12 @@ export const OpsSwitchHandlers = HttpApiBuilder.group(OpsApi, "switches", (handl
         }))
       .handle("asset", ({ params, payload }) =>
         Effect.gen(function*() {
-          yield* switches.setAsset(params.assetId, payload)
+          yield* audit.audited(yield* auditOrigin, switches.setAsset(params.assetId, payload), () => ({
+            action: "ASSET_SWITCHED",
+            target: { type: "ASSET", id: params.assetId },
+            tenantId: null,
+            change: payload
+          }))
           if (payload.withdrawEnabled === true || payload.status === "ENABLED") {
             yield* releaseQueued({ networkKey: catalog.asset(params.assetId)!.networkKey })
           }
@@ -52,7 +65,16 @@ export const OpsSwitchHandlers = HttpApiBuilder.group(OpsApi, "switches", (handl
             return yield* new BadRequest({ message: "status must be ACTIVE, HIDDEN or FROZEN" })
           }
           const tenant = yield* tenants.require(params.tenantId)
-          const wallet = yield* walletSwitch.set(tenant.id, params.walletId, payload.status)
+          const wallet = yield* audit.audited(
+            yield* auditOrigin,
+            walletSwitch.set(tenant.id, params.walletId, payload.status),
+            () => ({
+              action: "WALLET_SWITCHED",
+              target: { type: "WALLET", id: params.walletId },
+              tenantId: tenant.id,
+              change: { status: payload.status }
+            })
+          )
           // Withdrawals the freeze held QUEUED (WithdrawalProcessor) go on now rather than at the next sweep.
           if (payload.status === "ACTIVE") yield* releaseQueued({ walletId: wallet.id })
           return walletObject(wallet)

@@ -6,7 +6,7 @@ import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { PgClient } from "@effect/sql-pg"
 import { SqlClient } from "effect/sql"
 import { announceConfigChange, ConfigChanges } from "../auth/ConfigChanges.ts"
-import { decodeFirstRow, decodeSingleRow, Int4, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
+import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
 import { NotFound } from "../domain/ApiError.ts"
 import { Ids } from "../domain/Ids.ts"
 import { decodeStoredSettings, type TenantSettings } from "./TenantSettings.ts"
@@ -44,6 +44,7 @@ type Row = typeof Row.Type
 const foundRow = decodeFirstRow(Row, "Tenants.get")
 const createdRow = decodeSingleRow(Row, "Tenants.create")
 const updatedRow = decodeFirstRow(Row, "Tenants.update")
+const listedRows = decodeRows(Row, "Tenants.list")
 
 const fromRow = (row: Row): Tenant => ({
   id: row.id,
@@ -73,6 +74,13 @@ export class Tenants extends Context.Service<Tenants, {
   readonly getCached: (tenantId: string) => Effect.Effect<Tenant | undefined>
   readonly update: (tenantId: string, patch: TenantPatch) => Effect.Effect<Tenant | undefined>
   readonly invalidate: Effect.Effect<void>
+  /** Newest first (by `seq`); `nextCursor` is set exactly when the page is full, as /v1's lists (GET /ops/tenants). */
+  readonly list: (options: {
+    readonly status?: "ACTIVE" | "SUSPENDED" | undefined
+    readonly limit: number
+    /** The previous page's `nextCursor`: the id of its last tenant. */
+    readonly cursor?: string | undefined
+  }) => Effect.Effect<{ readonly items: ReadonlyArray<Tenant>; readonly nextCursor: string | null }>
 }>()("coffer/Tenants") {
   static readonly layer = Layer.effect(
     Tenants,
@@ -136,13 +144,31 @@ export class Tenants extends Context.Service<Tenants, {
         return row === undefined ? undefined : fromRow(row)
       })
 
+      const list = Effect.fn("Tenants.list")(function*(options: {
+        readonly status?: "ACTIVE" | "SUSPENDED" | undefined
+        readonly limit: number
+        readonly cursor?: string | undefined
+      }) {
+        // `seq` is allocated in insertion order by the database (ids are time-ordered only within one process).
+        // A cursor that names no tenant gives an empty page, as /v1's cursors do.
+        const rows = yield* sql`
+          SELECT ${columns} FROM tenants
+          WHERE TRUE
+            ${options.status === undefined ? sql`` : sql`AND status = ${options.status}`}
+            ${options.cursor === undefined ? sql`` : sql`AND seq < (SELECT seq FROM tenants WHERE id = ${options.cursor})`}
+          ORDER BY seq DESC
+          LIMIT ${options.limit}`.pipe(Effect.orDie, Effect.flatMap(listedRows))
+        const items = rows.map(fromRow)
+        return { items, nextCursor: items.length === options.limit ? items[items.length - 1]!.id : null }
+      })
+
       const invalidate = Effect.sync(() => cache.clear())
       yield* (yield* ConfigChanges).onChange(invalidate)
       const require = (tenantId: string): Effect.Effect<Tenant, NotFound> =>
         Effect.flatMap(get(tenantId), (tenant) =>
           tenant === undefined ? Effect.fail(new NotFound({ message: "tenant not found" })) : Effect.succeed(tenant))
 
-      return Tenants.of({ create, get, require, getCached, update, invalidate })
+      return Tenants.of({ create, get, require, getCached, update, invalidate, list })
     })
   )
 }

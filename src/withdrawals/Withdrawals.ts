@@ -92,11 +92,27 @@ export class Withdrawals extends Context.Service<Withdrawals, {
     submission: WithdrawalSubmission
   ) => Effect.Effect<OnChainReceipt, InsufficientBalance | LimitExceeded | Forbidden | NotFound | WalletNotActive>
   readonly cancel: (tenantId: string, transactionId: string) => Effect.Effect<OnChainReceipt, NotFound | InvalidState>
+  /** An operator's decision on a withdrawal in PENDING_AUTHORIZATION: `decideUncommitted`, committed, then `decided`. */
   readonly decide: (
     tenantId: string,
     transactionId: string,
     decision: "APPROVE" | "REJECT"
   ) => Effect.Effect<Transaction, NotFound | InvalidState>
+  /**
+   * The decision's statements alone, in the caller's transaction: the operator's audit entry commits with them
+   * (ops/OperatorAudit.ts). The caller runs `decided` once that transaction has committed.
+   */
+  readonly decideUncommitted: (
+    tenantId: string,
+    transactionId: string,
+    decision: "APPROVE" | "REJECT"
+  ) => Effect.Effect<void, NotFound | InvalidState>
+  /** After the decision's commit: an approved withdrawal's entity goes on at once; answers the transaction. */
+  readonly decided: (
+    tenantId: string,
+    transactionId: string,
+    decision: "APPROVE" | "REJECT"
+  ) => Effect.Effect<Transaction>
 }>()("coffer/Withdrawals") {
   static readonly layer: Layer.Layer<
     Withdrawals,
@@ -201,7 +217,7 @@ export class Withdrawals extends Context.Service<Withdrawals, {
         })).pipe(Effect.catchTag("SqlError", Effect.die))
       })
 
-      const decide = Effect.fn("Withdrawals.decide")(function*(
+      const decideUncommitted = Effect.fn("Withdrawals.decideUncommitted")(function*(
         tenantId: string,
         transactionId: string,
         decision: "APPROVE" | "REJECT"
@@ -220,11 +236,28 @@ export class Withdrawals extends Context.Service<Withdrawals, {
             (yield* processor.transition(row, "rejectByOperator"))
           if (!done) return yield* new InvalidState({ message: "transaction can no longer be rejected" })
         })).pipe(Effect.catchTag("SqlError", Effect.die))
+      })
+
+      // The entity reads the withdrawal from its own connection: asked before the commit, it would see it pending.
+      const decided = Effect.fn("Withdrawals.decided")(function*(
+        tenantId: string,
+        transactionId: string,
+        decision: "APPROVE" | "REJECT"
+      ) {
         if (decision === "APPROVE") yield* ask(transactionId, "approved")
         return (yield* transactions.find(tenantId, transactionId))!
       })
 
-      return Withdrawals.of({ submit, cancel, decide })
+      const decide = Effect.fn("Withdrawals.decide")(function*(
+        tenantId: string,
+        transactionId: string,
+        decision: "APPROVE" | "REJECT"
+      ) {
+        yield* decideUncommitted(tenantId, transactionId, decision)
+        return yield* decided(tenantId, transactionId, decision)
+      })
+
+      return Withdrawals.of({ submit, cancel, decide, decideUncommitted, decided })
     })
   )
 }
