@@ -83,6 +83,8 @@ import {
   OpsUsersHandlers
 } from "./ops/OpsHandlers.ts"
 import { OpsToken } from "./ops/OpsToken.ts"
+import { OpsMetricsHandlers } from "./observability/MetricsHandlers.ts"
+import { observeRequests, RouteRecording } from "./observability/RequestObservation.ts"
 import { Signer } from "./signer/Signer.ts"
 import { StorageLayer } from "./StorageLayer.ts"
 import { Tenants } from "./tenants/Tenants.ts"
@@ -162,7 +164,9 @@ export const PublicRoutes = Layer.mergeAll(
   Layer.provide(Layer.mergeAll(SignatureAuthLayer, SchemaErrorsLayer))
 ).pipe(
   // The webhooks group, behind the same middleware as the groups above.
-  Layer.provide(WebhooksHandlers.pipe(Layer.provide(Layer.mergeAll(SignatureAuthLayer, SchemaErrorsLayer))))
+  Layer.provide(WebhooksHandlers.pipe(Layer.provide(Layer.mergeAll(SignatureAuthLayer, SchemaErrorsLayer)))),
+  // Each matched route's template, for the request metrics and the access line (observability/).
+  Layer.provide(RouteRecording)
 )
 
 export const OpsRoutes = Layer.mergeAll(
@@ -178,10 +182,12 @@ export const OpsRoutes = Layer.mergeAll(
       OpsSwitchHandlers,
       OpsSweepsHandlers,
       OpsDevnetHandlers,
-      OpsPriceHandlers
+      OpsPriceHandlers,
+      OpsMetricsHandlers
     )
   ),
-  Layer.provide(Layer.mergeAll(OpsAuthLayer, OpsSchemaErrorsLayer))
+  Layer.provide(Layer.mergeAll(OpsAuthLayer, OpsSchemaErrorsLayer)),
+  Layer.provide(RouteRecording)
 )
 
 /** The base URL each listener actually listens on (port 0 in tests picks a free port). */
@@ -202,7 +208,8 @@ const listener = <I, E, R>(
   port: number
 ) =>
   Layer.mergeAll(
-    HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true, routerConfig }),
+    // Metrics, access line and span attributes of every request (observability/RequestObservation.ts).
+    HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true, routerConfig, middleware: observeRequests }),
     Layer.effect(address, Effect.map(Effect.service(HttpServer.HttpServer), (server) => HttpServer.formatAddress(server.address)))
   ).pipe(Layer.provide(Layer.unwrap(Effect.map(Effect.service(Ids), (ids) =>
     NodeHttpServer.layer(

@@ -8,6 +8,7 @@ import { Uuid } from "../domain/Ids.ts"
 import { RawAmount } from "../domain/RawAmount.ts"
 import { storable } from "../domain/StorableText.ts"
 import { CustomerRefIdParam, PageLimit } from "../api/Common.ts"
+import { OpsMetricsApi } from "../observability/MetricsApi.ts"
 import {
   AssetNotSupportedWire,
   BadRequestParamsWire,
@@ -352,6 +353,7 @@ export class OpsApi extends HttpApi.make("coffer-ops")
   .add(OpsSweepsApi)
   .add(OpsDevnetApi)
   .add(OpsPricesApi)
+  .add(OpsMetricsApi)
   .middleware(OpsAuth)
   .middleware(OpsSchemaErrors)
   .annotateMerge(OpenApi.annotations({ title: "Coffer operator interface" }))
