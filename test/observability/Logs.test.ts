@@ -6,7 +6,7 @@
  * a tenant's private key, nor any JWT or its signature.
  */
 import { assert, describe, it, layer } from "@effect/vitest"
-import { Effect, Layer, Logger } from "effect"
+import { Effect, Logger } from "effect"
 import { createHash, pbkdf2Sync } from "node:crypto"
 import { signRequest } from "../../src/client/RequestSigner.ts"
 import { jsonLogger, loggingLayer } from "../../src/observability/Logging.ts"
@@ -70,7 +70,7 @@ describe("the JSON logger", () => {
     }))
 })
 
-layer(makeTestAppLayer().pipe(Layer.provide(jsonLogging)), { excludeTestServices: true })("LOG_FORMAT=json", (it) => {
+layer(makeTestAppLayer({}, { logging: jsonLogging }), { excludeTestServices: true })("LOG_FORMAT=json", (it) => {
   it.effect("real requests: one access line each, with the request id; no secret in any line", () =>
     Effect.gen(function*() {
       const tenant = yield* provisionTenant()
