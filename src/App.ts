@@ -88,6 +88,8 @@ import { OpsToken } from "./ops/OpsToken.ts"
 import { Approvals } from "./ops/Approvals.ts"
 import { OpsAuditHandlers } from "./ops/AuditHandlers.ts"
 import { OperatorAudit } from "./ops/OperatorAudit.ts"
+import { OpsMetricsHandlers } from "./observability/MetricsHandlers.ts"
+import { observeRequests, RouteRecording } from "./observability/RequestObservation.ts"
 import { Signer } from "./signer/Signer.ts"
 import { StorageLayer } from "./StorageLayer.ts"
 import { Tenants } from "./tenants/Tenants.ts"
@@ -168,7 +170,9 @@ export const PublicRoutes = Layer.mergeAll(
   Layer.provide(Layer.mergeAll(SignatureAuthLayer, SchemaErrorsLayer))
 ).pipe(
   // The webhooks group, behind the same middleware as the groups above.
-  Layer.provide(WebhooksHandlers.pipe(Layer.provide(Layer.mergeAll(SignatureAuthLayer, SchemaErrorsLayer))))
+  Layer.provide(WebhooksHandlers.pipe(Layer.provide(Layer.mergeAll(SignatureAuthLayer, SchemaErrorsLayer)))),
+  // Each matched route's template, for the request metrics and the access line (observability/).
+  Layer.provide(RouteRecording)
 )
 
 /**
@@ -191,12 +195,15 @@ export const OpsRoutes = Layer.mergeAll(
       OpsDevnetHandlers,
       OpsPriceHandlers,
       OpsReservesHandlers,
-      OpsAuditHandlers
+      OpsAuditHandlers,
+      OpsMetricsHandlers
     )
   ),
   Layer.provide(Layer.mergeAll(OpsAuthLayer, OpsSchemaErrorsLayer)),
   // The audit trail and the approvals queue serve only the operator interface.
-  Layer.provide(Layer.mergeAll(OperatorAudit.layer, Approvals.layer))
+  Layer.provide(Layer.mergeAll(OperatorAudit.layer, Approvals.layer)),
+  // Each matched route's template, for the request metrics and the access line (observability/).
+  Layer.provide(RouteRecording)
 )
 
 /** The base URL each listener actually listens on (port 0 in tests picks a free port). */
@@ -217,7 +224,8 @@ const listener = <I, E, R>(
   port: number
 ) =>
   Layer.mergeAll(
-    HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true, routerConfig }),
+    // Metrics, access line and span attributes of every request (observability/RequestObservation.ts).
+    HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true, routerConfig, middleware: observeRequests }),
     Layer.effect(address, Effect.map(Effect.service(HttpServer.HttpServer), (server) => HttpServer.formatAddress(server.address)))
   ).pipe(Layer.provide(Layer.unwrap(Effect.map(Effect.service(Ids), (ids) =>
     NodeHttpServer.layer(

@@ -29,6 +29,8 @@ const NodeRuntime = await import("@effect/platform-node/NodeRuntime")
 const { Deferred, Effect, Fiber, Layer } = await import("effect")
 const { StorageUnderway } = await import("./db/Database.ts")
 const { StorageLayer } = await import("./StorageLayer.ts")
+// LOG_FORMAT and LOG_LEVEL (observability/Logging.ts) hold from the first line, storage's included.
+const { LoggingLayer } = await import("./observability/Logging.ts")
 
 const main = Effect.gen(function*() {
   const underway = yield* Deferred.make<void>()
@@ -42,15 +44,18 @@ const main = Effect.gen(function*() {
   const context = yield* Fiber.join(storage)
   const slowSpansMillis = Number(process.env.COFFER_SLOW_SPANS_MS ?? "")
   const { slowSpansLayer } = yield* Effect.promise(() => import("./observability/SlowSpans.ts"))
+  // The OTLP trace export when configured (observability/Tracing.ts), around the whole service.
+  const { TracingLayer } = yield* Effect.promise(() => import("./observability/Tracing.ts"))
   // Node writes the compile cache when the process exits normally: a service that only ever ends by kill -9 would
   // never write it, and every restart would compile everything again. Written once the start is done instead.
   const service = ServiceOnStorage.pipe(
     Layer.provide(Layer.succeedContext(context)),
     Layer.tap(() => Effect.sync(flushCompileCache))
   )
-  return yield* Layer.launch(
-    Number.isFinite(slowSpansMillis) && slowSpansMillis > 0 ? service.pipe(Layer.provide(slowSpansLayer(slowSpansMillis))) : service
-  )
+  const traced = Number.isFinite(slowSpansMillis) && slowSpansMillis > 0
+    ? service.pipe(Layer.provide(slowSpansLayer(slowSpansMillis)))
+    : service
+  return yield* Layer.launch(traced.pipe(Layer.provide(TracingLayer)))
 }).pipe(Effect.scoped)
 
-main.pipe(NodeRuntime.runMain)
+main.pipe(Effect.provide(LoggingLayer), NodeRuntime.runMain)

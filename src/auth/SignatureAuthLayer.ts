@@ -18,11 +18,15 @@ import { verifyEd25519Async } from "./Ed25519.ts"
 import { claimsMatch, parseJwt } from "./Jwt.ts"
 import { NonceStore } from "./NonceStore.ts"
 import { RateLimiter } from "./RateLimiter.ts"
+import { requestFacts } from "../observability/RequestFacts.ts"
+import { type AuthFailureReason, refused } from "../observability/ServiceMetrics.ts"
 
 /** Check 3: larger bodies answer 422 `body too large` (above 1 MiB the read itself fails with 413). */
 export const requestBodyLimitBytes = 256 * 1024
 
-const authenticationRequired = () => new Unauthorized({ message: "authentication required" })
+/** 401 `authentication required`, counted under the check that failed (observability/ServiceMetrics.ts). */
+const authenticationRequired = (reason: AuthFailureReason) =>
+  refused(reason, new Unauthorized({ message: "authentication required" }))
 
 export const SignatureAuthLayer = Layer.effect(
   SignatureAuth,
@@ -43,33 +47,35 @@ export const SignatureAuthLayer = Layer.effect(
 
         // 1, 2: the two headers.
         const keyId = request.headers["x-api-key"]
-        if (keyId === undefined || keyId.length === 0) return yield* authenticationRequired()
+        if (keyId === undefined || keyId.length === 0) return yield* authenticationRequired("missing_credentials")
         const authorization = request.headers["authorization"]
-        if (authorization === undefined || !authorization.startsWith("Bearer ")) return yield* authenticationRequired()
+        if (authorization === undefined || !authorization.startsWith("Bearer ")) return yield* authenticationRequired("missing_credentials")
 
         // 3: body size. The read fails with 413 past 1 MiB (ErrorBoundary); that failure is a defect here.
         const body = new Uint8Array(yield* Effect.orDie(request.arrayBuffer))
-        if (body.byteLength > requestBodyLimitBytes) return yield* new BadRequest({ message: "body too large" })
+        if (body.byteLength > requestBodyLimitBytes) return yield* refused("body_too_large", new BadRequest({ message: "body too large" }))
 
         // 4, 5: the key and its tenant.
         const nowMillis = yield* Clock.currentTimeMillis
         const key = yield* apiKeys.lookupAt(keyId, nowMillis)
-        if (key === undefined || key.status !== "ACTIVE") return yield* authenticationRequired()
-        if (key.tenantStatus !== "ACTIVE") return yield* new Forbidden({ message: "tenant suspended" })
+        if (key === undefined || key.status !== "ACTIVE") return yield* authenticationRequired("unknown_key")
+        if (key.tenantStatus !== "ACTIVE") return yield* refused("tenant_suspended", new Forbidden({ message: "tenant suspended" }))
 
         // 6: the allow-list.
         if (key.allowedIps.length > 0) {
           const ip = clientIp(request.remoteAddress._tag === "Some" ? request.remoteAddress.value : undefined,
             request.headers["x-forwarded-for"], isTrustedProxy)
-          if (ip === undefined) return yield* new Forbidden({ message: "client ip unknown" })
-          if (!key.isAllowedIp(ip)) return yield* new Forbidden({ message: `ip ${ip} not allowed for this api key` })
+          if (ip === undefined) return yield* refused("ip_not_allowed", new Forbidden({ message: "client ip unknown" }))
+          if (!key.isAllowedIp(ip)) {
+            return yield* refused("ip_not_allowed", new Forbidden({ message: `ip ${ip} not allowed for this api key` }))
+          }
         }
 
         // 7: the token's form, then its signature (verified on the thread pool).
         const token = parseJwt(authorization.slice("Bearer ".length))
-        if (token === undefined) return yield* authenticationRequired()
+        if (token === undefined) return yield* authenticationRequired("malformed_token")
         if (!(yield* verifyEd25519Async(key.publicKey, token.signingInput, token.signature))) {
-          return yield* authenticationRequired()
+          return yield* authenticationRequired("bad_signature")
         }
 
         // 8: the claims against this request and the server clock.
@@ -79,34 +85,38 @@ export const SignatureAuthLayer = Layer.effect(
           bodySha256Hex: createHash("sha256").update(body).digest("hex"),
           nowSeconds: Math.floor(nowMillis / 1000)
         })
-        if (!matches) return yield* authenticationRequired()
+        if (!matches) return yield* authenticationRequired("claims_mismatch")
 
         // 9: the subscription.
         if (key.subscriptionExpiresAtMillis !== undefined && key.subscriptionExpiresAtMillis <= nowMillis) {
-          return yield* new Forbidden({ message: "tenant subscription expired" })
+          return yield* refused("subscription_expired", new Forbidden({ message: "tenant subscription expired" }))
         }
 
         // 10: the nonce, durably.
         const recorded = yield* nonces.record(keyId, token.claims.nonce, token.claims.exp)
-        if (!recorded.fresh) return yield* new Unauthorized({ message: "nonce reused" })
+        if (!recorded.fresh) return yield* refused("nonce_reused", new Unauthorized({ message: "nonce reused" }))
         // 4, 5 and 9 again, as committed when the nonce was recorded: a revocation, suspension or expiry made
         // through another process holds from its commit, not from when this process's cache hears of it.
         const standing = recorded.standing
-        if (standing === undefined || !standing.keyActive) return yield* authenticationRequired()
-        if (!standing.tenantActive) return yield* new Forbidden({ message: "tenant suspended" })
+        if (standing === undefined || !standing.keyActive) return yield* authenticationRequired("key_revoked")
+        if (!standing.tenantActive) return yield* refused("tenant_suspended", new Forbidden({ message: "tenant suspended" }))
         if (standing.subscriptionExpiresAtMillis !== undefined && standing.subscriptionExpiresAtMillis <= nowMillis) {
-          return yield* new Forbidden({ message: "tenant subscription expired" })
+          return yield* refused("subscription_expired", new Forbidden({ message: "tenant subscription expired" }))
         }
 
         // 11: the per-key cap.
         if (!rateLimiter.takeAt(keyId, key.rateLimitPerSecond, nowMillis)) {
-          return yield* new RateLimited({ message: "rate limit exceeded" })
+          return yield* refused("rate_limited", new RateLimited({ message: "rate limit exceeded" }))
         }
 
         // Authenticated: body errors (422) from here on, the first of them that the bytes are UTF-8 at all.
         yield* requireUtf8Body(body)
 
-        return yield* Effect.provideService(httpEffect, CurrentApiKey, { keyId, tenantId: key.tenantId })
+        // The tenant, for the access line and the span (observability/RequestObservation.ts) and every log line inside.
+        requestFacts(request).tenantId = key.tenantId
+        return yield* Effect.provideService(httpEffect, CurrentApiKey, { keyId, tenantId: key.tenantId }).pipe(
+          Effect.annotateLogs("tenantId", key.tenantId)
+        )
       })
   })
 )

@@ -209,7 +209,9 @@ export const errorBoundary = <Id extends string, Groups extends HttpApiGroup.Con
                 if (cls === BodyTooLarge) response = HttpServerResponse.setHeader(response, "connection", "close")
                 return response
               })
-            )
+            ),
+            // Every line logged while serving the request names it (observability/Logging.ts writes it as a field).
+            Effect.annotateLogs("requestId", requestId)
           )
           const isJson = response.headers["content-type"]?.startsWith("application/json") ?? false
           const final = response.status >= 400 && !isJson

@@ -11,6 +11,7 @@ import { Uuid } from "../domain/Ids.ts"
 import { RawAmount } from "../domain/RawAmount.ts"
 import { storable } from "../domain/StorableText.ts"
 import { CustomerRefIdParam, PageLimit } from "../api/Common.ts"
+import { OpsMetricsApi } from "../observability/MetricsApi.ts"
 import {
   AssetNotSupportedWire,
   BadRequestParamsWire,
@@ -445,6 +446,7 @@ export class OpsApi extends HttpApi.make("coffer-ops")
   .add(OpsPricesApi)
   .add(OpsReservesApi)
   .add(OpsAuditApi)
+  .add(OpsMetricsApi)
   .middleware(OpsAuth)
   .middleware(OpsSchemaErrors)
   .annotateMerge(OpenApi.annotations({

@@ -24,6 +24,7 @@ import { Users } from "../users/Users.ts"
 import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
 import { OpsApi, OpsAuth, OpsSchemaErrors, type TenantObject } from "./OpsApi.ts"
 import { OpsToken } from "./OpsToken.ts"
+import { refused } from "../observability/ServiceMetrics.ts"
 import { SqlClient } from "effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { announceConfigChange } from "../auth/ConfigChanges.ts"
@@ -61,7 +62,7 @@ export const OpsAuthLayer = Layer.effect(
         const request = yield* HttpServerRequest.HttpServerRequest
         const given = Buffer.from(request.headers["authorization"] ?? "")
         if (given.length !== token.length || !timingSafeEqual(given, token)) {
-          return yield* new Unauthorized({ message: "operator token required" })
+          return yield* refused("ops_token", new Unauthorized({ message: "operator token required" }), "ops")
         }
         // The body was read under its cap by the router boundary; a body that is not UTF-8 is 422, as on /v1.
         yield* requireUtf8Body(new Uint8Array(yield* Effect.orDie(request.arrayBuffer)))

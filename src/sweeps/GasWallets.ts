@@ -11,6 +11,7 @@ import { ChainClients } from "../chains/ChainClient.ts"
 import { SimulatedChain } from "../chains/simulated/SimulatedChain.ts"
 import { decodeFirstRow, decodeRows, Int4, Text } from "../db/RowSchemas.ts"
 import { NotFound } from "../domain/ApiError.ts"
+import { observeOperatingWallet } from "../observability/ServiceMetrics.ts"
 import { Outbox } from "../outbox/Outbox.ts"
 import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
 import { recommendedTokenSweeps } from "./SweepAmounts.ts"
@@ -144,6 +145,9 @@ export class GasWallets extends Context.Service<GasWallets, {
           .pipe(Effect.orDie, Effect.flatMap(tenantRows))
         for (const { id: tenantId } of tenants) {
           const figures = yield* figuresOn(context, tenantId)
+          if (figures !== undefined) {
+            yield* observeOperatingWallet({ role: "GAS", tenantId, minimumRaw: figures.recommendedMinRaw, ...figures })
+          }
           if (figures === undefined || figures.balanceRaw >= figures.recommendedMinRaw) continue
           if (yield* alert(tenantId, figures)) {
             yield* Effect.logWarning(

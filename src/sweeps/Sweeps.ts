@@ -24,6 +24,7 @@
 import { Clock, Context, Effect, Layer, Schema, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
+import { observeOperatingWallet } from "../observability/ServiceMetrics.ts"
 import {
   ChainClients,
   type ChainHead,
@@ -181,7 +182,15 @@ export class Sweeps extends Context.Service<Sweeps, {
           const sweep = yield* platform.operating(context.network.networkKey, "SWEEP")
           if (hot === undefined || sweep === undefined) return undefined
           const held = yield* context.balance(hot, assetId)
-          return held < catalog.asset(assetId)!.hotTargetRaw ? hot : sweep
+          const hotTargetRaw = catalog.asset(assetId)!.hotTargetRaw
+          yield* observeOperatingWallet({
+            role: "HOT",
+            networkKey: context.network.networkKey,
+            assetId,
+            balanceRaw: held,
+            minimumRaw: hotTargetRaw
+          })
+          return held < hotTargetRaw ? hot : sweep
         })
 
       /** Whether the tenant's GAS wallet can send `amount` now (its unbroadcast sends counted) and its fee. */

@@ -20,6 +20,7 @@ import { makeBoundedCache } from "../domain/BoundedCache.ts"
 import { dueTime, isDue } from "./DeliveryDue.ts"
 import { toRfc3339 } from "../domain/Time.ts"
 import { makeGroupCommitQueue } from "../db/GroupCommit.ts"
+import { countDelivery } from "../observability/ServiceMetrics.ts"
 import { Signer } from "../signer/Signer.ts"
 import {
   deliveryAttemptsMax,
@@ -240,6 +241,7 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
         const result = classifyOutcome(outcome)
         const attempt = due.attempt + 1
         const nextAt = result.delivered ? undefined : nextAttemptAt(attempt, endedAt)
+        yield* countDelivery(result.delivered ? "delivered" : nextAt === undefined ? "dead" : "retry")
         return yield* record({
           id: due.id.toString(),
           claimedAttempt: due.attempt,

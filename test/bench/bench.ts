@@ -38,6 +38,10 @@
  * time the event loop is off it inside a system call (docs/benchmarks.md, sixth; README "Benchmark", eighth);
  * `--keep-profile <file>` (with `--profile`) also copies the raw `.cpuprofile` there;
  * `--no-miss-profiles` leaves the profile runs of missed lines out;
+ * `--tracing` (with the signed phase): after it, the service is restarted with traces exported over OTLP/HTTP
+ *   (`OTEL_EXPORTER_OTLP_ENDPOINT`, every span sampled) to a sink in this process that answers 200, the signed load
+ *   runs again, and both lines are printed with their ratio (issue 32: tracing on within 5 % of off);
+ *   `--tracing-protocol http/json` for the JSON encoding (default http/protobuf);
  * `--duration <s>`, `--warmup <s>`, `--connections <n>`; `--wallets <n>` (1000), `--deposits <n>` (10000),
  * `--events <n>` (1000; 10000 is the full figure, minutes longer), `--endpoints <n>` (10).
  */
@@ -46,6 +50,8 @@ import { spawn } from "node:child_process"
 import { generateKeyPairSync, randomBytes, sign, verify } from "node:crypto"
 import { cpus, loadavg } from "node:os"
 import { copyFileSync, readdirSync } from "node:fs"
+import { createServer } from "node:http"
+import type { AddressInfo } from "node:net"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
@@ -106,7 +112,10 @@ const { values: flags } = parseArgs({
     withdrawals: { type: "string", default: "200" },
     addresses: { type: "string", default: "20000" },
     "address-block": { type: "string", default: "2000" },
-    "address-in-flight": { type: "string", default: "32" }
+    "address-in-flight": { type: "string", default: "32" },
+    // The signed phase again on a service that exports every span over OTLP/HTTP to a local sink (`tracingPhase`).
+    tracing: { type: "boolean", default: false },
+    "tracing-protocol": { type: "string", default: "http/protobuf" }
   }
 })
 const phaseNames = ["signed", "deposits", "transfers", "deliveries", "withdrawals", "addresses"] as const
@@ -229,6 +238,32 @@ const presign = (provisioned: Provisioned, hostHeader: string, count: number): A
   }
   return requests
 }
+
+/** An OTLP/HTTP receiver that accepts every export and keeps only counts (`--tracing`). */
+const startTraceSink = () =>
+  new Promise<{ url: string; posts: () => number; bytes: () => number; close: () => Promise<void> }>((resolve) => {
+    let posts = 0
+    let bytes = 0
+    const server = createServer((request, response) => {
+      request.on("data", (chunk: Buffer) => bytes += chunk.length)
+      request.on("end", () => {
+        posts++
+        response.writeHead(200, { "content-type": request.headers["content-type"] ?? "application/json" }).end()
+      })
+    })
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as AddressInfo
+      resolve({
+        url: `http://127.0.0.1:${port}`,
+        posts: () => posts,
+        bytes: () => bytes,
+        close: () => new Promise<void>((done) => {
+          server.closeAllConnections()
+          server.close(() => done())
+        })
+      })
+    })
+  })
 
 const describeLoad = (name: string, result: LoadResult) => {
   const failed = [...result.failedByStatus].map(([status, count]) => `${count} × HTTP ${status}`).join(", ")
@@ -437,6 +472,34 @@ const main = async () => {
       }
       if (unsigned !== undefined) figure(`unsigned: ${rate(unsigned)} req/s`)
       if (signed !== undefined) figure(`signed: ${rate(signed)} req/s`)
+      if (flags.tracing && signed !== undefined && profilePhase === undefined) {
+        // Restarted on the same DATA_DIR with traces exported; fresh tokens (the first phase's nonces are used).
+        const sink = await startTraceSink()
+        try {
+          await stopService(service, stopTimeoutMs)
+          service = spawnService({
+            dataDir,
+            port,
+            opsPort,
+            env: {
+              OPS_TOKEN: opsToken,
+              OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
+              OTEL_EXPORTER_OTLP_PROTOCOL: flags["tracing-protocol"]
+            }
+          })
+          await waitForHealth(service, opsToken, startTimeoutMs)
+          const count = Math.min(tokensMax, Math.ceil(signed * ((warmupMs + durationMs) / 1000) * tokenMargin) + connections)
+          const requests = presign(provisioned, hostHeader, count)
+          let next = 0
+          const traced = await load(`signed (tracing on, ${flags["tracing-protocol"]})`, () => requests[next++])
+          log(`  trace sink: ${sink.posts()} exports, ${(sink.bytes() / 1e6).toFixed(1)} MB`)
+          if (sink.posts() === 0) throw new Error("--tracing: the service exported no spans to the sink")
+          figure(`signed (tracing on): ${rate(traced.requestsPerSecond)} req/s`)
+          figure(`signed tracing on/off: ${(traced.requestsPerSecond / signed).toFixed(2)} (goal 0.95)`)
+        } finally {
+          await sink.close()
+        }
+      }
       if (verifyRates !== undefined && unsigned !== undefined && signed !== undefined) {
         figure(`verify: ${rate(verifyRates.nodeCrypto)} verifications/s`)
         const verifyMicros = 1e6 / verifyRates.nodeCrypto

@@ -3,7 +3,7 @@
  * and the real clock unless a test provides TestClock. Tests talk to it through the typed clients or raw fetch.
  */
 import { FetchHttpClient } from "effect/http"
-import { Clock, Effect, Layer, Option, Redacted } from "effect"
+import { Clock, Effect, Layer, Option, Redacted, References } from "effect"
 import { generateKeyPairSync, type KeyObject } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
 import { afterAll } from "vitest"
@@ -30,9 +30,23 @@ const testDataDir = () => {
   return directory
 }
 
+/**
+ * The service's log level in tests: `LOG_LEVEL` when set, else warnings and above. Every request writes an access
+ * line at INFO (observability/RequestObservation.ts); thousands of them would bury a failing test's output.
+ */
+const testLogging = Layer.succeed(References.MinimumLogLevel)(
+  ({ trace: "Trace", debug: "Debug", info: "Info", warn: "Warn", error: "Error" } as const)[
+    (process.env.LOG_LEVEL ?? "warn").toLowerCase() as "warn"
+  ] ?? "Warn"
+)
+
 export const makeTestAppLayer = (
   overrides: Partial<AppConfigShape> = {},
-  options: { readonly signer?: Layer.Layer<Signer, never> } = {}
+  options: {
+    readonly signer?: Layer.Layer<Signer, never>
+    /** Replaces the test's log level (test/observability/Logs.test.ts: the JSON logger at debug). */
+    readonly logging?: Layer.Layer<never>
+  } = {}
 ) => {
   const databaseUrl = process.env.DATABASE_URL
   if (databaseUrl === undefined) throw new Error("DATABASE_URL is not set: test/support/db-per-file.ts must run first")
@@ -52,6 +66,7 @@ export const makeTestAppLayer = (
     Layer.provideMerge(Database.layerFromUrl(Redacted.make(databaseUrl))),
     Layer.provideMerge(config),
     Layer.provideMerge(FetchHttpClient.layer),
+    Layer.provide(options.logging ?? testLogging),
     Layer.orDie
   )
 }
