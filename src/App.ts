@@ -60,6 +60,7 @@ import { TransactionRepository } from "./transactions/TransactionRepository.ts"
 import { Movements } from "./transfers/Movements.ts"
 import { TransferQuotes } from "./transfers/TransferQuotes.ts"
 import { Transfers } from "./transfers/Transfers.ts"
+import { PasswordHasher } from "./users/PasswordHash.ts"
 import { TwoFactor } from "./users/TwoFactor.ts"
 import { PlatformAddresses } from "./wallets/PlatformAddresses.ts"
 import { ProvisioningSupervisor } from "./wallets/ProvisioningSupervisor.ts"
@@ -142,7 +143,8 @@ export const DomainLayer = Layer.mergeAll(
     Ledger.layer,
     TransactionRepository.layer
   )),
-  Layer.provideMerge(Layer.mergeAll(Tenants.layer, ApiKeys.layer, Catalog.layer)),
+  // PasswordHasher: password hashes on worker threads of their own, bounded per tenant (users/PasswordHash.ts).
+  Layer.provideMerge(Layer.mergeAll(Tenants.layer, ApiKeys.layer, Catalog.layer, PasswordHasher.layer)),
   Layer.provideMerge(ConfigChanges.layer),
   // Provided once, here: ids, the outbox and the transaction events are services, never passed by hand.
   Layer.provideMerge(Outbox.layer),
