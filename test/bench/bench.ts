@@ -15,12 +15,13 @@
  *   `one-payer/raw ratio`, then the ledger audit
  * deliveries (DeliveriesPhase.ts): `deliveries/raw-post ratio`
  * withdrawals (WithdrawalsPhase.ts, own anvil and service): `withdrawals/raw-send ratio`, `--withdrawals <n>` (200)
+ * noisy (NoisyNeighbourPhase.ts, issue 36): `noisy neighbour p99 ms`, one tenant's latency while another hashes passwords
  *
  * Each load is a warm-up then a fixed window; the run stops by itself and removes what it started. A line with a
  * goal (issues 8 and 10, `goals`) says it, and `missed` when below; after the run each phase with a missed line runs
  * again alone under `--profile`, so the miss is reported with where the time goes (`profileMisses`).
  *
- * Flags: `--only signed,deposits,transfers,deliveries` (any of them; transfers brings deposits along);
+ * Flags: `--only signed,deposits,transfers,deliveries,noisy` (any of them; transfers brings deposits along);
  * `--profile <phase>` runs that phase alone (signed, unsigned, deposits, transfers, deliveries, withdrawals) with the server under
  * `--cpu-prof` and prints where its CPU time went during the measured part (test/bench/ProfileSummary.ts);
  * `--statements` loads pg_stat_statements into the service's PostgreSQL and prints, after the transfers, deliveries and
@@ -75,6 +76,7 @@ import {
 } from "./BenchSupport.ts"
 import { runDeliveriesPhase } from "./DeliveriesPhase.ts"
 import { runDepositsPhase } from "./DepositsPhase.ts"
+import { runNoisyNeighbourPhase } from "./NoisyNeighbourPhase.ts"
 import { type LoadResult, runLoad } from "./HttpLoad.ts"
 import { summarizeProfile } from "./ProfileSummary.ts"
 import { runTransfersPhase } from "./TransfersPhase.ts"
@@ -102,7 +104,7 @@ const { values: flags } = parseArgs({
     withdrawals: { type: "string", default: "200" }
   }
 })
-const phaseNames = ["signed", "deposits", "transfers", "deliveries", "withdrawals"] as const
+const phaseNames = ["signed", "deposits", "transfers", "deliveries", "withdrawals", "noisy"] as const
 type PhaseName = (typeof phaseNames)[number]
 const profilePhase = flags.profile
 const profileChoices = ["signed", "unsigned", "deposits", "transfers", "deliveries", "withdrawals"]
@@ -491,6 +493,16 @@ const main = async () => {
       })
       if (profilePhase === "deliveries") profileWindow = result.window
       goalFigure("deliveries/raw-post ratio", result.deliveries / result.raw)
+    }
+
+    if (runs("noisy") && profileDirectory === undefined) {
+      log("\nnoisy neighbour (issue 36): one tenant's latency while another creates users with passwords")
+      const result = await runNoisyNeighbourPhase({
+        baseUrl: service.publicUrl,
+        noisy: await provisionTenant(service.opsUrl, opsToken, "bench-noisy", 1, 50),
+        quiet: await provisionTenant(service.opsUrl, opsToken, "bench-quiet", 1, rateLimitPerSecond)
+      })
+      figure(`noisy neighbour p99 ms: ${result.p99Ms.toFixed(1)}`)
     }
 
     if (runs("withdrawals") && (profileDirectory === undefined || profilePhase === "withdrawals")) {
