@@ -26,6 +26,7 @@ import { Ids } from "./domain/Ids.ts"
 import { answerParserErrors } from "./http/ClientErrors.ts"
 import { DisabledPaths } from "./http/DisabledPaths.ts"
 import { errorBoundary } from "./http/ErrorBoundary.ts"
+import { limitConnections, listenerServerOptions } from "./http/ListenerLimits.ts"
 import { pathParamLengthMax } from "./http/RequestTarget.ts"
 import { ReferenceHandlers } from "./http/ReferenceHandlers.ts"
 import { referencePage } from "./http/ReferencePage.ts"
@@ -208,7 +209,7 @@ const listener = <I, E, R>(
     Layer.effect(address, Effect.map(Effect.service(HttpServer.HttpServer), (server) => HttpServer.formatAddress(server.address)))
   ).pipe(Layer.provide(Layer.unwrap(Effect.map(Effect.service(Ids), (ids) =>
     NodeHttpServer.layer(
-      () => answerParserErrors(createServer(), () => Effect.runSync(ids.uuidV7)),
+      () => limitConnections(answerParserErrors(createServer(listenerServerOptions), () => Effect.runSync(ids.uuidV7))),
       { host, port, gracefulShutdownTimeout: "10 seconds" }
     )))))
 

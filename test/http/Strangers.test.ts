@@ -6,8 +6,9 @@
  */
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { connect } from "node:net"
+import { connect, type Socket } from "node:net"
 import { PublicAddress } from "../../src/App.ts"
+import { listenerLimits } from "../../src/http/ListenerLimits.ts"
 import { signRequest } from "../../src/client/RequestSigner.ts"
 import { makeTestAppLayer, provisionTenant } from "../support/TestApp.ts"
 
@@ -120,4 +121,58 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("nothing held for stran
       )
       assert.strictEqual(statusAndCode(created).status, 200, created)
     }))
+
+  it.effect("headers trickled a line a second: 408 and the connection closed once the header deadline passes", () =>
+    Effect.gen(function*() {
+      const baseUrl = yield* PublicAddress
+      const { hostname, port } = new URL(baseUrl)
+      const started = performance.now()
+      const outcome = yield* Effect.promise(() =>
+        new Promise<{ readonly answer: string; readonly closed: boolean }>((resolve) => {
+          const socket = connect(Number(port), hostname, () => socket.write("GET /v1/networks HTTP/1.1\r\nhost: coffer\r\n"))
+          let line = 0
+          const trickle = setInterval(() => socket.writable && socket.write(`x-slow-${line++}: 1\r\n`), 1_000)
+          let answer = ""
+          socket.on("data", (chunk) => {
+            answer += chunk.toString("latin1")
+          })
+          const give = setTimeout(() => socket.destroy(), listenerLimits.headersTimeoutMillis + 8_000)
+          socket.on("close", () => {
+            clearInterval(trickle)
+            clearTimeout(give)
+            resolve({ answer, closed: performance.now() - started < listenerLimits.headersTimeoutMillis + 7_000 })
+          })
+          socket.on("error", () => undefined)
+        })
+      )
+      assert.isTrue(outcome.closed, "the server closed the connection")
+      assert.deepStrictEqual(statusAndCode(outcome.answer), {
+        status: 408,
+        code: "PROVIDER_UNAVAILABLE",
+        message: "request not received in time"
+      })
+    }), 30_000)
+
+  it.effect("connections beyond the cap are closed unanswered; the listener serves again once they go", () =>
+    Effect.gen(function*() {
+      const baseUrl = yield* PublicAddress
+      const { hostname, port } = new URL(baseUrl)
+      const open = (socket: Socket) => new Promise<Socket>((resolve) => socket.once("connect", () => resolve(socket)))
+      const held: Array<Socket> = []
+      yield* Effect.promise(async () => {
+        for (let index = 0; index < listenerLimits.maxConnections; index++) {
+          const socket = connect(Number(port), hostname)
+          socket.on("error", () => undefined)
+          held.push(await open(socket))
+        }
+      })
+      // Let the server accept every one of them before the next.
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 500)))
+      const dropped = yield* headOnly(baseUrl, "GET /v1/webhooks/event_types HTTP/1.1\r\nhost: coffer\r\n\r\n", 3_000)
+      for (const socket of held) socket.destroy()
+      assert.strictEqual(dropped, "no answer")
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 500)))
+      const served = yield* headOnly(baseUrl, "GET /v1/webhooks/event_types HTTP/1.1\r\nhost: coffer\r\n\r\n", 3_000)
+      assert.match(served, /^HTTP\/1\.1 200 /)
+    }), 30_000)
 })
