@@ -19,18 +19,41 @@ const rangeWords: Record<string, string> = {
   broadcast: "broadcast"
 }
 
+/**
+ * An IPv6 address as the WHATWG URL parser writes it (all hex): ipaddr.js reads a dotted tail as IPv4-mapped
+ * whatever precedes it (`::127.0.0.1` as `::ffff:127.0.0.1`), while the socket connects to what was written.
+ */
+const canonicalIPv6 = (address: string): string | undefined => {
+  if (!address.includes(":")) return undefined
+  try {
+    return new URL(`http://[${address}]/`).hostname.replace(/^\[(.*)\]$/, "$1")
+  } catch {
+    return undefined
+  }
+}
+
 /** Why `address` must not be connected to, or undefined when it is a public unicast address. */
 export const refusalReason = (address: string): string | undefined => {
   if (!ipaddr.isValid(address)) return `${address} is not an IP address`
-  let parsed = ipaddr.parse(address)
+  let parsed = ipaddr.parse(canonicalIPv6(address) ?? address)
   // ::ffff:10.0.0.1 reaches 10.0.0.1.
   if (parsed.kind() === "ipv6" && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) {
     parsed = (parsed as ipaddr.IPv6).toIPv4Address()
   }
   const range = parsed.range()
-  if (range === "unicast") return undefined
-  return `${address} is a ${rangeWords[range] ?? `non-public (${range})`} address`
+  if (range !== "unicast") return `${address} is a ${rangeWords[range] ?? `non-public (${range})`} address`
+  if (parsed.kind() === "ipv6") {
+    // Global unicast only (2000::/3): ipaddr.js calls other space "unicast" too, and an IPv4-compatible address
+    // (::/96, deprecated) written in hex (`::7f00:1`, as URLs normalize `[::127.0.0.1]`) escaped the mapped check
+    // above and every range (issue 36).
+    if (parsed.match(ipv4CompatibleRange)) return `${address} is an IPv4-compatible address`
+    if (!parsed.match(globalUnicastRange)) return `${address} is a non-global address`
+  }
+  return undefined
 }
+
+const globalUnicastRange = ipaddr.parseCIDR("2000::/3") as [ipaddr.IPv6, number]
+const ipv4CompatibleRange = ipaddr.parseCIDR("::/96") as [ipaddr.IPv6, number]
 
 export class AddressRefused extends Error {
   override readonly name = "AddressRefused"
