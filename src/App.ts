@@ -26,6 +26,7 @@ import { Ids } from "./domain/Ids.ts"
 import { answerParserErrors } from "./http/ClientErrors.ts"
 import { DisabledPaths } from "./http/DisabledPaths.ts"
 import { errorBoundary } from "./http/ErrorBoundary.ts"
+import { limitConnections, listenerServerOptions } from "./http/ListenerLimits.ts"
 import { pathParamLengthMax } from "./http/RequestTarget.ts"
 import { ReferenceHandlers } from "./http/ReferenceHandlers.ts"
 import { referencePage } from "./http/ReferencePage.ts"
@@ -60,6 +61,7 @@ import { TransactionRepository } from "./transactions/TransactionRepository.ts"
 import { Movements } from "./transfers/Movements.ts"
 import { TransferQuotes } from "./transfers/TransferQuotes.ts"
 import { Transfers } from "./transfers/Transfers.ts"
+import { PasswordHasher } from "./users/PasswordHash.ts"
 import { TwoFactor } from "./users/TwoFactor.ts"
 import { PlatformAddresses } from "./wallets/PlatformAddresses.ts"
 import { ProvisioningSupervisor } from "./wallets/ProvisioningSupervisor.ts"
@@ -150,7 +152,8 @@ export const DomainLayer = Layer.mergeAll(
     Ledger.layer,
     TransactionRepository.layer
   )),
-  Layer.provideMerge(Layer.mergeAll(Tenants.layer, ApiKeys.layer, Catalog.layer)),
+  // PasswordHasher: password hashes on worker threads of their own, bounded per tenant (users/PasswordHash.ts).
+  Layer.provideMerge(Layer.mergeAll(Tenants.layer, ApiKeys.layer, Catalog.layer, PasswordHasher.layer)),
   Layer.provideMerge(ConfigChanges.layer),
   // Provided once, here: ids, the outbox and the transaction events are services, never passed by hand.
   Layer.provideMerge(Outbox.layer),
@@ -229,7 +232,7 @@ const listener = <I, E, R>(
     Layer.effect(address, Effect.map(Effect.service(HttpServer.HttpServer), (server) => HttpServer.formatAddress(server.address)))
   ).pipe(Layer.provide(Layer.unwrap(Effect.map(Effect.service(Ids), (ids) =>
     NodeHttpServer.layer(
-      () => answerParserErrors(createServer(), () => Effect.runSync(ids.uuidV7)),
+      () => limitConnections(answerParserErrors(createServer(listenerServerOptions), () => Effect.runSync(ids.uuidV7))),
       { host, port, gracefulShutdownTimeout: "10 seconds" }
     )))))
 

@@ -4,8 +4,10 @@
  * Two process settings come first, before anything is loaded:
  * - libuv's thread pool verifies request signatures (src/auth/Ed25519.ts). Measured on 2 cores (docs/benchmarks.md):
  *   with the default four threads signed throughput was 2.8k req/s, with two 3.3k, with one 5.0k: extra threads
- *   only compete with the event loop, which serves every request. The cost: a password hash (scrypt, tens of ms,
- *   rare) delays the signature checks queued behind it. `UV_THREADPOOL_SIZE` in the environment overrides this.
+ *   only compete with the event loop, which serves every request. Nothing a tenant can make long runs on that thread
+ *   (issue 36): password hashes have a worker thread of their own (users/PasswordHash.ts) and webhook names are
+ *   resolved by an asynchronous DNS client (webhooks/AddressPolicy.ts), since anything queued there delays every
+ *   tenant's signature check. `UV_THREADPOOL_SIZE` in the environment overrides this.
  * - the compile cache halves the import time of a restart, which the 3 s readiness promise after a crash depends on.
  *   Where it lives and why: ProjectRoot.ts. Where node_modules is read-only the cache is off and the start slower;
  *   `NODE_COMPILE_CACHE` in the environment names another place (Node enables it before this line runs). It is

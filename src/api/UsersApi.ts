@@ -89,7 +89,8 @@ export class UsersApi extends HttpApiGroup.make("users")
     HttpApiEndpoint.post("create", "/v1/users", {
       payload: CreateUserBody,
       success: UserObject,
-      error: [EmailTakenWire]
+      // 429 when the tenant's share of the password-hash pool is full (users/PasswordHash.ts).
+      error: [EmailTakenWire, RateLimitedWire]
     }),
     HttpApiEndpoint.get("list", "/v1/users", {
       query: {

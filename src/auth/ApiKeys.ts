@@ -13,7 +13,20 @@ import { publicKeyFromHex } from "./Ed25519.ts"
 import { type IpMatcher, makeIpMatcher } from "./IpAllowList.ts"
 
 export const apiKeyCacheTtlMillis = 5_000
-export const apiKeyCacheEntriesMax = 100_000
+
+/**
+ * The cache's bounds. Keys that exist and ids that do not are held apart (issue 36): anyone can send unknown ids,
+ * and when both shared one map, filling it with random ids cleared it, good keys with it. A full part forgets its
+ * oldest entry, never the other part. Only keys that exist enter `keysMax`, so strangers cannot fill it.
+ */
+export interface ApiKeyCacheBounds {
+  readonly keysMax: number
+  readonly missesMax: number
+}
+export const apiKeyCacheBounds: ApiKeyCacheBounds = { keysMax: 100_000, missesMax: 10_000 }
+
+/** The key id's form (spec 5, `ak_` and 24 hex digits, ApiKeyRegistry.ts): anything else is unknown without a query. */
+const keyIdPattern = /^ak_[0-9a-f]{24}$/
 
 export interface ApiKeyEntry {
   readonly keyId: string
@@ -50,11 +63,22 @@ export class ApiKeys extends Context.Service<ApiKeys, {
   /** Forget cached entries after a change to keys or tenants. */
   readonly invalidate: Effect.Effect<void>
 }>()("coffer/ApiKeys") {
-  static readonly layer = Layer.effect(
+  static readonly layerWith = (bounds: ApiKeyCacheBounds) => Layer.effect(
     ApiKeys,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const cache = new Map<string, { readonly entry: ApiKeyEntry | undefined; readonly loadedAtMillis: number }>()
+      const keys = new Map<string, { readonly entry: ApiKeyEntry; readonly loadedAtMillis: number }>()
+      /** Unknown ids, with when they were found missing. */
+      const misses = new Map<string, number>()
+      /** Map keeps insertion order: the first entry is the oldest. */
+      const remember = <V>(map: Map<string, V>, max: number, keyId: string, value: V) => {
+        map.delete(keyId)
+        if (map.size >= max) {
+          const oldest = map.keys().next()
+          if (oldest.done !== true) map.delete(oldest.value)
+        }
+        map.set(keyId, value)
+      }
 
       const load = (keyId: string) =>
         sql`
@@ -82,22 +106,34 @@ export class ApiKeys extends Context.Service<ApiKeys, {
 
       // On the path of every signed request: a cache hit must cost no more than a map lookup (no span, no query).
       const lookupAt = (keyId: string, nowMillis: number): Effect.Effect<ApiKeyEntry | undefined> => {
-        const cached = cache.get(keyId)
+        const cached = keys.get(keyId)
         if (cached !== undefined && nowMillis - cached.loadedAtMillis < apiKeyCacheTtlMillis) {
           return Effect.succeed(cached.entry)
         }
+        const missed = misses.get(keyId)
+        if (missed !== undefined && nowMillis - missed < apiKeyCacheTtlMillis) return Effect.succeed(undefined)
+        if (!keyIdPattern.test(keyId)) return Effect.succeed(undefined)
         return Effect.map(load(keyId), (entry) => {
-          // Bounded: a flood of unknown key ids must not grow memory without limit.
-          if (cache.size >= apiKeyCacheEntriesMax) cache.clear()
-          cache.set(keyId, { entry, loadedAtMillis: nowMillis })
+          if (entry === undefined) {
+            keys.delete(keyId)
+            remember(misses, bounds.missesMax, keyId, nowMillis)
+          } else {
+            misses.delete(keyId)
+            remember(keys, bounds.keysMax, keyId, { entry, loadedAtMillis: nowMillis })
+          }
           return entry
         })
       }
       const lookup = (keyId: string) => Effect.flatMap(Clock.currentTimeMillis, (now) => lookupAt(keyId, now))
 
-      const invalidate = Effect.sync(() => cache.clear())
+      const invalidate = Effect.sync(() => {
+        keys.clear()
+        misses.clear()
+      })
       yield* (yield* ConfigChanges).onChange(invalidate)
       return ApiKeys.of({ lookup, lookupAt, invalidate })
     })
   )
+
+  static readonly layer = ApiKeys.layerWith(apiKeyCacheBounds)
 }

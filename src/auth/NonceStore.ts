@@ -4,7 +4,7 @@
  * request still waits for its own nonce to be committed before it proceeds, so a crash can never reopen a replay,
  * but the database sees one statement per flush instead of one per request (GroupCommit.ts).
  */
-import { Clock, Context, Effect, Layer, Schedule, Schema, Scope } from "effect"
+import { Context, Effect, Layer, Schedule, Schema, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { makeGroupCommit } from "../db/GroupCommit.ts"
 import { decodeRows, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
@@ -13,6 +13,8 @@ import { decodeRows, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
 export const nonceBatchSizeMax = 1_000
 /** Expired nonces are purged this often; a nonce can never matter after its JWT's `exp`. */
 export const noncePurgeIntervalMillis = 60_000
+/** Nonces are kept this long past their JWT's `exp` by the database's clock (clock skew between processes). */
+export const noncePurgeMarginSeconds = 300
 
 interface Pending {
   readonly keyId: string
@@ -102,10 +104,11 @@ export class NonceStore extends Context.Service<NonceStore, {
       const record = (keyId: string, nonce: string, expiresAtSeconds: number) =>
         recordOne({ keyId, nonce, expiresAt: new Date(expiresAtSeconds * 1000) })
 
-      yield* Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        yield* sql`DELETE FROM auth_nonces WHERE expires_at < ${new Date(now)}`
-      }).pipe(
+      // By the database's clock, with a margin, not this process's: with several processes whose clocks differ, a
+      // process running ahead purged nonces that another, behind it, still accepts tokens for, and a token could be
+      // replayed within the skew (issue 36). The margin covers skew between the processes that check tokens and the
+      // database; a row kept longer costs nothing but its space.
+      yield* sql`DELETE FROM auth_nonces WHERE expires_at < now() - ${`${noncePurgeMarginSeconds} seconds`}::interval`.pipe(
         Effect.catchCause((cause) => Effect.logWarning("nonce purge failed", cause)),
         Effect.repeat(Schedule.spaced(noncePurgeIntervalMillis)),
         Effect.forkIn(scope)

@@ -6,7 +6,8 @@
  *
  * Two framework checks run here, before routing and so before authentication: a request target that does not
  * decode into storable text is 400, and a body above 1 MiB is 413 however it is framed (chunked, or a
- * Content-Length that is too large), because the body is read here, under the cap, before any route sees it.
+ * Content-Length that is too large): a chunked body is read here, under the cap, before any route sees it, and a
+ * Content-Length above it is refused without reading a byte.
  */
 import { ByteSize, Cause, Context, Duration, Effect, Result, Schema, type Types } from "effect"
 import { FindMyWay, HttpIncomingMessage, HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -59,9 +60,10 @@ const frameworkChecks = Effect.gen(function*() {
   if (contentLength !== undefined && Number(contentLength) > requestBodyHardLimitBytes) {
     return yield* new BodyTooLarge({ message: bodyTooLargeMessage })
   }
-  const declaresBody = (contentLength !== undefined && contentLength !== "0") ||
-    request.headers["transfer-encoding"] !== undefined
-  if (declaresBody) yield* request.arrayBuffer
+  // A chunked body is read here, under the cap, so that one above 1 MiB is 413 wherever it goes. A body with a
+  // Content-Length is not: its size is judged from the header (above, and check 3 in SignatureAuthLayer.ts), and it
+  // is read only by what needs it, after the key checks, so a stranger's body is never held (issue 36).
+  if (request.headers["transfer-encoding"] !== undefined) yield* request.arrayBuffer
 })
 
 const methods = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const

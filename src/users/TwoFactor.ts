@@ -9,7 +9,7 @@
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Secret, TOTP } from "otpauth"
-import { decodeFirstRow, decodeSingleRow, Int4, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
+import { decodeFirstRow, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
 import { CooldownActive, RateLimited, TwoFactorInvalid, TwoFactorRequired } from "../domain/ApiError.ts"
 
 /** Section 8: two-step code checks per user. */
@@ -25,7 +25,6 @@ const driftSteps = 1
 export const PayerTotp = Schema.Struct({ totp_secret: Nullable(Text), cooldown_until: Nullable(Timestamp) })
 export type PayerTotp = typeof PayerTotp.Type
 const payerRow = decodeFirstRow(PayerTotp, "TwoFactor.verify (payer)")
-const recentChecks = decodeSingleRow(Schema.Struct({ n: Int4 }), "TwoFactor.verify (recent checks)")
 
 export type TwoFactorError = CooldownActive | TwoFactorRequired | TwoFactorInvalid | RateLimited
 
@@ -64,15 +63,25 @@ export class TwoFactor extends Context.Service<TwoFactor, {
         if (inCooldown) return yield* new CooldownActive({ message: "security cooldown is active" })
         if (code === undefined || code.length === 0) return yield* new TwoFactorRequired({ message: "TOTP code required" })
 
+        // Counting and recording the check are one step under a lock per user: counted then inserted apart, 40
+        // concurrent wrong codes were 22 checks against the 10 allowed (issue 36). The lock is a transaction-scoped
+        // advisory lock rather than the user's row, which transfers read FOR SHARE while they move funds.
         const windowStart = new Date(now - twoFactorWindowMillis)
-        yield* sql`DELETE FROM two_factor_checks WHERE user_id = ${userId} AND checked_at < ${windowStart}`
-        const recent = yield* sql`
-          SELECT count(*)::int AS n FROM two_factor_checks WHERE user_id = ${userId} AND checked_at >= ${windowStart}`
-          .pipe(Effect.flatMap(recentChecks))
-        if (recent.n >= twoFactorChecksMax) {
+        const recorded = yield* sql.withTransaction(Effect.gen(function*() {
+          yield* sql`SELECT pg_advisory_xact_lock(hashtextextended(${`coffer-2fa:${userId}`}, 0))`
+          return yield* sql`
+            WITH expired AS (
+              DELETE FROM two_factor_checks WHERE user_id = ${userId} AND checked_at < ${windowStart}
+            )
+            INSERT INTO two_factor_checks (user_id, checked_at)
+            SELECT ${userId}, ${new Date(now)}
+            WHERE (SELECT count(*) FROM two_factor_checks WHERE user_id = ${userId} AND checked_at >= ${windowStart})
+              < ${twoFactorChecksMax}
+            RETURNING user_id`
+        }))
+        if (recorded.length === 0) {
           return yield* new RateLimited({ message: "too many two-step code checks; try again later" })
         }
-        yield* sql`INSERT INTO two_factor_checks (user_id, checked_at) VALUES (${userId}, ${new Date(now)})`
 
         const totp = new TOTP({ secret: Secret.fromBase32(user.totp_secret), period: periodSeconds })
         const delta = /^[0-9]{6}$/.test(code) ? totp.validate({ token: code, timestamp: now, window: driftSteps }) : null

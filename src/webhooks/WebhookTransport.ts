@@ -15,7 +15,7 @@ import { Context, Effect, Layer } from "effect"
 import * as http from "node:http"
 import * as https from "node:https"
 import { AppConfig } from "../Config.ts"
-import { guardedLookup, literalRefusal } from "./AddressPolicy.ts"
+import { literalRefusal, makeLookup } from "./AddressPolicy.ts"
 import { deliveryTimeoutMillis, lastErrorLengthMax, responseBodyBytesMax } from "./DeliverySettings.ts"
 
 export type AttemptOutcome =
@@ -46,7 +46,15 @@ export const makeTransport = (options: {
   readonly refusePrivateAddresses: boolean
   /** Connection pools; without them every attempt opens and closes its own connection. */
   readonly agents?: { readonly http: http.Agent; readonly https: https.Agent }
-}) => ({
+  /** Name servers to ask instead of the system's (tests). */
+  readonly dnsServers?: ReadonlyArray<string>
+}) => {
+  // Every environment resolves through the asynchronous DNS client, never libuv's thread pool (AddressPolicy.ts).
+  const lookup = makeLookup({
+    refuse: options.refusePrivateAddresses,
+    ...(options.dnsServers === undefined ? {} : { servers: options.dnsServers })
+  })
+  return {
   post: (request: WebhookRequest): Effect.Effect<AttemptOutcome> =>
     Effect.callback<AttemptOutcome>((resume, signal) => {
       let target: URL
@@ -66,7 +74,7 @@ export const makeTransport = (options: {
         headers: { ...request.headers, "content-length": String(request.body.byteLength) },
         agent: options.agents === undefined ? false : secure ? options.agents.https : options.agents.http,
         signal,
-        ...(options.refusePrivateAddresses ? { lookup: guardedLookup as never } : {})
+        lookup: lookup as never
       }, (response) => {
         let received = 0
         response.on("data", (chunk: Buffer) => {
@@ -82,7 +90,8 @@ export const makeTransport = (options: {
       outgoing.setTimeout(2 * deliveryTimeoutMillis, () => outgoing.destroy())
       outgoing.end(request.body)
     })
-})
+  }
+}
 
 export class WebhookTransport extends Context.Service<WebhookTransport, ReturnType<typeof makeTransport>>()(
   "coffer/WebhookTransport"

@@ -2,9 +2,10 @@
  * The durable nonce store behind spec section 5, check 10, on this file's database: once per key, across keys
  * independent, and no request left waiting by the group commit.
  */
-import { assert, layer } from "@effect/vitest"
+import { assert, it, layer } from "@effect/vitest"
 import { Deferred, Effect, Layer, Option, Redacted, Scheduler } from "effect"
-import { NonceStore } from "../../src/auth/NonceStore.ts"
+import { TestClock } from "effect/testing"
+import { NonceStore, noncePurgeIntervalMillis } from "../../src/auth/NonceStore.ts"
 import * as Database from "../../src/db/Database.ts"
 
 const TestLayer = NonceStore.layer.pipe(
@@ -69,3 +70,16 @@ layer(TestLayer, { excludeTestServices: true })("NonceStore", (it) => {
       Effect.provideService(Scheduler.MaxOpsBeforeYield, 16)
     ))
 })
+
+// TestClock: this process's clock an hour ahead of the database's.
+it.effect("the purge goes by the database's clock: a process whose clock runs ahead cannot purge a live nonce (issue 36)", () =>
+  Effect.gen(function*() {
+    const realNowSeconds = Math.floor(Date.now() / 1000)
+    yield* TestClock.setTime(Date.now() + 3_600_000)
+    const store = yield* Effect.provide(Effect.service(NonceStore), yield* Layer.build(TestLayer))
+    assert.isTrue((yield* store.record("ak_skew", "n-1", realNowSeconds + 20)).fresh)
+    // The next purge, by this process's clock an hour past the token's exp.
+    yield* TestClock.adjust(noncePurgeIntervalMillis)
+    yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 1_000)))
+    assert.isFalse((yield* store.record("ak_skew", "n-1", realNowSeconds + 20)).fresh, "the nonce is still known")
+  }).pipe(Effect.scoped), 20_000)

@@ -18,12 +18,13 @@
  * addresses (DepositAddressPhase.ts, own service): `deposit_address p99 ms (20k)`, the worst p99 of any block of
  *   `--address-block <n>` (2000) calls among `--addresses <n>` (20000) at `--address-in-flight <n>` (32), with the
  *   service's resident memory and live heap after them (issue 39)
+ * noisy (NoisyNeighbourPhase.ts, issue 36): `noisy neighbour p99 ms`, one tenant's latency while another hashes passwords
  *
  * Each load is a warm-up then a fixed window; the run stops by itself and removes what it started. A line with a
  * goal (issues 8 and 10, `goals`) says it, and `missed` when below; after the run each phase with a missed line runs
  * again alone under `--profile`, so the miss is reported with where the time goes (`profileMisses`).
  *
- * Flags: `--only signed,deposits,transfers,deliveries,withdrawals,addresses` (any of them; transfers brings deposits along);
+ * Flags: `--only signed,deposits,transfers,deliveries,withdrawals,addresses,noisy` (any of them; transfers brings deposits along);
  * `--profile <phase>` runs that phase alone (signed, unsigned, deposits, transfers, deliveries, withdrawals) with the server under
  * `--cpu-prof` and prints where its CPU time went during the measured part (test/bench/ProfileSummary.ts);
  * `--statements` loads pg_stat_statements into the service's PostgreSQL and prints, after the transfers, deliveries and
@@ -85,6 +86,7 @@ import {
 import { runDeliveriesPhase } from "./DeliveriesPhase.ts"
 import { runDepositAddressPhase } from "./DepositAddressPhase.ts"
 import { runDepositsPhase } from "./DepositsPhase.ts"
+import { runNoisyNeighbourPhase } from "./NoisyNeighbourPhase.ts"
 import { type LoadResult, runLoad } from "./HttpLoad.ts"
 import { summarizeProfile } from "./ProfileSummary.ts"
 import { runTransfersPhase } from "./TransfersPhase.ts"
@@ -118,7 +120,7 @@ const { values: flags } = parseArgs({
     "tracing-protocol": { type: "string", default: "http/protobuf" }
   }
 })
-const phaseNames = ["signed", "deposits", "transfers", "deliveries", "withdrawals", "addresses"] as const
+const phaseNames = ["signed", "deposits", "transfers", "deliveries", "withdrawals", "addresses", "noisy"] as const
 type PhaseName = (typeof phaseNames)[number]
 const profilePhase = flags.profile
 const profileChoices = ["signed", "unsigned", "deposits", "transfers", "deliveries", "withdrawals"]
@@ -564,6 +566,16 @@ const main = async () => {
       })
       if (profilePhase === "deliveries") profileWindow = result.window
       goalFigure("deliveries/raw-post ratio", result.deliveries / result.raw)
+    }
+
+    if (runs("noisy") && profileDirectory === undefined) {
+      log("\nnoisy neighbour (issue 36): one tenant's latency while another creates users with passwords")
+      const result = await runNoisyNeighbourPhase({
+        baseUrl: service.publicUrl,
+        noisy: await provisionTenant(service.opsUrl, opsToken, "bench-noisy", 1, 50),
+        quiet: await provisionTenant(service.opsUrl, opsToken, "bench-quiet", 1, rateLimitPerSecond)
+      })
+      figure(`noisy neighbour p99 ms: ${result.p99Ms.toFixed(1)}`)
     }
 
     if (runs("withdrawals") && (profileDirectory === undefined || profilePhase === "withdrawals")) {

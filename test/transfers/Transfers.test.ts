@@ -388,5 +388,28 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("internal transfers (sp
         expectError(yield* send({ "x-user-2fa-code": wrong }), 429, "RATE_LIMITED")
         assert.deepStrictEqual(yield* balance(tenant, luke.walletId), { available: "999", frozen: "0" })
       }))
+
+    it.effect("40 concurrent wrong codes for one user: exactly 10 are checked, 30 refused unchecked (issue 36)", () =>
+      Effect.gen(function*() {
+        const ops = yield* opsClient
+        const tenant = yield* provisionTenant()
+        const { payer, between } = yield* fundedPair(tenant, "nora", "otto", 1_000n)
+        yield* settings(tenant, { apiRequireUser2fa: true })
+        const { secret } = yield* ops.users.bindTotp({ params: { tenantId: tenant.tenantId, customerRefId: "nora" } })
+          .pipe(Effect.orDie)
+        const wrong = new TOTP({ secret: Secret.fromBase32(secret) }).generate() === "000000" ? "111111" : "000000"
+        const answers = yield* Effect.forEach(
+          Array.from({ length: 40 }, (_, index) => index),
+          (index) => submit(tenant, { ...between, amountRaw: "1", externalTxId: `burst-${index}` }, { "x-user-2fa-code": wrong }),
+          { concurrency: "unbounded" }
+        )
+        const checked = answers.filter((response) => response.status === 403)
+        const refused = answers.filter((response) => response.status === 429)
+        for (const response of checked) expectError(response, 403, "TWO_FACTOR_INVALID")
+        for (const response of refused) expectError(response, 429, "RATE_LIMITED")
+        assert.strictEqual(checked.length, 10, "the spec's 10 checks per 15 minutes, however the requests interleave")
+        assert.strictEqual(refused.length, 30)
+        assert.deepStrictEqual(yield* balance(tenant, payer.walletId), { available: "1000", frozen: "0" })
+      }))
   })
 })

@@ -1,7 +1,7 @@
 /** The pure rules of webhooks: URL per environment, subscriptions, refused addresses, outcomes and the schedule. */
 import { assert, describe, it } from "@effect/vitest"
 import { Option } from "effect"
-import { guardedLookup, refusalReason } from "../../src/webhooks/AddressPolicy.ts"
+import { guardedLookup, literalRefusal, refusalReason } from "../../src/webhooks/AddressPolicy.ts"
 import { checkDescription, checkEvents, checkWebhookUrl } from "../../src/webhooks/EndpointRules.ts"
 import { classifyOutcome, nextAttemptAt } from "../../src/webhooks/WebhookDelivery.ts"
 
@@ -101,6 +101,16 @@ describe("addresses a production delivery may not reach (spec 6, rule 4)", () =>
     for (const address of ["8.8.8.8", "1.1.1.1", "93.184.216.34", "2606:4700:4700::1111", "::ffff:8.8.8.8"]) {
       assert.isUndefined(refusalReason(address), address)
     }
+  })
+
+  it("IPv6: global unicast (2000::/3) only; IPv4-compatible ::/96 refused however it is written (issue 36)", () => {
+    for (const address of ["::127.0.0.1", "::7f00:1", "::10.0.0.1", "::8.8.8.8"]) {
+      assert.strictEqual(refusalReason(address), `${address} is an IPv4-compatible address`)
+    }
+    assert.strictEqual(refusalReason("4000::1"), "4000::1 is a non-global address")
+    // The form a URL gives the socket: `[::127.0.0.1]` becomes `[::7f00:1]`.
+    assert.strictEqual(literalRefusal(new URL("http://[::127.0.0.1]/")), "::7f00:1 is an IPv4-compatible address")
+    assert.isUndefined(literalRefusal(new URL("https://[2606:4700:4700::1111]/")))
   })
 
   it("a name is checked on every address it resolves to: localhost is refused at lookup", async () => {

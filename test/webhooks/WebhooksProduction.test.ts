@@ -53,7 +53,7 @@ layer(AppLayer, { excludeTestServices: true })("webhooks in production", (it) =>
       const tenant = yield* provisionTenant()
       const receiver = yield* makeReceiver()
       const port = new URL(receiver.url).port
-      for (const host of ["127.0.0.1", "localhost", "[::1]"]) {
+      for (const host of ["127.0.0.1", "localhost", "[::1]", "[::127.0.0.1]"]) {
         const endpoint = yield* call(tenant, "POST", "/v1/webhooks", { url: `https://${host}:${port}/hooks` })
         assert.strictEqual(endpoint.status, 201, `registration is accepted: ${endpoint.text}`)
         const test = yield* call(tenant, "POST", `/v1/webhooks/${endpoint.json.id}/test`)
@@ -67,7 +67,10 @@ layer(AppLayer, { excludeTestServices: true })("webhooks in production", (it) =>
         )
         assert.strictEqual(record.status, "PENDING", "a refusal is a failed attempt, retried on the schedule")
         assert.isNull(record.responseStatus)
-        assert.match(record.lastError, /^refused: .*(127\.0\.0\.1|::1) is a loopback address$/)
+        assert.match(
+          record.lastError,
+          /^refused: .*((127\.0\.0\.1|::1) is a loopback|::7f00:1 is an IPv4-compatible) address$/
+        )
         yield* call(tenant, "DELETE", `/v1/webhooks/${endpoint.json.id}`)
       }
       yield* realSleep(300)
