@@ -1,6 +1,9 @@
 {
   description = "Coffer: custody wallet service (development shell)";
 
+  # No flake.lock yet: the machines this was written on have no Nix to generate one (a lock holds the narHash of
+  # the nixpkgs revision, which only Nix computes). The first `nix develop` writes it; commit it so every shell
+  # gets the same nixpkgs.
   inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
 
   outputs = { self, nixpkgs }:

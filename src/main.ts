@@ -28,7 +28,7 @@ process.env.UV_THREADPOOL_SIZE ??= "1"
 enableCompileCache(compileCacheDirectory)
 
 const NodeRuntime = await import("@effect/platform-node/NodeRuntime")
-const { Deferred, Effect, Fiber, Layer } = await import("effect")
+const { Cause, Deferred, Effect, Fiber, Layer, Runtime } = await import("effect")
 const { StorageUnderway } = await import("./db/Database.ts")
 const { StorageLayer } = await import("./StorageLayer.ts")
 // LOG_FORMAT and LOG_LEVEL (observability/Logging.ts) hold from the first line, storage's included.
@@ -60,4 +60,21 @@ const main = Effect.gen(function*() {
   return yield* Layer.launch(traced.pipe(Layer.provide(TracingLayer)))
 }).pipe(Effect.scoped)
 
-main.pipe(Effect.provide(LoggingLayer), NodeRuntime.runMain)
+const { knownStartFailure } = await import("./StartFailure.ts")
+
+/** A known start failure, already printed as its one line: exits 1 without the runner's report of the cause. */
+class StartFailed extends Error {
+  override readonly [Runtime.errorReported] = false
+  override readonly [Runtime.errorExitCode] = 1
+}
+
+main.pipe(
+  Effect.provide(LoggingLayer),
+  Effect.catchCause((cause) => {
+    const line = Cause.hasInterruptsOnly(cause) ? undefined : knownStartFailure(cause)
+    if (line === undefined) return Effect.failCause<unknown>(cause)
+    process.stderr.write(`coffer: ${line}\n`)
+    return Effect.fail<unknown>(new StartFailed(line))
+  }),
+  NodeRuntime.runMain
+)

@@ -18,7 +18,14 @@ const preloadAfterMillis = 10_000
 const bundleEntry = async (): Promise<URL | undefined> => {
   try {
     const { buildBundle, freshBundle } = await import("./Bundle.ts")
-    return freshBundle() ?? await buildBundle()
+    const fresh = freshBundle()
+    if (fresh !== undefined) return fresh
+    // A first start, or one after a source or dependency changed, is otherwise a few silent seconds.
+    const started = performance.now()
+    process.stderr.write("coffer: building the service's bundle (first start, or the sources or dependencies changed; a few seconds)...\n")
+    const built = await buildBundle()
+    process.stderr.write(`coffer: bundle built in ${((performance.now() - started) / 1000).toFixed(1)} s\n`)
+    return built
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error)
     process.stderr.write(`coffer: cannot build the bundle, starting from the sources: ${reason}\n`)

@@ -7,6 +7,7 @@ import { UsersApi } from "./UsersApi.ts"
 import { WalletsApi } from "./WalletsApi.ts"
 import { WebhookInfoApi } from "./WebhookInfoApi.ts"
 import { WebhooksApi } from "./WebhooksApi.ts"
+import { addOperationDocs } from "./OperationDocs.ts"
 
 /**
  * Schemas decode with unknown fields dropped, and the spec says unknown request fields are ignored and clients must
@@ -63,6 +64,6 @@ export class Api extends HttpApi.make("coffer")
     version: "1.0",
     description: "Custody wallet service, tenant interface /v1. Every route except GET /v1/webhooks/event_types " +
       "is signed per request (X-API-Key and an EdDSA JWT).",
-    transform: addSignedRequestSecurity
+    transform: (spec) => addOperationDocs(addSignedRequestSecurity(spec))
   }))
 {}

@@ -10,7 +10,7 @@ export const rawAmountMax = 2n ** 256n - 1n
 export const rawAmountPattern = /^(0|[1-9][0-9]{0,77})$/
 
 export const RawAmount = Schema.String.check(
-  Schema.isPattern(rawAmountPattern, { message: "expected a raw amount: a decimal digit string" })
+  Schema.isPattern(rawAmountPattern, { message: "expected a string of decimal digits (the amount in the asset's smallest unit)" })
 ).pipe(
   Schema.decodeTo(
     Schema.BigInt.check(Schema.isLessThanOrEqualToBigInt(rawAmountMax)),

@@ -4,7 +4,7 @@
  * deleted by the retention job, so the cluster tables stay bounded.
  */
 import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
-import { Clock, Effect, Layer, Schedule, Schema } from "effect"
+import { Clock, Effect, Layer, Logger, Schedule, Schema } from "effect"
 import { MachineId, SingleRunner, Snowflake } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { decodeRows, Text } from "../db/RowSchemas.ts"
@@ -14,12 +14,42 @@ export const clusterRetentionIntervalMillis = 60 * 60 * 1000
 /** Rows removed per statement, so one run never holds long locks. */
 export const clusterRetentionBatchRows = 5_000
 
-export const ClusterLayer = SingleRunner.layer({
-  shardingConfig: {
-    // Persisted messages are polled this often; DeliverAt timers are accurate to about this.
-    entityMessagePollInterval: "2 seconds"
-  }
-}).pipe(Layer.provide(NodeCrypto.layerDigest))
+/** What the cluster logs at every stop of a single-runner service, when its one runner has just deregistered. */
+export const noHealthyRunnersMessage = "No healthy runners available"
+
+const isNoHealthyRunners = (message: unknown): boolean =>
+  message === noHealthyRunnersMessage || (Array.isArray(message) && message[0] === noHealthyRunnersMessage)
+
+/**
+ * The cluster's own loggers: the service's, less `No healthy runners available` once the service is stopping. Every
+ * stop printed it (the runner deregisters itself, then the shard sync finds no runner): a warning that meant nothing
+ * to the operator reading it. While the service runs it still means something (the runner lost its registration in
+ * PostgreSQL) and is still logged.
+ */
+const quietAtStop = (state: { stopping: boolean }) =>
+  Layer.effect(
+    Logger.CurrentLoggers,
+    Effect.gen(function*() {
+      const loggers = yield* Logger.CurrentLoggers
+      return new Set([Logger.make((options) => {
+        if (state.stopping && isNoHealthyRunners(options.message)) return
+        for (const logger of loggers) logger.log(options)
+      })])
+    })
+  )
+
+export const ClusterLayer = Layer.unwrap(Effect.sync(() => {
+  const state = { stopping: false }
+  const runner = SingleRunner.layer({
+    shardingConfig: {
+      // Persisted messages are polled this often; DeliverAt timers are accurate to about this.
+      entityMessagePollInterval: "2 seconds"
+    }
+  }).pipe(Layer.provide(NodeCrypto.layerDigest), Layer.provide(quietAtStop(state)))
+  // Built after the runner, so released before it: the flag is up when the runner starts to stop.
+  const stopping = Layer.effectDiscard(Effect.addFinalizer(() => Effect.sync(() => (state.stopping = true))))
+  return stopping.pipe(Layer.provideMerge(runner))
+}))
 
 /**
  * Deletes processed messages (and their replies) older than the retention period, in bounded batches.

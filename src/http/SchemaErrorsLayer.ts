@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import { HttpApiError, HttpApiMiddleware } from "effect/http-api"
 import { SchemaErrors } from "../api/SignatureAuth.ts"
 import { BadRequest, BadRequestParams } from "../domain/ApiError.ts"
-import { invalidBodyMessage } from "./Utf8Body.ts"
+import { bodyIssueMessage } from "./BodyIssueMessage.ts"
 
 /**
  * The one mapping, for both listeners and for the router boundary: a request part that fails its schema is the
@@ -13,7 +13,7 @@ export const apiErrorForSchemaError = (
   error: HttpApiError.HttpApiSchemaError
 ): BadRequest | BadRequestParams | undefined =>
   error.kind === "Payload"
-    ? new BadRequest({ message: invalidBodyMessage })
+    ? new BadRequest({ message: bodyIssueMessage(error.cause.issue) })
     : error.kind === "Params" || error.kind === "Query" || error.kind === "Headers"
     ? new BadRequestParams({ message: `invalid ${error.kind.toLowerCase()}` })
     : undefined

@@ -14,6 +14,7 @@
 import { Console, Effect, Exit, Runtime } from "effect"
 import { SqlClient } from "effect/sql"
 import { AppConfig } from "../Config.ts"
+import { parseScriptArgs } from "../ScriptArgs.ts"
 import * as ExistingDatabase from "../db/ExistingDatabase.ts"
 import { makeEvmBalanceReader } from "./ChainBalances.ts"
 import { loadCatalogFile } from "../catalog/Catalog.ts"
@@ -25,14 +26,21 @@ const exitCannotRun = 2
 const cannotRun = (error: { readonly message: string }) =>
   Effect.as(Console.error(`ledger check cannot run: ${error.message}`), exitCannotRun)
 
-const options = process.argv.slice(2)
-const unknownOptions = options.filter((option) => option !== "--chain")
-const withChain = options.includes("--chain")
+const usage = `Usage: npm run ledger:check [-- --chain]
+
+Audits the ledger of the database the service uses (DATABASE_URL, else the embedded PostgreSQL under DATA_DIR),
+safely beside a running service: every entry balances, every balance is its postings, the books close per tenant
+and asset (README "Ledger audit").
+
+  --chain      also compare the chain books with the nodes of CHAIN_RPC_URLS (EVM networks), one line per
+               network, asset and address
+  -h, --help   this text
+
+Exit status: 0 sound, 1 a discrepancy or an unexplained difference, 2 the audit could not run.
+`
+const withChain = parseScriptArgs(usage, { chain: { type: "boolean", default: false } }).chain
 
 const program: Effect.Effect<number> = Effect.scoped(Effect.gen(function*() {
-  if (unknownOptions.length > 0) {
-    return yield* cannotRun({ message: `unknown option ${unknownOptions.join(" ")} (the one option is --chain)` })
-  }
   const config = yield* AppConfig
   const database = yield* ExistingDatabase.connect("coffer-ledger-check")
   const report = yield* auditLedger.pipe(

@@ -34,6 +34,19 @@ export const printResponse = (response: HttpClientResponse.HttpClientResponse) =
 
 export const request = (method: HttpMethod, baseUrl: string, path: string, body: Option.Option<string>) => {
   if (!path.startsWith("/")) return Effect.fail(new CallFailed({ message: `the path must start with /: ${path}` }))
+  if (Option.isSome(body)) {
+    // Checked here, not by the service: a shell's quoting mistake is then a line about the argument, not a 422.
+    try {
+      JSON.parse(body.value)
+    } catch (error) {
+      return Effect.fail(
+        new CallFailed({
+          message: `the body is not JSON (${error instanceof Error ? error.message : String(error)}); nothing was sent. ` +
+            `Quote it for the shell, e.g. '{"customerRefId":"alice"}'`
+        })
+      )
+    }
+  }
   const bare = HttpClientRequest.make(method)(`${trimSlash(baseUrl)}${path}`)
   // The body goes out byte for byte as given: the signature covers exactly these bytes.
   return Effect.succeed(Option.match(body, {

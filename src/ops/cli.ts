@@ -22,6 +22,7 @@ import { generateKeyPairSync, randomBytes } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { basename, join, resolve } from "node:path"
 import { rawPublicKeyHex } from "../auth/Ed25519.ts"
+import { makeIpMatcher, parseIp } from "../auth/IpAllowList.ts"
 import { makeOpsClient } from "../client/OpsClient.ts"
 import { signingHttpClient } from "../client/TenantClient.ts"
 import { AppConfig } from "../Config.ts"
@@ -167,8 +168,25 @@ const keyAdd = Command.make("add", {
     chmodSync(keyFile, 0o600)
     yield* printJson({ tenantId, ...key, privateKeyFile: resolve(keyFile) })
     const keyIdFlag = keyIdPattern.test(basename(keyFile, ".pem")) ? "" : ` --key-id ${key.keyId}`
-    yield* Console.error(`Try it: npm run call -- --key-file ${resolve(keyFile)}${keyIdFlag} GET /v1/networks`)
+    const tryIt = `npm run call -- --key-file ${resolve(keyFile)}${keyIdFlag} GET /v1/networks`
+    yield* Console.error(tryItHint(Option.getOrElse(ips, () => []), yield* publicBaseUrl, tryIt))
   })).pipe(Command.withDescription("Generate an Ed25519 key pair, register the public key, keep the private key in a 0600 file"))
+
+/**
+ * The line after `ops key add`: the call to try, unless the key's IP allowlist refuses this machine, where the call
+ * would only show a 403 (issue 37: the README's example did). The CLI's own address is known only for a service on
+ * loopback; elsewhere the hint names the allowlist.
+ */
+const tryItHint = (allowedIps: ReadonlyArray<string>, baseUrl: string, tryIt: string): string => {
+  if (allowedIps.length === 0) return `Try it: ${tryIt}`
+  const host = new URL(baseUrl).hostname.replace(/^\[|\]$/g, "")
+  const loopback = host === "localhost" ? "127.0.0.1" : parseIp(host)?.range() === "loopback" ? host : undefined
+  const list = allowedIps.join(", ")
+  if (loopback === undefined) return `Try it from an address in ${list}: ${tryIt}`
+  if (makeIpMatcher(allowedIps)(loopback)) return `Try it: ${tryIt}`
+  return `This key is limited to ${list}: from this machine (${loopback}) its calls are refused with 403 FORBIDDEN. ` +
+    `Use it from an allowed address, or create a key that allows ${loopback} to try it here: ${tryIt}`
+}
 
 const keyRevoke = Command.make("revoke", {
   tenantId: Argument.String("tenantId"),

@@ -55,7 +55,6 @@ import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { parseArgs } from "node:util"
 import { rawPublicKeyHex } from "../../src/auth/Ed25519.ts"
 import { buildBundle, freshBundle } from "../../src/Bundle.ts"
 import { verifyJwt } from "../../src/auth/Jwt.ts"
@@ -83,6 +82,7 @@ import {
   rate,
   requestBytes
 } from "./BenchSupport.ts"
+import { parseScriptArgs, usageError } from "../../src/ScriptArgs.ts"
 import { runDeliveriesPhase } from "./DeliveriesPhase.ts"
 import { runDepositAddressPhase } from "./DepositAddressPhase.ts"
 import { runDepositsPhase } from "./DepositsPhase.ts"
@@ -92,46 +92,76 @@ import { summarizeProfile } from "./ProfileSummary.ts"
 import { runTransfersPhase } from "./TransfersPhase.ts"
 import { runWithdrawalsPhase } from "./WithdrawalsPhase.ts"
 
-const { values: flags } = parseArgs({
-  options: {
-    only: { type: "string" },
-    profile: { type: "string" },
-    // With --profile: the raw .cpuprofile is also copied here (for Chrome DevTools or your own analysis).
-    "keep-profile": { type: "string" },
-    statements: { type: "boolean", default: false },
-    explain: { type: "boolean", default: false },
-    "perf-map": { type: "boolean", default: false },
-    // Below-goal lines are profiled after the run (`profileMisses`); this leaves them out.
-    "no-miss-profiles": { type: "boolean", default: false },
-    duration: { type: "string", default: "5" },
-    warmup: { type: "string", default: "2" },
-    connections: { type: "string", default: "48" },
-    wallets: { type: "string", default: "1000" },
-    deposits: { type: "string", default: "10000" },
-    // 1,000 events (10,000 deliveries) keep the default run to a few minutes; the issue's figure is `--events 10000`.
-    events: { type: "string", default: "1000" },
-    endpoints: { type: "string", default: "10" },
-    withdrawals: { type: "string", default: "200" },
-    addresses: { type: "string", default: "20000" },
-    "address-block": { type: "string", default: "2000" },
-    "address-in-flight": { type: "string", default: "32" },
-    // The signed phase again on a service that exports every span over OTLP/HTTP to a local sink (`tracingPhase`).
-    tracing: { type: "boolean", default: false },
-    "tracing-protocol": { type: "string", default: "http/protobuf" }
-  }
+const usage = `Usage: npm run bench [-- flags]
+
+Runs the service's benchmarks (README "Benchmark"): each line a rate or a ratio, with its goal; \`missed\` below it.
+
+  --only PHASES          comma-separated: signed, deposits, transfers, deliveries, withdrawals, addresses, noisy
+                         (default: all; transfers brings deposits along)
+  --profile PHASE        run one phase with the service under the CPU profiler (signed, unsigned, deposits,
+                         transfers, deliveries, withdrawals) and print where its CPU time went
+  --keep-profile FILE    with --profile: also copy the raw .cpuprofile there
+  --no-miss-profiles     do not profile the phases with a missed goal after the run (saves a few minutes)
+  --statements           load pg_stat_statements and print the statements that cost the most database time
+  --explain              load auto_explain and print trigger and foreign-key checks per transfer
+  --perf-map             start the service with --perf-basic-prof-only-functions (Linux perf names JS frames)
+  --duration SECONDS     measured part of each HTTP load (default 5)
+  --warmup SECONDS       warm-up before it (default 2)
+  --connections N        concurrent connections of the HTTP loads (default 48)
+  --wallets N            wallets of the deposits phase (default 1000)
+  --deposits N           deposits of the deposits phase (default 10000)
+  --events N             webhook events of the deliveries phase (default 1000)
+  --endpoints N          webhook endpoints of the deliveries phase (default 10)
+  --withdrawals N        withdrawals of the withdrawals phase (default 200)
+  --addresses N          deposit addresses of the addresses phase (default 20000)
+  --address-block N      calls per block whose p99 is taken (default 2000)
+  --address-in-flight N  concurrent deposit_address calls (default 32)
+  --tracing              also run the signed phase with every span exported over OTLP/HTTP to a local sink
+  --tracing-protocol P   http/protobuf (default) or http/json
+  -h, --help             this text
+`
+const flags = parseScriptArgs(usage, {
+  only: { type: "string" },
+  profile: { type: "string" },
+  // With --profile: the raw .cpuprofile is also copied here (for Chrome DevTools or your own analysis).
+  "keep-profile": { type: "string" },
+  statements: { type: "boolean", default: false },
+  explain: { type: "boolean", default: false },
+  "perf-map": { type: "boolean", default: false },
+  // Below-goal lines are profiled after the run (`profileMisses`); this leaves them out.
+  "no-miss-profiles": { type: "boolean", default: false },
+  duration: { type: "string", default: "5" },
+  warmup: { type: "string", default: "2" },
+  connections: { type: "string", default: "48" },
+  wallets: { type: "string", default: "1000" },
+  deposits: { type: "string", default: "10000" },
+  // 1,000 events (10,000 deliveries) keep the default run to a few minutes; the issue's figure is `--events 10000`.
+  events: { type: "string", default: "1000" },
+  endpoints: { type: "string", default: "10" },
+  withdrawals: { type: "string", default: "200" },
+  addresses: { type: "string", default: "20000" },
+  "address-block": { type: "string", default: "2000" },
+  "address-in-flight": { type: "string", default: "32" },
+  // The signed phase again on a service that exports every span over OTLP/HTTP to a local sink (`tracingPhase`).
+  tracing: { type: "boolean", default: false },
+  "tracing-protocol": { type: "string", default: "http/protobuf" }
 })
 const phaseNames = ["signed", "deposits", "transfers", "deliveries", "withdrawals", "addresses", "noisy"] as const
 type PhaseName = (typeof phaseNames)[number]
 const profilePhase = flags.profile
 const profileChoices = ["signed", "unsigned", "deposits", "transfers", "deliveries", "withdrawals"]
 if (profilePhase !== undefined && !profileChoices.includes(profilePhase)) {
-  throw new Error(`--profile takes one of ${profileChoices.join(", ")}`)
+  usageError(`--profile takes one of ${profileChoices.join(", ")}`)
 }
 const requested: ReadonlyArray<string> = profilePhase !== undefined
   ? [profilePhase === "unsigned" ? "signed" : profilePhase]
   : flags.only?.split(",").map((name) => name.trim()) ?? phaseNames
 for (const name of requested) {
-  if (!(phaseNames as ReadonlyArray<string>).includes(name)) throw new Error(`--only takes ${phaseNames.join(", ")}`)
+  if (!(phaseNames as ReadonlyArray<string>).includes(name)) usageError(`--only takes ${phaseNames.join(", ")}`)
+}
+for (const name of ["duration", "warmup", "connections", "wallets", "deposits", "events", "endpoints", "withdrawals"] as const) {
+  const value = Number(flags[name])
+  if (!Number.isFinite(value) || value <= 0) usageError(`--${name} takes a positive number, not ${flags[name]}`)
 }
 const runs = (phase: PhaseName) =>
   requested.includes(phase) || (phase === "deposits" && requested.includes("transfers"))

@@ -10,6 +10,7 @@ import { Effect, Redacted } from "effect"
 import { FetchHttpClient } from "effect/http"
 import { createPrivateKey } from "node:crypto"
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
+import { createServer } from "node:net"
 import { join } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import { afterAll } from "vitest"
@@ -109,6 +110,9 @@ describe("npm start (operator-interface.md, Running the service)", () => {
         assert.isDefined(refused, `the second start was still running after ${refusedStartTimeoutMs} ms`)
         assert.strictEqual(refused!.code, 1, intruder.output())
         assert.include(intruder.output(), `DATA_DIR ${dataDir} is in use by another process, pid ${first.child.pid}`)
+        // One line that says what to do, not a stack trace (issue 37).
+        assert.match(intruder.output(), /^coffer: DATA_DIR .* Stop pid \d+ first/m)
+        assert.notMatch(intruder.output(), /^\s+at /m, "no stack trace")
         // ... and the first one did not notice.
         assert.isNull(first.child.exitCode, `the first service exited:\n${first.output()}`)
         assert.strictEqual(postmasterPid(dataDir), firstPostmaster)
@@ -146,7 +150,36 @@ describe("npm start (operator-interface.md, Running the service)", () => {
         const ended = yield* promise(() => stopService(second, stopTimeoutMs))
         assert.notStrictEqual(ended.signal, "SIGKILL", `stopped within ${stopTimeoutMs} ms of SIGTERM`)
         assert.isTrue(yield* promise(() => waitUntilDead(secondPostmaster!, 5_000)), "the postmaster is gone")
+        // The stop says nothing a user would have to look up (the cluster's "No healthy runners available" did).
+        assert.notInclude(second.output(), "No healthy runners available")
+        assert.notMatch(second.output(), /WARN|ERROR/)
       }).pipe(Effect.provide(FetchHttpClient.layer)),
     90_000
   )
+
+  it.live("a port in use: one line naming the address and what to do, exit 1, no stack trace; the data directory is left free", () =>
+    Effect.gen(function*() {
+      const dataDir = makeDataDir("coffer-e2e-port-")
+      const taken = createServer()
+      const port = yield* Effect.promise(freePort)
+      yield* Effect.promise(() => new Promise<void>((resolve) => taken.listen(port, "127.0.0.1", resolve)))
+      let service: ServiceProcess | undefined
+      try {
+        service = spawnService({ dataDir, port, opsPort: yield* Effect.promise(freePort) })
+        const ended = yield* Effect.promise(() => service!.exited)
+        assert.strictEqual(ended.code, 1, service.output())
+        assert.include(
+          service.output(),
+          `coffer: cannot listen on 127.0.0.1:${port}: the port is in use (another npm start, npm run dev:anvil or another program). Stop that one, or choose other ports with PORT and OPS_PORT`
+        )
+        assert.notMatch(service.output(), /^\s+at /m, "no stack trace")
+        assert.notInclude(service.output(), "No healthy runners available")
+        // Its PostgreSQL was stopped with it.
+        const postmaster = postmasterPid(dataDir)
+        if (postmaster !== undefined) assert.isTrue(yield* Effect.promise(() => waitUntilDead(postmaster, 5_000)))
+      } finally {
+        cleanUpNow(service, dataDir)
+        taken.close()
+      }
+    }), 90_000)
 })

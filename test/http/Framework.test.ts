@@ -11,6 +11,7 @@ import { PublicAddress } from "../../src/App.ts"
 import { Signer } from "../../src/signer/Signer.ts"
 import { assertError, atRealisticTime, authenticationRequired, freshTime } from "../support/Signing.ts"
 import { makeTestAppLayer, provisionTenant, rawRequest, type TestTenant } from "../support/TestApp.ts"
+import { operationDocs } from "../../src/api/OperationDocs.ts"
 
 const request = (options: {
   readonly method: string
@@ -215,6 +216,24 @@ layer(atRealisticTime(makeTestAppLayer()))("framework", (it) => {
       for (const path of Object.keys(spec.paths)) assert.match(path, /^\/v1\//)
       // Unknown request fields are ignored and new response fields may appear (sections 1 and 9).
       assert.notInclude(response.text, "\"additionalProperties\":false")
+    }))
+
+  it.effect("OpenAPI: every operation has a summary and a description; the table names no other operation", () =>
+    Effect.gen(function*() {
+      const spec = (yield* request({ method: "GET", target: "/openapi.json" })).json
+      const ids: Array<string> = []
+      for (const [path, item] of Object.entries<Record<string, any>>(spec.paths)) {
+        for (const [method, operation] of Object.entries<any>(item)) {
+          ids.push(operation.operationId)
+          assert.isString(operation.summary, `${method} ${path}: summary`)
+          assert.isAbove(operation.summary.length, 5, `${method} ${path}: summary`)
+          assert.isString(operation.description, `${method} ${path}: description`)
+          assert.isAbove(operation.description.length, 20, `${method} ${path}: description`)
+        }
+      }
+      assert.sameMembers(Object.keys(operationDocs), ids)
+      // An endpoint's own sentence is kept after the table's.
+      assert.include(spec.paths["/v1/wallets"].post.description, "Header `Idempotency-Key` is required")
     }))
 
   it.effect("OpenAPI: signed-request security schemes on every operation but event_types", () =>

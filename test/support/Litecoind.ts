@@ -20,6 +20,7 @@ import { afterAll } from "vitest"
 import { bitcoinNetworks } from "../../src/chains/BitcoinNetwork.ts"
 import type { BtcNetwork } from "../../src/chains/ChainFamily.ts"
 import { freePortSync } from "./AnvilBinary.ts"
+import { litecoindBinary } from "./Prerequisites.ts"
 
 /** Litecoin regtest's address prefixes (chains.md 5.3). */
 export const litecoinRegtest: bitcoin.Network = {
@@ -31,7 +32,6 @@ export const litecoinRegtest: bitcoin.Network = {
   wif: 0xef
 }
 
-const binary = "/usr/bin/litecoind"
 const rpcUser = "coffer"
 const rpcPassword = "regtest-password"
 
@@ -65,7 +65,7 @@ export const startLitecoind = (): Litecoind => {
   const rpcPort = freePortSync()
   const port = freePortSync()
   const datadir = mkdtempSync(join(tmpdir(), "coffer-litecoind-"))
-  const child: ChildProcess = spawn(binary, [
+  const child: ChildProcess = spawn(litecoindBinary, [
     `-datadir=${datadir}`,
     "-regtest",
     "-server",

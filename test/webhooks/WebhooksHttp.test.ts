@@ -127,9 +127,9 @@ layer(AppLayer, { excludeTestServices: true })("webhooks over HTTP (spec 4.5)", 
           [{ url: "https://user@example.com/hook" }, "webhook url must not contain credentials"],
           [{ url: "https://example.com/", events: ["WALLET_CREATED", "NOPE"] }, "unknown event type NOPE"],
           [{ url: "https://example.com/", description: "d".repeat(501) }, "description must be at most 500 chars"],
-          [{ events: [] }, "invalid request body"],
-          [{ url: 42 }, "invalid request body"],
-          [{ url: "https://example.com/", events: "WALLET_CREATED" }, "invalid request body"]
+          [{ events: [] }, "invalid request body: url: required"],
+          [{ url: 42 }, "invalid request body: url: expected string"],
+          [{ url: "https://example.com/", events: "WALLET_CREATED" }, "invalid request body: events: expected array or null"]
         ]
         for (const [body, message] of cases) {
           assertError(yield* createEndpoint(tenant, body), 422, "BAD_REQUEST", message)

