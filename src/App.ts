@@ -12,7 +12,7 @@ import { createServer } from "node:http"
 import { Api } from "./api/Api.ts"
 import { ApiKeyRegistry } from "./auth/ApiKeyRegistry.ts"
 import { ApiKeys } from "./auth/ApiKeys.ts"
-import { NonceStore } from "./auth/NonceStore.ts"
+import { NoncePurge, NonceStore } from "./auth/NonceStore.ts"
 import { RateLimiter } from "./auth/RateLimiter.ts"
 import { ConfigChanges } from "./auth/ConfigChanges.ts"
 import { SignatureAuthLayer } from "./auth/SignatureAuthLayer.ts"
@@ -36,6 +36,7 @@ import { WalletsHandlers } from "./http/WalletsHandlers.ts"
 import { WebhookInfoHandlers } from "./http/WebhookInfoHandlers.ts"
 import { WebhooksHandlers } from "./http/WebhooksHandlers.ts"
 import { ClusterLayer, ClusterRetention } from "./entities/Cluster.ts"
+import { clusterDuty, ShardTakeover } from "./entities/ClusterDuties.ts"
 import { WalletEntityLayer } from "./entities/WalletEntity.ts"
 import { WithdrawalEntityLayer } from "./entities/WithdrawalEntity.ts"
 import { OutgoingSends } from "./sending/OutgoingSends.ts"
@@ -48,7 +49,7 @@ import { WithdrawalSupervisor } from "./withdrawals/WithdrawalSupervisor.ts"
 import { chainClientsLayer } from "./chains/ChainClientsLayer.ts"
 import { SimulatedChain } from "./chains/simulated/SimulatedChain.ts"
 import { DepositWatcher } from "./deposits/DepositWatcher.ts"
-import { DepositWatcherLoop } from "./deposits/DepositWatcherLoop.ts"
+import { DepositWatcherSingletons } from "./deposits/DepositWatcherLoop.ts"
 import { WatchHealth } from "./deposits/WatchHealth.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
 import { Outbox } from "./outbox/Outbox.ts"
@@ -95,12 +96,15 @@ export const DomainLayer = Layer.mergeAll(
   Wallets.layer,
   Transfers.layer,
   Idempotency.layer,
-  ProvisioningSupervisor,
-  ClusterRetention,
-  OutboxRetention,
-  DepositWatcherLoop,
-  WithdrawalSupervisor,
-  SweepLoop
+  // Background duties, each once in the cluster (entities/ClusterDuties.ts); the watcher once per network.
+  clusterDuty("provisioning-supervisor", ProvisioningSupervisor),
+  clusterDuty("cluster-retention", ClusterRetention),
+  clusterDuty("outbox-retention", OutboxRetention),
+  clusterDuty("nonce-purge", NoncePurge),
+  DepositWatcherSingletons,
+  clusterDuty("withdrawal-supervisor", WithdrawalSupervisor),
+  clusterDuty("sweeps", SweepLoop),
+  ShardTakeover
 ).pipe(
   Layer.provideMerge(Withdrawals.layer),
   Layer.provideMerge(WithdrawalEntityLayer),

@@ -4,7 +4,7 @@
  * request still waits for its own nonce to be committed before it proceeds, so a crash can never reopen a replay,
  * but the database sees one statement per flush instead of one per request (GroupCommit.ts).
  */
-import { Clock, Context, Effect, Layer, Schedule, Schema, Scope } from "effect"
+import { Clock, Context, Effect, Layer, Schedule, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { makeGroupCommit } from "../db/GroupCommit.ts"
 import { decodeRows, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
@@ -57,7 +57,6 @@ export class NonceStore extends Context.Service<NonceStore, {
     NonceStore,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const scope = yield* Scope.Scope
       const insertBatch = (batch: ReadonlyArray<Pending>) =>
         sql`
           WITH inserted AS (
@@ -102,16 +101,23 @@ export class NonceStore extends Context.Service<NonceStore, {
       const record = (keyId: string, nonce: string, expiresAtSeconds: number) =>
         recordOne({ keyId, nonce, expiresAt: new Date(expiresAtSeconds * 1000) })
 
-      yield* Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        yield* sql`DELETE FROM auth_nonces WHERE expires_at < ${new Date(now)}`
-      }).pipe(
-        Effect.catchCause((cause) => Effect.logWarning("nonce purge failed", cause)),
-        Effect.repeat(Schedule.spaced(noncePurgeIntervalMillis)),
-        Effect.forkIn(scope)
-      )
-
       return NonceStore.of({ record })
     })
   )
 }
+
+/**
+ * Deletes expired nonces every `noncePurgeIntervalMillis`: a duty of the cluster, run by one process
+ * (App.ts, entities/ClusterDuties.ts), not by every one.
+ */
+export const NoncePurge = Layer.effectDiscard(Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    yield* sql`DELETE FROM auth_nonces WHERE expires_at < ${new Date(now)}`
+  }).pipe(
+    Effect.catchCause((cause) => Effect.logWarning("nonce purge failed", cause)),
+    Effect.repeat(Schedule.spaced(noncePurgeIntervalMillis)),
+    Effect.forkScoped
+  )
+}))
