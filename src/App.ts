@@ -37,6 +37,7 @@ import { WebhookInfoHandlers } from "./http/WebhookInfoHandlers.ts"
 import { WebhooksHandlers } from "./http/WebhooksHandlers.ts"
 import { ClusterLayer, ClusterRetention } from "./entities/Cluster.ts"
 import { clusterDuty, ShardTakeover } from "./entities/ClusterDuties.ts"
+import { ClusterHealth } from "./entities/ClusterHealth.ts"
 import { WalletEntityLayer } from "./entities/WalletEntity.ts"
 import { WithdrawalEntityLayer } from "./entities/WithdrawalEntity.ts"
 import { OutgoingSends } from "./sending/OutgoingSends.ts"
@@ -129,7 +130,7 @@ export const DomainLayer = Layer.mergeAll(
   Layer.provideMerge(Layer.mergeAll(Switches.layer, WalletSwitch.layer, WatchHealth.layer)),
   Layer.provideMerge(chainClientsLayer),
   Layer.provideMerge(SimulatedChain.layer),
-  Layer.provideMerge(WalletEntityLayer),
+  Layer.provideMerge(Layer.mergeAll(WalletEntityLayer, ClusterHealth.layer)),
   Layer.provideMerge(ClusterLayer),
   // What webhook deliveries carry as `data`: TRANSACTION_* events the transaction as it is at delivery time.
   Layer.provideMerge(latestTransactionEventData),

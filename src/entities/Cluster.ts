@@ -150,7 +150,8 @@ export const ClusterLayer = Layer.unwrap(Effect.gen(function*() {
   return SocketRunner.layer.pipe(
     Layer.provide(RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(layerClientProtocol))),
     Layer.provideMerge(SqlMessageStorage.layer),
-    Layer.provide(Layer.orDie(SqlRunnerStorage.layer)),
+    // Merged: /ops/health lists the runners (ClusterHealth.ts).
+    Layer.provideMerge(Layer.orDie(SqlRunnerStorage.layer)),
     Layer.provide(layerClientProtocol),
     // Merged: ClusterDuties.ts reads the shard count, /ops/health the timings.
     Layer.provideMerge(shardingConfig),

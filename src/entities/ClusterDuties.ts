@@ -39,22 +39,27 @@ export const heldShards = Effect.gen(function*() {
 export const ShardTakeover = Layer.effectDiscard(Effect.gen(function*() {
   const sharding = yield* Sharding.Sharding
   let previous = new Set<number>()
+  let started = false
   const shardOf = (id: string) => sharding.getShardId(EntityId.EntityId.make(id), "default").id
   const look = Effect.gen(function*() {
     const held = yield* heldShards
     const gained = new Set([...held].filter((id) => !previous.has(id)))
     if (gained.size === 0) {
       previous = held
+      started = true
       return
     }
     const keep = (id: string) => gained.has(shardOf(id))
     const withdrawals = yield* askOpenWithdrawalsWhere(keep, "takeover")
     const wallets = yield* askProvisioningWhere(keep, "takeover")
     // Only once they were asked: a failed look is repeated by the next one.
+    const first = !started
     previous = held
-    if (withdrawals + wallets > 0) {
+    started = true
+    if (!first || withdrawals + wallets > 0) {
       yield* Effect.logInfo(
-        `took over ${gained.size} shards: asked ${withdrawals} open withdrawals and ${wallets} wallets again`
+        `${first ? "took" : "took over"} shards ${[...gained].sort((a, b) => a - b).join(",")}: ` +
+          `asked ${withdrawals} open withdrawals and ${wallets} wallets again`
       )
     }
   })
