@@ -12,7 +12,7 @@ import { createServer } from "node:http"
 import { Api } from "./api/Api.ts"
 import { ApiKeyRegistry } from "./auth/ApiKeyRegistry.ts"
 import { ApiKeys } from "./auth/ApiKeys.ts"
-import { NonceStore } from "./auth/NonceStore.ts"
+import { NoncePurge, NonceStore } from "./auth/NonceStore.ts"
 import { RateLimiter } from "./auth/RateLimiter.ts"
 import { ConfigChanges } from "./auth/ConfigChanges.ts"
 import { SignatureAuthLayer } from "./auth/SignatureAuthLayer.ts"
@@ -37,6 +37,8 @@ import { WalletsHandlers } from "./http/WalletsHandlers.ts"
 import { WebhookInfoHandlers } from "./http/WebhookInfoHandlers.ts"
 import { WebhooksHandlers } from "./http/WebhooksHandlers.ts"
 import { ClusterLayer, ClusterRetention } from "./entities/Cluster.ts"
+import { clusterDuty, ShardTakeover } from "./entities/ClusterDuties.ts"
+import { ClusterHealth } from "./entities/ClusterHealth.ts"
 import { WalletEntityLayer } from "./entities/WalletEntity.ts"
 import { WithdrawalEntityLayer } from "./entities/WithdrawalEntity.ts"
 import { OutgoingSends } from "./sending/OutgoingSends.ts"
@@ -49,7 +51,7 @@ import { WithdrawalSupervisor } from "./withdrawals/WithdrawalSupervisor.ts"
 import { chainClientsLayer } from "./chains/ChainClientsLayer.ts"
 import { SimulatedChain } from "./chains/simulated/SimulatedChain.ts"
 import { DepositWatcher } from "./deposits/DepositWatcher.ts"
-import { DepositWatcherLoop } from "./deposits/DepositWatcherLoop.ts"
+import { DepositWatcherSingletons } from "./deposits/DepositWatcherLoop.ts"
 import { WatchHealth } from "./deposits/WatchHealth.ts"
 import { Idempotency } from "./idempotency/Idempotency.ts"
 import { Outbox } from "./outbox/Outbox.ts"
@@ -104,12 +106,15 @@ export const DomainLayer = Layer.mergeAll(
   Wallets.layer,
   Transfers.layer,
   Idempotency.layer,
-  ProvisioningSupervisor,
-  ClusterRetention,
-  OutboxRetention,
-  DepositWatcherLoop,
-  WithdrawalSupervisor,
-  SweepLoop
+  // Background duties, each once in the cluster (entities/ClusterDuties.ts); the watcher once per network.
+  clusterDuty("provisioning-supervisor", ProvisioningSupervisor),
+  clusterDuty("cluster-retention", ClusterRetention),
+  clusterDuty("outbox-retention", OutboxRetention),
+  clusterDuty("nonce-purge", NoncePurge),
+  DepositWatcherSingletons,
+  clusterDuty("withdrawal-supervisor", WithdrawalSupervisor),
+  clusterDuty("sweeps", SweepLoop),
+  ShardTakeover
 ).pipe(
   Layer.provideMerge(Withdrawals.layer),
   Layer.provideMerge(WithdrawalEntityLayer),
@@ -135,7 +140,7 @@ export const DomainLayer = Layer.mergeAll(
   Layer.provideMerge(Layer.mergeAll(Switches.layer, WalletSwitch.layer, WatchHealth.layer)),
   Layer.provideMerge(chainClientsLayer),
   Layer.provideMerge(SimulatedChain.layer),
-  Layer.provideMerge(WalletEntityLayer),
+  Layer.provideMerge(Layer.mergeAll(WalletEntityLayer, ClusterHealth.layer)),
   Layer.provideMerge(ClusterLayer),
   // What webhook deliveries carry as `data`: TRANSACTION_* events the transaction as it is at delivery time.
   Layer.provideMerge(latestTransactionEventData),

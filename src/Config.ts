@@ -39,6 +39,18 @@ export interface AppConfigShape {
    * balances without sweeps moving them.
    */
   readonly autoSweeps: boolean
+  /**
+   * Where the other processes of the cluster reach this one (entities/Cluster.ts, README "Several processes"):
+   * `RUNNER_HOST` (default 127.0.0.1: every process on one machine) and `RUNNER_PORT` (default 0: a free port is
+   * taken and the bound one advertised), or both at once as `RUNNER_ADDRESS=host:port`. `RUNNER_LISTEN_HOST` is the
+   * interface the runner port listens on: by default the advertised host when it is loopback, else every interface.
+   */
+  readonly runner: { readonly host: string; readonly port: number; readonly listenHost: string }
+  /**
+   * Shards of the cluster (`CLUSTER_SHARDS`, default 60): every process of a cluster must use the same number, and
+   * one with another refuses to start (entities/Cluster.ts, `checkClusterSettings`).
+   */
+  readonly clusterShards: number
 }
 
 /** A setting that is present but unusable; the message never repeats the value (it may be a secret). */
@@ -68,6 +80,38 @@ export const parseChainRpcUrls = (
   return Effect.succeed(urls)
 }
 
+/**
+ * Shards of the cluster by default: enough to spread entities over a handful of processes; effect/cluster's own
+ * 300 made every start and stop take and release 300 advisory locks one by one (seconds on a loaded machine).
+ */
+export const defaultClusterShards = 60
+
+const isLoopback = (host: string) => host === "localhost" || host === "::1" || /^127\./.test(host)
+
+/** The runner's advertised and listening address from `RUNNER_ADDRESS` or `RUNNER_HOST`/`RUNNER_PORT` (above). */
+export const parseRunnerAddress = (settings: {
+  readonly runnerAddress: Option.Option<string>
+  readonly runnerHost: Option.Option<string>
+  readonly runnerPort: number
+  readonly runnerListenHost: Option.Option<string>
+}): Effect.Effect<AppConfigShape["runner"], ConfigInvalid> => {
+  let host = Option.getOrElse(settings.runnerHost, () => "127.0.0.1")
+  let port = settings.runnerPort
+  if (Option.isSome(settings.runnerAddress)) {
+    const match = /^(.+):(\d{1,5})$/.exec(settings.runnerAddress.value.trim())
+    if (match === null) {
+      return Effect.fail(new ConfigInvalid({ message: "RUNNER_ADDRESS: expected host:port" }))
+    }
+    host = match[1]!.replace(/^\[(.*)\]$/, "$1")
+    port = Number(match[2])
+  }
+  if (!Number.isSafeInteger(port) || port < 0 || port > 65_535) {
+    return Effect.fail(new ConfigInvalid({ message: "RUNNER_PORT: expected a port from 0 to 65535" }))
+  }
+  const listenHost = Option.getOrElse(settings.runnerListenHost, () => isLoopback(host) ? host : "0.0.0.0")
+  return Effect.succeed({ host, port, listenHost })
+}
+
 export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("coffer/AppConfig") {
   static readonly layerConfig = Layer.effect(
     AppConfig,
@@ -85,10 +129,21 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("cof
         signerMnemonic: Config.Redacted("SIGNER_MNEMONIC").pipe(Config.option),
         simulatedChains: Config.Boolean("SIMULATED_CHAINS").pipe(Config.option),
         chainRpcUrls: Config.Redacted("CHAIN_RPC_URLS").pipe(Config.option),
-        autoSweeps: Config.Boolean("AUTO_SWEEPS").pipe(Config.withDefault(true))
+        autoSweeps: Config.Boolean("AUTO_SWEEPS").pipe(Config.withDefault(true)),
+        runnerAddress: Config.String("RUNNER_ADDRESS").pipe(Config.option),
+        runnerHost: Config.String("RUNNER_HOST").pipe(Config.option),
+        runnerPort: Config.Int("RUNNER_PORT").pipe(Config.withDefault(0)),
+        runnerListenHost: Config.String("RUNNER_LISTEN_HOST").pipe(Config.option),
+        clusterShards: Config.Int("CLUSTER_SHARDS").pipe(Config.withDefault(defaultClusterShards))
       })
+      const runner = yield* parseRunnerAddress(config)
+      if (config.clusterShards < 1 || config.clusterShards > 10_000) {
+        return yield* new ConfigInvalid({ message: "CLUSTER_SHARDS: expected a whole number from 1 to 10000" })
+      }
+      const { runnerAddress: _address, runnerHost: _host, runnerPort: _port, runnerListenHost: _listen, ...rest } = config
       return AppConfig.of({
-        ...config,
+        ...rest,
+        runner,
         trustedProxies: config.trustedProxies.split(/[\s,]+/).filter((entry) => entry.length > 0),
         simulatedChains: Option.getOrElse(config.simulatedChains, () => config.serviceEnv === "development"),
         chainRpcUrls: Option.isSome(config.chainRpcUrls)
@@ -114,6 +169,8 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("cof
       simulatedChains: true,
       chainRpcUrls: {},
       autoSweeps: true,
+      runner: { host: "127.0.0.1", port: 0, listenHost: "127.0.0.1" },
+      clusterShards: defaultClusterShards,
       ...overrides
     })
 }

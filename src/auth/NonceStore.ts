@@ -4,7 +4,7 @@
  * request still waits for its own nonce to be committed before it proceeds, so a crash can never reopen a replay,
  * but the database sees one statement per flush instead of one per request (GroupCommit.ts).
  */
-import { Context, Effect, Layer, Schedule, Schema, Scope } from "effect"
+import { Context, Effect, Layer, Schedule, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { makeGroupCommit } from "../db/GroupCommit.ts"
 import { decodeRows, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
@@ -59,7 +59,6 @@ export class NonceStore extends Context.Service<NonceStore, {
     NonceStore,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const scope = yield* Scope.Scope
       const insertBatch = (batch: ReadonlyArray<Pending>) =>
         sql`
           WITH inserted AS (
@@ -104,17 +103,25 @@ export class NonceStore extends Context.Service<NonceStore, {
       const record = (keyId: string, nonce: string, expiresAtSeconds: number) =>
         recordOne({ keyId, nonce, expiresAt: new Date(expiresAtSeconds * 1000) })
 
-      // By the database's clock, with a margin, not this process's: with several processes whose clocks differ, a
-      // process running ahead purged nonces that another, behind it, still accepts tokens for, and a token could be
-      // replayed within the skew (issue 36). The margin covers skew between the processes that check tokens and the
-      // database; a row kept longer costs nothing but its space.
-      yield* sql`DELETE FROM auth_nonces WHERE expires_at < now() - ${`${noncePurgeMarginSeconds} seconds`}::interval`.pipe(
-        Effect.catchCause((cause) => Effect.logWarning("nonce purge failed", cause)),
-        Effect.repeat(Schedule.spaced(noncePurgeIntervalMillis)),
-        Effect.forkIn(scope)
-      )
-
       return NonceStore.of({ record })
     })
   )
 }
+
+/**
+ * Deletes expired nonces every `noncePurgeIntervalMillis`: a duty of the cluster, run by one process
+ * (App.ts, entities/ClusterDuties.ts), not by every one.
+ *
+ * By the database's clock, with a margin, not this process's: with several processes whose clocks differ, a process
+ * running ahead purged nonces that another, behind it, still accepts tokens for, and a token could be replayed within
+ * the skew (issue 36). The margin covers skew between the processes that check tokens and the database; a row kept
+ * longer costs nothing but its space.
+ */
+export const NoncePurge = Layer.effectDiscard(Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`DELETE FROM auth_nonces WHERE expires_at < now() - ${`${noncePurgeMarginSeconds} seconds`}::interval`.pipe(
+    Effect.catchCause((cause) => Effect.logWarning("nonce purge failed", cause)),
+    Effect.repeat(Schedule.spaced(noncePurgeIntervalMillis)),
+    Effect.forkScoped
+  )
+}))

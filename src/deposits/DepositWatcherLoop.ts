@@ -3,6 +3,7 @@
  * failing network backs off, and how many scans may hold a connection at once.
  */
 import { Clock, Effect, Exit, Layer, Schedule, Semaphore } from "effect"
+import { Singleton } from "effect/cluster"
 import { ChainClients } from "../chains/ChainClient.ts"
 import { DepositWatcher, scanIntervalMillis } from "./DepositWatcher.ts"
 
@@ -19,38 +20,63 @@ export const scanBackoffMaxMillis = 60_000
 export const scansConcurrentMax = 4
 
 /**
- * Scans each watched network every `scanIntervalMillis`, each on a fiber of its own: a node that hangs (or answers
- * slowly) stalls only its own network's scans. A failing network backs off (above) and is logged.
+ * One network's scans, every `scanIntervalMillis`, with its own backoff (above); `scanSlots` bounds the scans of one
+ * process across networks.
  */
-export const DepositWatcherLoop = Layer.effectDiscard(Effect.gen(function*() {
-  const watcher = yield* DepositWatcher
-  const clients = yield* ChainClients
-  const failing = new Map<string, { readonly count: number; readonly retryAtMillis: number }>()
-  const scanSlots = yield* Semaphore.make(scansConcurrentMax)
-  const scanOne = (networkKey: string) =>
-    Effect.gen(function*() {
+export const scanNetworkLoop = (networkKey: string, scanSlots: Semaphore.Semaphore) =>
+  Effect.gen(function*() {
+    const watcher = yield* DepositWatcher
+    let failing: { readonly count: number; readonly retryAtMillis: number } | undefined
+    const scanOne = Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
-      const previous = failing.get(networkKey)
+      const previous = failing
       if (previous !== undefined && now < previous.retryAtMillis) return
       const exit = yield* Effect.exit(scanSlots.withPermit(watcher.scan(networkKey)))
       if (Exit.isSuccess(exit)) {
         if (previous !== undefined) {
-          failing.delete(networkKey)
+          failing = undefined
           yield* Effect.logInfo(`deposit scan of ${networkKey} works again after ${previous.count} failures`)
         }
         return
       }
       const count = (previous?.count ?? 0) + 1
       const delayMillis = Math.min(scanIntervalMillis * 2 ** count, scanBackoffMaxMillis)
-      failing.set(networkKey, { count, retryAtMillis: now + delayMillis })
+      failing = { count, retryAtMillis: now + delayMillis }
       yield* Effect.logWarning(
         `deposit scan of ${networkKey} failed (${count} in a row); next try in ${delayMillis} ms`,
         exit.cause
       )
     })
+    yield* scanOne.pipe(Effect.repeat(Schedule.spaced(scanIntervalMillis)))
+  })
+
+/**
+ * Scans each watched network every `scanIntervalMillis`, each on a fiber of its own: a node that hangs (or answers
+ * slowly) stalls only its own network's scans. A failing network backs off (above) and is logged. This is the
+ * single-process form (tests); the service runs `DepositWatcherSingletons`.
+ */
+export const DepositWatcherLoop = Layer.effectDiscard(Effect.gen(function*() {
+  const clients = yield* ChainClients
+  const scanSlots = yield* Semaphore.make(scansConcurrentMax)
   yield* Effect.forEach(
     clients.networkKeys,
-    (networkKey) => scanOne(networkKey).pipe(Effect.repeat(Schedule.spaced(scanIntervalMillis)), Effect.forkScoped),
+    (networkKey) => Effect.forkScoped(scanNetworkLoop(networkKey, scanSlots)),
     { discard: true }
+  )
+}))
+
+/**
+ * The service's watchers: one cluster singleton per network (entities/ClusterDuties.ts), so each network is scanned by
+ * one process of the cluster, the networks spread over the processes, and a network whose process dies is taken over
+ * by another like any entity. The concurrency bound stays per process.
+ */
+export const DepositWatcherSingletons = Layer.unwrap(Effect.gen(function*() {
+  const clients = yield* ChainClients
+  const scanSlots = yield* Semaphore.make(scansConcurrentMax)
+  return Layer.mergeAll(
+    Layer.empty,
+    ...clients.networkKeys.map((networkKey) =>
+      Singleton.make(`coffer/deposit-watcher/${networkKey}`, scanNetworkLoop(networkKey, scanSlots))
+    )
   )
 }))

@@ -5,9 +5,10 @@
  *
  * A persisted message costs four more statements (its row, the storage read that delivers it, the reply, the
  * processed mark): about 4 ms of PostgreSQL and 3 ms of service CPU (docs/benchmarks.md, tenth measurement). The
- * in-memory one dies with the process, and the start's ask replaces it. `SingleRunner` has no transport between
- * runners, so the stored message is the only way to another process's entity; it is also sent when the in-memory
- * send fails (the shard moved since the check: EntityNotAssignedToRunner).
+ * in-memory one dies with the process, and the process that takes its shard over asks again (ClusterDuties.ts
+ * `ShardTakeover`). To another process's entity the persisted message goes over the runner transport (its row first,
+ * so it survives that process's death); it is also sent when the in-memory send fails (the shard moved since the
+ * check: EntityNotAssignedToRunner).
  */
 import { Effect } from "effect"
 import { EntityId, Sharding } from "effect/cluster"

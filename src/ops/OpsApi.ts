@@ -61,7 +61,18 @@ export const HealthObject = Schema.Struct({
     lagBlocks: Schema.Number,
     status: Schema.String
   })),
-  signer: Schema.Literals(["ACTIVE", "DISABLED"])
+  signer: Schema.Literals(["ACTIVE", "DISABLED"]),
+  /** The cluster as this process sees it (entities/ClusterHealth.ts); null when the database did not answer. */
+  cluster: Schema.NullOr(Schema.Struct({
+    runners: Schema.Array(Schema.Struct({
+      address: Schema.String,
+      healthy: Schema.Boolean,
+      self: Schema.Boolean,
+      shards: Schema.String
+    })),
+    heldHere: Schema.String,
+    oldestUnprocessedMessageSeconds: Schema.NullOr(Schema.Number)
+  }))
 }).annotate({ identifier: "Health" })
 
 /** A tenant id that is not a UUID cannot name a tenant: a path parse failure, 400 (as on /v1, spec section 7). */

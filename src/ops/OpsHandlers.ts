@@ -1,4 +1,5 @@
 /** Handlers of the operator interface, its bearer-token check and its schema-error mapping. */
+import { ClusterHealth } from "../entities/ClusterHealth.ts"
 import { WatchHealth } from "../deposits/WatchHealth.ts"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { HttpServerRequest } from "effect/http"
@@ -271,6 +272,7 @@ export const OpsPlatformHandlers = HttpApiBuilder.group(OpsApi, "platform", (han
     const signer = yield* Signer
     const platformAddresses = yield* PlatformAddresses
     const watchHealth = yield* WatchHealth
+    const clusterHealth = yield* ClusterHealth
     return handlers
       .handle("addresses", () => platformAddresses.list)
       .handle("health", () =>
@@ -289,11 +291,15 @@ export const OpsPlatformHandlers = HttpApiBuilder.group(OpsApi, "platform", (han
           lagBlocks: Number(network.headHeight - network.height),
           status: network.health === "ACTIVE" ? "ok" : "lagging"
         }]))
+        const cluster = database === "ok"
+          ? Option.getOrNull(yield* clusterHealth.report.pipe(Effect.timeoutOption("2 seconds")))
+          : null
         return {
           status: database === "ok" ? "ok" as const : "degraded" as const,
           database,
           chains,
-          signer: signerStatus
+          signer: signerStatus,
+          cluster
         }
       }))
   }))

@@ -59,22 +59,34 @@ export const sweepStuckWallets = Effect.gen(function*() {
  * The start's ask: every PROVISIONING wallet, however recent, in pages of `provisioningSweepBatchMax` (keyset by id,
  * so each is asked once), and the unregistered networks. Returns how many were asked.
  */
-export const askAtStart = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const now = yield* Clock.currentTimeMillis
-  const attempt = `start:${now}`
-  const asked = yield* forEachIdPage(
-    provisioningSweepBatchMax,
-    (afterCursor) =>
-      sql`
-        SELECT id FROM wallets WHERE status = 'PROVISIONING' ${afterCursor}
-        ORDER BY id LIMIT ${provisioningSweepBatchMax}`.pipe(Effect.flatMap(walletRows)),
-    (page) => ask(page, attempt)
-  )
-  const unregistered = yield* unregisteredWallets
-  yield* ask(unregistered, attempt)
-  return asked + unregistered.length
-})
+export const askAtStart = Effect.suspend(() => askProvisioningWhere(() => true, "start"))
+
+/**
+ * As `askAtStart`, only the wallets `keep` selects (entities/ClusterDuties.ts: those of the shards this process just
+ * took over); the attempt key starts with `reason`.
+ */
+export const askProvisioningWhere = (keep: (id: string) => boolean, reason: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const now = yield* Clock.currentTimeMillis
+    const attempt = `${reason}:${now}`
+    let asked = 0
+    yield* forEachIdPage(
+      provisioningSweepBatchMax,
+      (afterCursor) =>
+        sql`
+          SELECT id FROM wallets WHERE status = 'PROVISIONING' ${afterCursor}
+          ORDER BY id LIMIT ${provisioningSweepBatchMax}`.pipe(Effect.flatMap(walletRows)),
+      (page) => {
+        const kept = page.filter(({ id }) => keep(id))
+        asked += kept.length
+        return ask(kept, attempt)
+      }
+    )
+    const unregistered = (yield* unregisteredWallets).filter(({ id }) => keep(id))
+    yield* ask(unregistered, attempt)
+    return asked + unregistered.length
+  })
 
 export const ProvisioningSupervisor = Layer.effectDiscard(
   askAtStart.pipe(

@@ -4,6 +4,7 @@
  * the seam where `TRANSACTION_*` events get the latest transaction object.
  */
 import { Layer } from "effect"
+import { clusterDuty } from "../entities/ClusterDuties.ts"
 import { WebhookEndpointEntityLayer } from "../entities/WebhookEndpointEntity.ts"
 import { WebhookDispatcher } from "./Dispatcher.ts"
 import { WebhookDeliveries } from "./WebhookDeliveries.ts"
@@ -11,7 +12,12 @@ import { WebhookDelivery } from "./WebhookDelivery.ts"
 import { WebhookEndpoints } from "./WebhookEndpoints.ts"
 import { WebhookTransport } from "./WebhookTransport.ts"
 
-export const WebhooksLayer = Layer.mergeAll(WebhookEndpoints.layer, WebhookDeliveries.layer, WebhookDispatcher).pipe(
+export const WebhooksLayer = Layer.mergeAll(
+  WebhookEndpoints.layer,
+  WebhookDeliveries.layer,
+  // One dispatcher in the cluster (ClusterDuties.ts); the other processes wake it by NOTIFY (OutboxSignal.ts).
+  clusterDuty("webhook-dispatcher", WebhookDispatcher)
+).pipe(
   Layer.provideMerge(WebhookEndpointEntityLayer),
   Layer.provideMerge(WebhookDelivery.layer),
   Layer.provideMerge(WebhookTransport.layer)

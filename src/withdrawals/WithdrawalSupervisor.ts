@@ -51,18 +51,31 @@ export const sweepStuckWithdrawals = Effect.gen(function*() {
  * Asks every withdrawal in a status it can leave by itself, however recent, in pages of `withdrawalSweepBatchMax`
  * (keyset by id, so each is asked once); run when the process starts. Returns how many were asked.
  */
-export const askOpenWithdrawals = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const now = yield* Clock.currentTimeMillis
-  return yield* forEachIdPage(
-    withdrawalSweepBatchMax,
-    (afterCursor) =>
-      sql`
-        SELECT id FROM transactions WHERE ${openWithdrawal} ${afterCursor}
-        ORDER BY id LIMIT ${withdrawalSweepBatchMax}`.pipe(Effect.flatMap(stuckRows)),
-    (page) => ask(page, `start:${now}`)
-  )
-})
+export const askOpenWithdrawals = Effect.suspend(() => askOpenWithdrawalsWhere(() => true, "start"))
+
+/**
+ * As `askOpenWithdrawals`, only those `keep` selects (entities/ClusterDuties.ts: those of the shards this process
+ * just took over); the attempt key starts with `reason`. Returns how many were asked.
+ */
+export const askOpenWithdrawalsWhere = (keep: (id: string) => boolean, reason: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const now = yield* Clock.currentTimeMillis
+    let asked = 0
+    yield* forEachIdPage(
+      withdrawalSweepBatchMax,
+      (afterCursor) =>
+        sql`
+          SELECT id FROM transactions WHERE ${openWithdrawal} ${afterCursor}
+          ORDER BY id LIMIT ${withdrawalSweepBatchMax}`.pipe(Effect.flatMap(stuckRows)),
+      (page) => {
+        const kept = page.filter(({ id }) => keep(id))
+        asked += kept.length
+        return ask(kept, `${reason}:${now}`)
+      }
+    )
+    return asked
+  })
 
 /** Which QUEUED withdrawals to re-ask: a network's (its hot wallet or switch changed) or a wallet's (unfrozen). */
 export type QueuedScope = { readonly networkKey: string } | { readonly walletId: string }

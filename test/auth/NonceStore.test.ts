@@ -5,7 +5,7 @@
 import { assert, it, layer } from "@effect/vitest"
 import { Deferred, Effect, Layer, Option, Redacted, Scheduler } from "effect"
 import { TestClock } from "effect/testing"
-import { NonceStore, noncePurgeIntervalMillis } from "../../src/auth/NonceStore.ts"
+import { NoncePurge, NonceStore, noncePurgeIntervalMillis } from "../../src/auth/NonceStore.ts"
 import * as Database from "../../src/db/Database.ts"
 
 const TestLayer = NonceStore.layer.pipe(
@@ -76,7 +76,10 @@ it.effect("the purge goes by the database's clock: a process whose clock runs ah
   Effect.gen(function*() {
     const realNowSeconds = Math.floor(Date.now() / 1000)
     yield* TestClock.setTime(Date.now() + 3_600_000)
-    const store = yield* Effect.provide(Effect.service(NonceStore), yield* Layer.build(TestLayer))
+    const store = yield* Effect.provide(
+      Effect.service(NonceStore),
+      yield* Layer.build(NoncePurge.pipe(Layer.provideMerge(TestLayer)))
+    )
     assert.isTrue((yield* store.record("ak_skew", "n-1", realNowSeconds + 20)).fresh)
     // The next purge, by this process's clock an hour past the token's exp.
     yield* TestClock.adjust(noncePurgeIntervalMillis)

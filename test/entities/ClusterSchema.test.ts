@@ -8,6 +8,7 @@ import { Effect, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Database from "../../src/db/Database.ts"
 import { ClusterLayer } from "../../src/entities/Cluster.ts"
+import { AppConfig } from "../../src/Config.ts"
 
 /** What purgeProcessedMessages reads and deletes by: table -> column -> information_schema data_type. */
 const columnsUsed: Readonly<Record<string, Readonly<Record<string, string>>>> = {
@@ -30,7 +31,7 @@ describe("cluster tables", () => {
       }
     }).pipe(
       // The cluster layer runs SqlMessageStorage's migrations when it starts: the tables are the library's, not ours.
-      Effect.provide(ClusterLayer.pipe(Layer.provideMerge(Database.layerFromUrl(Redacted.make(process.env.DATABASE_URL!))))),
+      Effect.provide(ClusterLayer.pipe(Layer.provide(AppConfig.layerTest()), Layer.provideMerge(Database.layerFromUrl(Redacted.make(process.env.DATABASE_URL!))))),
       Effect.orDie
     ))
 })

@@ -7,6 +7,7 @@ import { TestClock } from "effect/testing"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { ClusterLayer, purgeProcessedMessages } from "../../src/entities/Cluster.ts"
+import { AppConfig } from "../../src/Config.ts"
 import { WalletEntity, WalletEntityLayer } from "../../src/entities/WalletEntity.ts"
 import { askAtStart, sweepStuckWallets } from "../../src/wallets/ProvisioningSupervisor.ts"
 import { derivationPath } from "../../src/chains/Derivation.ts"
@@ -102,7 +103,7 @@ describe("wallet entity", () => {
       assert.deepStrictEqual(left.map((row) => row.id), [(old + 1n).toString(), recent.toString()])
       const replies = yield* sql<{ request_id: string }>`SELECT request_id::text FROM cluster_replies ORDER BY request_id`
       assert.deepStrictEqual(replies.map((row) => row.request_id), [(old + 1n).toString(), recent.toString()])
-    }).pipe(Effect.provide(ClusterLayer.pipe(Layer.provideMerge(Database.layerFromUrl(Redacted.make(process.env.DATABASE_URL!))))), Effect.orDie))
+    }).pipe(Effect.provide(ClusterLayer.pipe(Layer.provide(AppConfig.layerTest()), Layer.provideMerge(Database.layerFromUrl(Redacted.make(process.env.DATABASE_URL!))))), Effect.orDie))
 
   it.live("a process killed -9 mid-provisioning: the persisted message is redelivered after a restart", () => {
     const ids = {
@@ -145,7 +146,7 @@ describe("wallet entity", () => {
         return yield* walletRow(ids.walletId)
       }).pipe(
         Effect.provide(WalletEntityLayer.pipe(
-          Layer.provideMerge(ClusterLayer),
+          Layer.provideMerge(ClusterLayer.pipe(Layer.provide(AppConfig.layerTest()))),
           Layer.provideMerge(provisionerLayer(flakySigner({ remaining: 0, calls: 0 })))
         ))
       )

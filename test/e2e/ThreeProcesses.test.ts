@@ -1,0 +1,229 @@
+/**
+ * Three service processes on one PostgreSQL (the first's embedded server; the others by DATABASE_URL, with the same
+ * signer and operator token) form one cluster (src/entities/Cluster.ts), measured from outside as an operator would:
+ *
+ * 1. `kill -9` of one process under a light load of signed reads: withdrawals submitted through the survivors right
+ *    after the kill, some of them to entities on the dead process's shards, all reach CONFIRMING within 10 s of the
+ *    kill (the survivors log the shards they took over).
+ * 2. `SIGSTOP` of another for 40 s right after withdrawals were submitted through it (their entities' work partly in
+ *    its memory), then `SIGCONT`: the survivors take its shards and finish every withdrawal during the freeze, their
+ *    request latency p99 stays under 5 s, and after it wakes nothing is done twice: one signed version (one nonce, one
+ *    transaction) and one freeze entry per withdrawal, one credit per deposit. The same stored bytes may still reach
+ *    the node twice (logged below, not asserted: see the note there).
+ *
+ * The killed and the frozen process are DATABASE_URL ones: the first owns the embedded PostgreSQL.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { readFileSync } from "node:fs"
+import { join } from "node:path"
+import { setTimeout as sleep } from "node:timers/promises"
+import pg from "pg"
+import { afterAll } from "vitest"
+import { makeCrashHarness } from "./SendingCrashHarness.ts"
+import {
+  cleanUpNow,
+  freePort,
+  makeDataDir,
+  type ServiceProcess,
+  spawnService,
+  waitForHealth
+} from "./ServiceProcess.ts"
+
+const harness = await makeCrashHarness("coffer-three-processes-", {})
+const otherDataDirs = [makeDataDir("coffer-three-b-"), makeDataDir("coffer-three-c-")]
+const others: Array<ServiceProcess> = []
+afterAll(async () => {
+  for (const [index, dataDir] of otherDataDirs.entries()) {
+    const service = others[index]
+    if (service?.child.pid !== undefined) {
+      try {
+        process.kill(service.child.pid, "SIGCONT")
+      } catch {
+        // Gone already.
+      }
+    }
+    cleanUpNow(service, dataDir)
+  }
+  await harness.cleanUp()
+})
+
+const perPhase = 8
+/** Issue 32: the dead process's work resumes on the others within 10 s with the default settings. */
+const takeoverWithinMillis = 10_000
+const freezeMillis = 40_000
+const p99LimitMillis = 5_000
+
+const percentile = (values: ReadonlyArray<number>, p: number) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? 0
+}
+
+describe("three processes, one cluster", () => {
+  it.live("kill -9 of one: its work resumes on the others within 10 s; SIGSTOP of another for 40 s: p99 under 5 s, nothing done twice", () =>
+    Effect.promise(async () => {
+      const first = await harness.start()
+      const url = JSON.parse(readFileSync(join(harness.dataDir, "pg-conn.json"), "utf8")).url as string
+      const env = {
+        DATABASE_URL: url,
+        SIGNER_MNEMONIC: readFileSync(join(harness.dataDir, "signer-mnemonic"), "utf8").trim(),
+        OPS_TOKEN: harness.opsToken()
+      }
+      for (const dataDir of otherDataDirs) {
+        others.push(spawnService({ dataDir, port: await freePort(), opsPort: await freePort(), env }))
+      }
+      await Promise.all(others.map((service) => waitForHealth(service, harness.opsToken(), 90_000)))
+      const [second, third] = others as [ServiceProcess, ServiceProcess]
+      const db = new pg.Client({ connectionString: url })
+      await db.connect()
+      try {
+        const ops = (path: string, body: unknown) =>
+          fetch(`${first.opsUrl}${path}`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${harness.opsToken()}`, "content-type": "application/json" },
+            body: JSON.stringify(body)
+          }).then((response) => response.json())
+
+        const payers = await Promise.all(
+          Array.from({ length: perPhase * 2 }, (_, index) => harness.depositAddress(first, `three-${index}`, "ETH_SEPOLIA"))
+        )
+        for (const payer of payers) {
+          await ops("/ops/devnet/ETH_SEPOLIA/transfers", { to: payer.address, assetId: "ETH_SEPOLIA_ETH", amountRaw: "50000000000000000" })
+        }
+        await ops("/ops/devnet/ETH_SEPOLIA/blocks", { count: 12 })
+        await Promise.all(payers.map((payer) => harness.credited(first, payer.walletId, "ETH_SEPOLIA_ETH")))
+
+        const submit = async (service: ServiceProcess, index: number) => {
+          const submitted = await harness.tenantCall(service, "POST", "/v1/transactions", JSON.stringify({
+            assetId: "ETH_SEPOLIA_ETH",
+            source: { type: "WALLET", id: payers[index]!.walletId },
+            destination: { type: "ONE_TIME_ADDRESS", oneTimeAddress: { address: "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed" } },
+            amountRaw: "10000000000000000",
+            externalTxId: `three-processes-${index}`
+          }))
+          assert.strictEqual(submitted.status, 202, submitted.text)
+          return submitted.json.transactionId as string
+        }
+        const statusOf = async (service: ServiceProcess, id: string) =>
+          (await harness.tenantCall(service, "GET", `/v1/transactions/${id}`)).json.status as string
+        const allConfirming = (service: ServiceProcess, ids: ReadonlyArray<string>) => async () => {
+          const read = await Promise.all(ids.map((id) => statusOf(service, id)))
+          return read.every((status) => status === "CONFIRMING" || status === "COMPLETED") ? read : undefined
+        }
+
+        // A light load of signed reads on the processes that stay up, with each request's latency.
+        const latencies: Array<number> = []
+        let loading = true
+        const load = Promise.all([first, second].map(async (service) => {
+          while (loading) {
+            const started = performance.now()
+            await harness.tenantCall(service, "GET", `/v1/wallets/${payers[0]!.walletId}/assets`).catch(() => undefined)
+            latencies.push(performance.now() - started)
+            await sleep(100)
+          }
+        }))
+
+        // /ops/health lists the three runners, the shards the ring gives each (all of them, once), and the cluster's
+        // oldest unprocessed message.
+        const clusterOf = async (service: ServiceProcess) => {
+          const response = await fetch(`${service.opsUrl}/ops/health`, { headers: { authorization: `Bearer ${harness.opsToken()}` } })
+          return (await response.json()).cluster as {
+            runners: Array<{ address: string; healthy: boolean; self: boolean; shards: string }>
+            heldHere: string
+            oldestUnprocessedMessageSeconds: number | null
+          }
+        }
+        const three = await harness.poll("three runners in /ops/health", async () => {
+          const cluster = await clusterOf(first)
+          return cluster.runners.length === 3 && cluster.runners.every((runner) => runner.shards.length > 0) ? cluster : undefined
+        }, 30_000)
+        assert.strictEqual(three.runners.filter((runner) => runner.self).length, 1)
+        assert.isTrue(three.oldestUnprocessedMessageSeconds === null || three.oldestUnprocessedMessageSeconds >= 0)
+
+        // 1. kill -9 of the third process.
+        third.child.kill("SIGKILL")
+        await third.exited
+        const killedAt = performance.now()
+        const killIds: Array<string> = []
+        for (let index = 0; index < perPhase; index++) killIds.push(await submit(index % 2 === 0 ? first : second, index))
+        await harness.poll("the withdrawals after the kill CONFIRMING", allConfirming(first, killIds), 60_000)
+        const resumedMillis = performance.now() - killedAt
+        const tookOver = [first, second].some((service) => /took over shards/.test(service.output()))
+        assert.isTrue(tookOver, "a survivor took over the dead process's shards")
+        assert.isBelow(resumedMillis, takeoverWithinMillis, `resumed ${Math.round(resumedMillis)} ms after the kill`)
+        const two = await harness.poll("the dead runner gone from /ops/health", async () => {
+          const cluster = await clusterOf(first)
+          return cluster.runners.length === 2 ? cluster : undefined
+        }, 15_000)
+        assert.isTrue(two.runners.every((runner) => runner.healthy && runner.shards.length > 0))
+
+        // Back to three: the killed process restarts (its runner port is reused: the same runner).
+        const restarted = spawnService({ dataDir: otherDataDirs[1]!, port: await freePort(), opsPort: await freePort(), env })
+        others[1] = restarted
+        await waitForHealth(restarted, harness.opsToken(), 90_000)
+        await sleep(3_000)
+
+        // 2. SIGSTOP of the second process right after withdrawals were submitted through it.
+        latencies.length = 0
+        const stopIds: Array<string> = []
+        for (let index = perPhase; index < perPhase * 2; index++) stopIds.push(await submit(second, index))
+        process.kill(second.child.pid!, "SIGSTOP")
+        const frozenAt = performance.now()
+        loading = false
+        await load
+        loading = true
+        const freezeLoad = Promise.all([first, restarted].map(async (service) => {
+          while (loading) {
+            const started = performance.now()
+            await harness.tenantCall(service, "GET", `/v1/wallets/${payers[0]!.walletId}/assets`).catch(() => undefined)
+            latencies.push(performance.now() - started)
+            await sleep(100)
+          }
+        }))
+        await harness.poll("the frozen process's withdrawals CONFIRMING through the others", allConfirming(first, stopIds), freezeMillis - 2_000)
+        await sleep(Math.max(0, freezeMillis - (performance.now() - frozenAt)))
+        loading = false
+        await freezeLoad
+        const p99 = percentile(latencies, 0.99)
+        process.kill(second.child.pid!, "SIGCONT")
+        assert.isAbove(latencies.length, 50)
+        assert.isBelow(p99, p99LimitMillis, `p99 ${Math.round(p99)} ms over ${latencies.length} requests during the freeze`)
+
+        // Awake again: whatever it had in memory runs on, and must find everything done.
+        await sleep(15_000)
+        const ids = [...killIds, ...stopIds]
+        const versions = await db.query(
+          `SELECT s.owner_id::text AS id, count(v.*)::int AS versions
+           FROM outgoing_sends s JOIN outgoing_versions v ON v.send_id = s.id
+           WHERE s.owner_id::text = ANY($1) GROUP BY s.owner_id`,
+          [ids]
+        )
+        assert.strictEqual(versions.rows.length, ids.length, "one send per withdrawal")
+        for (const row of versions.rows) assert.strictEqual(row.versions, 1, `versions of ${row.id}`)
+        const broadcasts = await db.query(
+          `SELECT v.tx_hash, b.broadcasts FROM outgoing_sends s JOIN outgoing_versions v ON v.send_id = s.id
+           JOIN devnet_broadcasts b ON b.tx_hash = v.tx_hash WHERE s.owner_id::text = ANY($1)`,
+          [ids]
+        )
+        assert.strictEqual(broadcasts.rows.length, ids.length, "each withdrawal's transaction reached the node")
+        // Not asserted: the same stored bytes may reach the node twice (a frozen process that wakes between its
+        // signing and its broadcast, while another already broadcast them). One nonce, one hash, one transaction:
+        // the node takes it once. Reported here; fencing the broadcast itself is open work (issue 32 report).
+        const repeated = broadcasts.rows.filter((row) => row.broadcasts > 1)
+        if (repeated.length > 0) console.log(`same bytes broadcast more than once: ${repeated.map((row) => `${row.tx_hash} x${row.broadcasts}`).join(", ")}`)
+        const freezes = await db.query(
+          `SELECT reference_id::text AS id, count(*)::int AS n FROM ledger_entries
+           WHERE kind = 'WITHDRAWAL_FREEZE' AND reference_id::text = ANY($1) GROUP BY reference_id`,
+          [ids]
+        )
+        assert.strictEqual(freezes.rows.length, ids.length)
+        for (const row of freezes.rows) assert.strictEqual(row.n, 1)
+        const credits = await db.query(`SELECT count(*)::int AS n FROM ledger_entries WHERE kind = 'DEPOSIT_CREDIT'`)
+        assert.strictEqual(credits.rows[0].n, payers.length, "one credit per deposit")
+        const finalStatuses = await Promise.all(ids.map((id) => statusOf(first, id)))
+        for (const status of finalStatuses) assert.oneOf(status, ["CONFIRMING", "COMPLETED"])
+      } finally {
+        await db.end()
+      }
+    }), 400_000)
+})
