@@ -8,6 +8,7 @@ import { Clock, Context, Effect, Layer, Schedule, Schema, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { makeGroupCommit } from "../db/GroupCommit.ts"
 import { decodeRows, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
+import { pollingLoop } from "../domain/Polling.ts"
 
 /** Nonces per INSERT at most. */
 export const nonceBatchSizeMax = 1_000
@@ -108,6 +109,7 @@ export class NonceStore extends Context.Service<NonceStore, {
       }).pipe(
         Effect.catchCause((cause) => Effect.logWarning("nonce purge failed", cause)),
         Effect.repeat(Schedule.spaced(noncePurgeIntervalMillis)),
+        pollingLoop,
         Effect.forkIn(scope)
       )
 

@@ -5,6 +5,7 @@
 import { Clock, Effect, Exit, Layer, Schedule, Semaphore } from "effect"
 import { ChainClients } from "../chains/ChainClient.ts"
 import { DepositWatcher, scanIntervalMillis } from "./DepositWatcher.ts"
+import { pollingLoop } from "../domain/Polling.ts"
 
 /**
  * After a failed scan a network waits 2, 4, 8, ... scan intervals, at most this long, before it is tried again: a
@@ -50,7 +51,7 @@ export const DepositWatcherLoop = Layer.effectDiscard(Effect.gen(function*() {
     })
   yield* Effect.forEach(
     clients.networkKeys,
-    (networkKey) => scanOne(networkKey).pipe(Effect.repeat(Schedule.spaced(scanIntervalMillis)), Effect.forkScoped),
+    (networkKey) => scanOne(networkKey).pipe(Effect.repeat(Schedule.spaced(scanIntervalMillis)), pollingLoop, Effect.forkScoped),
     { discard: true }
   )
 }))

@@ -8,6 +8,7 @@ import { Clock, Effect, Layer, Schedule, Schema } from "effect"
 import { MachineId, SingleRunner, Snowflake } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { decodeRows, Text } from "../db/RowSchemas.ts"
+import { pollingLoop, PollingLoop } from "../domain/Polling.ts"
 
 export const clusterMessageRetentionDays = 7
 export const clusterRetentionIntervalMillis = 60 * 60 * 1000
@@ -19,7 +20,12 @@ export const ClusterLayer = SingleRunner.layer({
     // Persisted messages are polled this often; DeliverAt timers are accurate to about this.
     entityMessagePollInterval: "2 seconds"
   }
-}).pipe(Layer.provide(NodeCrypto.layerDigest))
+}).pipe(
+  Layer.provide(NodeCrypto.layerDigest),
+  // The runner's own loops (message polling, shard upkeep) repeat on fixed intervals; entities that wait for an
+  // instant mark their timers with `exactTimers` (domain/Polling.ts).
+  Layer.provide(Layer.succeed(PollingLoop)(true))
+)
 
 /**
  * Deletes processed messages (and their replies) older than the retention period, in bounded batches.
@@ -62,6 +68,7 @@ export const ClusterRetention = Layer.effectDiscard(
   purgeProcessedMessages.pipe(
     Effect.catchCause((cause) => Effect.logWarning("cluster message retention failed", cause).pipe(Effect.as(0))),
     Effect.repeat(Schedule.spaced(clusterRetentionIntervalMillis)),
+    pollingLoop,
     Effect.forkScoped
   )
 )

@@ -7,6 +7,7 @@ import { Effect, Layer, Schedule } from "effect"
 import { AppConfig } from "../Config.ts"
 import { GasWallets } from "./GasWallets.ts"
 import { Sweeps } from "./Sweeps.ts"
+import { pollingLoop } from "../domain/Polling.ts"
 
 export const sweepPassIntervalMillis = 5_000
 export const gasCheckIntervalMillis = 60_000
@@ -23,11 +24,13 @@ export const SweepLoop = Layer.effectDiscard(Effect.gen(function*() {
       yield* sweeps.pass(networkKey).pipe(
         Effect.catchCause((cause) => Effect.logWarning(`sweep pass of ${networkKey} failed`, cause)),
         Effect.repeat(Schedule.spaced(sweepPassIntervalMillis)),
+        pollingLoop,
         Effect.forkScoped
       )
       yield* gasWallets.checkGas(networkKey).pipe(
         Effect.catchCause((cause) => Effect.logWarning(`gas check of ${networkKey} failed`, cause)),
         Effect.repeat(Schedule.spaced(gasCheckIntervalMillis)),
+        pollingLoop,
         Effect.forkScoped
       )
     }), { discard: true })

@@ -37,6 +37,8 @@ const build = (overrides: Partial<AppConfigShape>) =>
       reorg: () => Effect.die("unused"),
       state: () => Effect.die("unused"),
       configure: () => Effect.die("unused"),
+      hold: () => Effect.die("unused"),
+      setNodeDown: () => Effect.die("unused"),
       client: (networkKey) => ({
         networkKey,
         startFromGenesis: true,
