@@ -4,7 +4,7 @@
  * tester drives it with: a signed tenant client, the operator client, the simulated chain's controls, webhook
  * receivers, virtual time, and checks. docs/scenarios.md describes every call.
  */
-import { Clock, Context, Duration, Effect, Layer, Option, Redacted, Scope } from "effect"
+import { Clock, Context, Duration, Effect, Fiber, Layer, Option, Redacted, Scope } from "effect"
 import { FetchHttpClient, HttpClient } from "effect/http"
 import { createHash, createPrivateKey, createPublicKey, type KeyObject } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
@@ -149,6 +149,9 @@ const instrument = <C extends object>(client: C, around: <A, E>(effect: Effect.E
     }
   })
 
+/** The virtual time one call may wait for the service before the kit gives up. */
+const callVirtualMillisMax = 10 * 60_000
+
 /** The time a settle may take before the kit gives up: a service that never goes quiet is a bug to see. */
 const settleTimeoutMillis = 60_000
 
@@ -177,7 +180,32 @@ export const scenarioLayer = (options: ScenarioOptions): Layer.Layer<Scenario> =
     })
     const atScenarioTime = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       Effect.provideService(effect, Clock.Clock, virtual.clock)
-    const around = <A, E>(effect: Effect.Effect<A, E>) => atScenarioTime(Effect.ensuring(effect, settle))
+    /**
+     * A call of the kit: at the scenario's time, followed by a settle. While the call waits on the service (a
+     * deposit address waits for its wallet, polling every 100 ms), virtual time moves on in steps of 100 ms once the
+     * service is quiet, as it would for a real client; at most `callVirtualMillisMax`.
+     */
+    const around = <A, E>(effect: Effect.Effect<A, E>) =>
+      atScenarioTime(Effect.gen(function*() {
+        let done = false
+        const fiber = yield* Effect.forkChild(Effect.ensuring(effect, Effect.sync(() => {
+          done = true
+        })))
+        const started = virtual.nowMillis()
+        while (!done) {
+          yield* realDelay(5)
+          if (done) break
+          yield* settle
+          if (done) break
+          if (virtual.nowMillis() - started > callVirtualMillisMax) {
+            return yield* Effect.die(new Error(`a call waited more than ${callVirtualMillisMax} ms of virtual time`))
+          }
+          yield* virtual.advance(100)
+        }
+        const result = yield* Fiber.join(fiber)
+        yield* settle
+        return result
+      }))
 
     const dataDir = mkdtempSync(join(tmpdir(), "coffer-scenario-"))
     yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dataDir, { recursive: true, force: true })))
