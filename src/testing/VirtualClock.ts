@@ -42,12 +42,22 @@ export interface VirtualClock {
   /** The exact timers pending, as absolute milliseconds (for diagnostics and tests). */
   readonly pendingTimers: () => ReadonlyArray<number>
   readonly settle: Effect.Effect<void>
+  /** The registration number the next sleep will get. */
+  readonly nextSeq: () => number
+  /**
+   * Wakes the earliest exact timer registered at or after `sinceSeq` (what a waiting call waits for), or with
+   * `anySleeper` the earliest polling loop's; false when there is none.
+   */
+  readonly wakeNext: (sinceSeq: number, anySleeper?: boolean) => Effect.Effect<boolean>
 }
 
 export interface AdvanceOptions {
   /** The longest virtual time quiet polling loops are left asleep during a jump (default: no bound). */
   readonly pollStride?: Duration.Input
 }
+
+/** What `wakeNext` treats as a call's own short wait. */
+const shortWaitMillis = 1_000
 
 const debug = process.env.COFFER_SCENARIO_DEBUG === "1"
 
@@ -208,6 +218,16 @@ export const makeVirtualClock = (options: VirtualClockOptions): VirtualClock => 
     advance,
     untilIdle,
     pendingTimers: () => sleepers.filter((sleeper) => !sleeper.poll).map((sleeper) => sleeper.at).sort((a, b) => a - b),
-    settle: options.settle
+    settle: options.settle,
+    nextSeq: () => seq,
+    wakeNext: (sinceSeq, anySleeper = false) =>
+      Effect.suspend(() => {
+        // A short wait of the call's own (a poll for a result), never a far one (a request's timeout).
+        const next = anySleeper
+          ? earliest((sleeper) => sleeper.poll)
+          : earliest((sleeper) => !sleeper.poll && sleeper.seq >= sinceSeq && sleeper.at - now <= shortWaitMillis)
+        if (next === undefined) return Effect.succeed(false)
+        return Effect.as(wakeTimer(next), true)
+      })
   }
 }
