@@ -8,6 +8,7 @@ import { Context, Effect, Layer, Schedule, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { makeGroupCommit } from "../db/GroupCommit.ts"
 import { decodeRows, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
+import { pollingLoop } from "../domain/Polling.ts"
 
 /** Nonces per INSERT at most. */
 export const nonceBatchSizeMax = 1_000
@@ -122,6 +123,7 @@ export const NoncePurge = Layer.effectDiscard(Effect.gen(function*() {
   yield* sql`DELETE FROM auth_nonces WHERE expires_at < now() - ${`${noncePurgeMarginSeconds} seconds`}::interval`.pipe(
     Effect.catchCause((cause) => Effect.logWarning("nonce purge failed", cause)),
     Effect.repeat(Schedule.spaced(noncePurgeIntervalMillis)),
+    pollingLoop,
     Effect.forkScoped
   )
 }))

@@ -14,6 +14,8 @@ export interface TenantCredentials {
   readonly baseUrl: string
   readonly keyId: string
   readonly privateKey: KeyObject
+  /** Each request's JWT nonce; a random UUID unless given (the testers' kit draws them from the scenario's seed). */
+  readonly nonce?: () => string
 }
 
 /** An HttpClient that signs each request (for raw calls the typed client does not cover). */
@@ -30,7 +32,8 @@ export const signingHttpClient = (credentials: TenantCredentials) => (client: Ht
           privateKey: credentials.privateKey,
           target: url.success.pathname + url.success.search,
           body,
-          nowSeconds: Math.floor(millis / 1000)
+          nowSeconds: Math.floor(millis / 1000),
+          ...(credentials.nonce === undefined ? {} : { nonce: credentials.nonce() })
         }))
       })
     )

@@ -6,7 +6,7 @@
  * service that answers 500 to everything.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Data, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Data, type Duration, Effect, Layer, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { AppConfig } from "../Config.ts"
 import * as EmbeddedPostgres from "./postgres/EmbeddedPostgres.ts"
@@ -60,7 +60,20 @@ const describeUrl = (url: Redacted.Redacted<string>): string => {
  * bench's `--only` runs, whose restarted service is such a new one, going over the 3 s promise (docs/benchmarks.md,
  * tenth).
  */
-const connectAndMigrate = (url: Redacted.Redacted<string>, options: { readonly checkpointAfterMigrations?: boolean } = {}) =>
+/**
+ * Pool timings for a process whose Clock is virtual (the testers' kit, src/testing): its connect, idle and lifetime
+ * timers would otherwise expire during a jump of virtual time while the connection is still being made.
+ */
+export interface PoolTimings {
+  readonly connectTimeout?: Duration.Input
+  readonly idleTimeout?: Duration.Input
+  readonly connectionTTL?: Duration.Input
+}
+
+const connectAndMigrate = (
+  url: Redacted.Redacted<string>,
+  options: { readonly checkpointAfterMigrations?: boolean; readonly pool?: PoolTimings } = {}
+) =>
   Effect.gen(function*() {
     // Migrations on a connection of their own, closed afterwards, without the session limits: a migration may run
     // long, and a second process waits on the first one's migration lock for as long as that takes.
@@ -73,7 +86,12 @@ const connectAndMigrate = (url: Redacted.Redacted<string>, options: { readonly c
     if (applied.length > 0) {
       yield* Effect.logInfo(`applied migrations ${applied.map(([id, name]) => `${id}_${name}`).join(", ")}`)
     }
-    return yield* PgClient.make({ url, maxConnections: poolConnectionsMax, startupParameters: sessionLimitParameters })
+    return yield* PgClient.make({
+      url,
+      maxConnections: poolConnectionsMax,
+      startupParameters: sessionLimitParameters,
+      ...options.pool
+    })
   }).pipe(
     Effect.mapError((error) =>
       new DatabaseStartupError({
@@ -85,9 +103,10 @@ const connectAndMigrate = (url: Redacted.Redacted<string>, options: { readonly c
 
 /** A pool on `url`, migrated; for production and for tests (see test/support/db-per-file.ts). */
 export const layerFromUrl = (
-  url: Redacted.Redacted<string>
+  url: Redacted.Redacted<string>,
+  pool?: PoolTimings
 ): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, DatabaseStartupError> =>
-  PgClient.layerFrom(connectAndMigrate(url))
+  PgClient.layerFrom(connectAndMigrate(url, pool === undefined ? {} : { pool }))
 
 /**
  * Starts PostgreSQL under `dataDir`, stops it after the pool has closed, and exits the process if it dies first.

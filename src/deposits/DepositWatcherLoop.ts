@@ -6,6 +6,7 @@ import { Clock, Effect, Exit, Layer, Schedule, Semaphore } from "effect"
 import { Singleton } from "effect/cluster"
 import { ChainClients } from "../chains/ChainClient.ts"
 import { DepositWatcher, scanIntervalMillis } from "./DepositWatcher.ts"
+import { pollingLoop } from "../domain/Polling.ts"
 
 /**
  * After a failed scan a network waits 2, 4, 8, ... scan intervals, at most this long, before it is tried again: a
@@ -47,7 +48,7 @@ export const scanNetworkLoop = (networkKey: string, scanSlots: Semaphore.Semapho
         exit.cause
       )
     })
-    yield* scanOne.pipe(Effect.repeat(Schedule.spaced(scanIntervalMillis)))
+    yield* scanOne.pipe(Effect.repeat(Schedule.spaced(scanIntervalMillis)), pollingLoop)
   })
 
 /**

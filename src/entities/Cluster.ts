@@ -35,6 +35,7 @@ import { join } from "node:path"
 import { AppConfig } from "../Config.ts"
 import { writeFileAtomically } from "../domain/AtomicFile.ts"
 import { decodeRows, Text } from "../db/RowSchemas.ts"
+import { pollingLoop, PollingLoop } from "../domain/Polling.ts"
 
 export const clusterMessageRetentionDays = 7
 export const clusterRetentionIntervalMillis = 60 * 60 * 1000
@@ -193,7 +194,12 @@ const RunnerLayer = Layer.unwrap(Effect.gen(function*() {
 export const ClusterLayer = Layer.unwrap(Effect.sync(() => {
   const state = { stopping: false }
   const stopping = Layer.effectDiscard(Effect.addFinalizer(() => Effect.sync(() => (state.stopping = true))))
-  return stopping.pipe(Layer.provideMerge(RunnerLayer.pipe(Layer.provide(quietAtStop(state)))))
+  return stopping.pipe(Layer.provideMerge(RunnerLayer.pipe(
+    Layer.provide(quietAtStop(state)),
+    // The runner's own loops (message polling, heartbeats, shard upkeep) repeat on fixed intervals; entities that
+    // wait for an instant mark their timers with `exactTimers` (domain/Polling.ts, the testers' kit).
+    Layer.provide(Layer.succeed(PollingLoop)(true))
+  )))
 }))
 
 /**
@@ -237,6 +243,7 @@ export const ClusterRetention = Layer.effectDiscard(
   purgeProcessedMessages.pipe(
     Effect.catchCause((cause) => Effect.logWarning("cluster message retention failed", cause).pipe(Effect.as(0))),
     Effect.repeat(Schedule.spaced(clusterRetentionIntervalMillis)),
+    pollingLoop,
     Effect.forkScoped
   )
 )

@@ -17,6 +17,7 @@ import { Effect, Layer, Schedule } from "effect"
 import { EntityId, Sharding, ShardId, ShardingConfig, Singleton } from "effect/cluster"
 import { askProvisioningWhere } from "../wallets/ProvisioningSupervisor.ts"
 import { askOpenWithdrawalsWhere } from "../withdrawals/WithdrawalSupervisor.ts"
+import { pollingLoop } from "../domain/Polling.ts"
 
 /** A layer of background loops as a cluster singleton named `coffer/<name>`: built by one process at a time. */
 export const clusterDuty = <E, R>(name: string, duty: Layer.Layer<never, E, R>) =>
@@ -66,6 +67,7 @@ export const ShardTakeover = Layer.effectDiscard(Effect.gen(function*() {
   yield* look.pipe(
     Effect.catchCause((cause) => Effect.logWarning("asking the entities of shards taken over failed", cause)),
     Effect.repeat(Schedule.spaced(takeoverCheckIntervalMillis)),
+    pollingLoop,
     Effect.forkScoped
   )
 }))

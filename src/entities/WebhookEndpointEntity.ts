@@ -13,6 +13,7 @@ import { Entity, type Sharding } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 import { WebhookTimings } from "../webhooks/DeliverySettings.ts"
 import { WebhookDelivery } from "../webhooks/WebhookDelivery.ts"
+import { exactTimers } from "../domain/Polling.ts"
 
 export const Wake = Rpc.make("Wake")
 
@@ -58,7 +59,8 @@ export const webhookEndpointEntityLayer = (options: { readonly maxIdleTime?: Dur
         }
       })
       // Scoped to the entity's handlers: it ends when the entity is passivated, restarted or moved.
-      yield* Effect.forkScoped(run)
+      // Its sleeps wait for a delivery's due time: exact instants, never polls (domain/Polling.ts).
+      yield* Effect.forkScoped(exactTimers(run))
 
       return WebhookEndpointEntity.of({
         Wake: () => Queue.offer(wakes, undefined).pipe(Effect.asVoid)

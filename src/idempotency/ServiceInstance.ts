@@ -15,6 +15,7 @@ import { Clock, Context, Deferred, Effect, Layer, Schedule, Schema } from "effec
 import { SqlClient, type Statement } from "effect/sql"
 import { decodeSingleRow, Int4 } from "../db/RowSchemas.ts"
 import { uuidV7 } from "../domain/Ids.ts"
+import { pollingLoop } from "../domain/Polling.ts"
 
 /** The advisory lock's first key ("Coff"): the second is the instance's `lock_key`. */
 export const instanceLockClassId = 0x436f6666
@@ -94,6 +95,7 @@ export class ServiceInstance extends Context.Service<ServiceInstance, {
       yield* holdLock.pipe(
         Effect.tapCause((cause) => Effect.logWarning("service instance lock lost; reconnecting", cause)),
         Effect.retry(Schedule.spaced(reconnectPauseMillis)),
+        pollingLoop,
         Effect.forkScoped
       )
       yield* Deferred.await(locked)

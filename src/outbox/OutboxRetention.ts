@@ -6,6 +6,7 @@
  */
 import { Clock, Effect, Layer, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
+import { pollingLoop } from "../domain/Polling.ts"
 
 export const outboxRetentionDays = 30
 export const outboxRetentionIntervalMillis = 60 * 60 * 1000
@@ -42,6 +43,7 @@ export const OutboxRetention = Layer.effectDiscard(
   purgeExpiredEvents.pipe(
     Effect.catchCause((cause) => Effect.logWarning("outbox retention failed", cause).pipe(Effect.as(0))),
     Effect.repeat(Schedule.spaced(outboxRetentionIntervalMillis)),
+    pollingLoop,
     Effect.forkScoped
   )
 )

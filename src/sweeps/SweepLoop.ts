@@ -7,6 +7,7 @@ import { Effect, Layer, Schedule } from "effect"
 import { AppConfig } from "../Config.ts"
 import { GasWallets } from "./GasWallets.ts"
 import { Sweeps } from "./Sweeps.ts"
+import { pollingLoop } from "../domain/Polling.ts"
 
 export const sweepPassIntervalMillis = 5_000
 export const gasCheckIntervalMillis = 60_000
@@ -22,6 +23,7 @@ export const SweepLoop = Layer.effectDiscard(Effect.gen(function*() {
     sweeps.pass(networkKey).pipe(
       Effect.catchCause((cause) => Effect.logWarning(`sweep pass of ${networkKey} failed`, cause)),
       Effect.repeat(Schedule.spaced(sweepPassIntervalMillis)),
+      pollingLoop,
       Effect.forkScoped
     ), { discard: true })
   // The sweeping networks and the simulated chain's (no sweeps there, but the GAS figures and VAULT_GAS_LOW are
@@ -30,6 +32,7 @@ export const SweepLoop = Layer.effectDiscard(Effect.gen(function*() {
     gasWallets.checkGas(networkKey).pipe(
       Effect.catchCause((cause) => Effect.logWarning(`gas check of ${networkKey} failed`, cause)),
       Effect.repeat(Schedule.spaced(gasCheckIntervalMillis)),
+      pollingLoop,
       Effect.forkScoped
     ), { discard: true })
 }))

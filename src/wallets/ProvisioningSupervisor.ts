@@ -16,6 +16,7 @@ import { Catalog } from "../catalog/Catalog.ts"
 import { forEachIdPage } from "../db/IdPages.ts"
 import { decodeRows, Text } from "../db/RowSchemas.ts"
 import { requestProvisioning } from "../entities/WalletEntity.ts"
+import { pollingLoop } from "../domain/Polling.ts"
 
 export const provisioningSweepIntervalMillis = 60_000
 /** Younger wallets are left to their first request. */
@@ -98,6 +99,7 @@ export const ProvisioningSupervisor = Layer.effectDiscard(
         Effect.repeat(Schedule.spaced(provisioningSweepIntervalMillis))
       )
     ),
+    pollingLoop,
     Effect.forkScoped
   )
 )

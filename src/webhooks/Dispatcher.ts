@@ -24,6 +24,7 @@ import { wakeEndpoints } from "../entities/WebhookEndpointEntity.ts"
 import { isDue } from "./DeliveryDue.ts"
 import { outboxChannel, OutboxSignal } from "../outbox/OutboxSignal.ts"
 import { fanOutBatchMax, sweepEndpointsMax, WebhookTimings } from "./DeliverySettings.ts"
+import { pollingLoop } from "../domain/Polling.ts"
 
 // Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
 const fannedRows = decodeRows(
@@ -147,5 +148,5 @@ export const WebhookDispatcher = Layer.effectDiscard(Effect.gen(function*() {
         Queue.take(signals)
       )
     }
-  }).pipe(Effect.forkScoped)
+  }).pipe(pollingLoop, Effect.forkScoped)
 }))

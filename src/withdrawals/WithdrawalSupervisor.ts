@@ -18,6 +18,7 @@ import { forEachIdPage } from "../db/IdPages.ts"
 import { decodeRows, Text } from "../db/RowSchemas.ts"
 import { requestProcessing } from "../entities/WithdrawalEntity.ts"
 import { WithdrawalProcessor } from "./WithdrawalProcessor.ts"
+import { pollingLoop } from "../domain/Polling.ts"
 
 export const withdrawalSweepIntervalMillis = 10_000
 /** Withdrawals whose last change is younger than this are left to the request in flight. */
@@ -125,11 +126,12 @@ export const WithdrawalSupervisor = Layer.effectDiscard(Effect.gen(function*() {
     ),
     Effect.andThen(Effect.sleep(withdrawalSweepIntervalMillis)),
     Effect.andThen(sweep.pipe(Effect.repeat(Schedule.spaced(withdrawalSweepIntervalMillis)))),
+    pollingLoop,
     Effect.forkScoped
   )
   const confirmAll = Effect.forEach(clients.networkKeys, (networkKey) =>
     processor.confirm(networkKey).pipe(
       Effect.catchCause((cause) => Effect.logWarning(`withdrawal confirmation of ${networkKey} failed`, cause))
     ), { discard: true })
-  yield* confirmAll.pipe(Effect.repeat(Schedule.spaced(withdrawalConfirmIntervalMillis)), Effect.forkScoped)
+  yield* confirmAll.pipe(Effect.repeat(Schedule.spaced(withdrawalConfirmIntervalMillis)), pollingLoop, Effect.forkScoped)
 }))

@@ -39,6 +39,8 @@ const build = (overrides: Partial<AppConfigShape>) =>
       configure: () => Effect.die("unused"),
       balance: () => Effect.die("unused"),
       balances: () => Effect.die("unused"),
+      hold: () => Effect.die("unused"),
+      setNodeDown: () => Effect.die("unused"),
       client: (networkKey) => ({
         networkKey,
         startFromGenesis: true,

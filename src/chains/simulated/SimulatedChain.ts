@@ -15,7 +15,7 @@
 import { Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { decodeRows, decodeSingleRow, Numeric, Text } from "../../db/RowSchemas.ts"
-import type { ChainClient } from "../ChainClient.ts"
+import { type ChainClient, ChainUnavailable } from "../ChainClient.ts"
 import { makeDevnetBlocks } from "./DevnetBlocks.ts"
 import { makeDevnetSettings, type SimulatedChainSettings, type SimulatedChainState } from "./DevnetSettings.ts"
 import { makeSimulatedWithdrawalChain } from "./SimulatedWithdrawalChain.ts"
@@ -61,6 +61,16 @@ export class SimulatedChain extends Context.Service<SimulatedChain, {
   readonly balances: (networkKey: string, assetId: string) => Effect.Effect<ReadonlyMap<string, bigint>>
   /** The ChainClient view of one network. */
   readonly client: (networkKey: string) => ChainClient
+  /**
+   * Keeps a transaction out of the next `blocks` blocks mined (0 lets it in again), as a congested mempool would; for
+   * scenarios (src/testing). Held in this process's memory.
+   */
+  readonly hold: (networkKey: string, txHash: string, blocks: number) => Effect.Effect<void>
+  /**
+   * The network's node stops answering (`true`) or answers again: every call of its ChainClient fails with
+   * ChainUnavailable meanwhile, as an unreachable node's would; for scenarios. Held in this process's memory.
+   */
+  readonly setNodeDown: (networkKey: string, down: boolean) => Effect.Effect<void>
 }>()("coffer/SimulatedChain") {
   static readonly layer = Layer.effect(
     SimulatedChain,
@@ -85,10 +95,15 @@ export class SimulatedChain extends Context.Service<SimulatedChain, {
         return txHash
       })
 
+      /** Transactions kept out of blocks: blocks still to pass before each may be mined, per network. */
+      const holds = new Map<string, Map<string, number>>()
+      const downNetworks = new Set<string>()
+
       const mine = Effect.fn("SimulatedChain.mine")(function*(networkKey: string, count: number) {
         if (!Number.isSafeInteger(count) || count < 1 || count > mineCountMax) {
           return yield* Effect.die(new RangeError(`mine count must be 1-${mineCountMax}, got ${count}`))
         }
+        const held = holds.get(networkKey) ?? new Map<string, number>()
         return yield* sql.withTransaction(Effect.gen(function*() {
           yield* lockNetwork(networkKey)
           let { height, hash } = yield* tip(networkKey)
@@ -99,7 +114,16 @@ export class SimulatedChain extends Context.Service<SimulatedChain, {
             yield* sql`
               INSERT INTO devnet_blocks (network_key, height, hash, parent_hash, created_at)
               VALUES (${networkKey}, ${height.toString()}, ${next}, ${hash}, ${createdAt})`
-            if (mined === 0) {
+            if (held.size > 0) {
+              // Each block takes what is pending and not held; a held transaction waits its blocks out.
+              yield* sql`UPDATE devnet_transfers SET block_height = ${height.toString()}
+                WHERE network_key = ${networkKey} AND block_height IS NULL
+                  AND NOT (tx_hash = ANY(${`{${[...held.keys()].join(",")}}`}::text[]))`
+              for (const [txHash, blocks] of held) {
+                if (blocks <= 1) held.delete(txHash)
+                else held.set(txHash, blocks - 1)
+              }
+            } else if (mined === 0) {
               yield* sql`UPDATE devnet_transfers SET block_height = ${height.toString()}
                 WHERE network_key = ${networkKey} AND block_height IS NULL`
             }
@@ -108,6 +132,26 @@ export class SimulatedChain extends Context.Service<SimulatedChain, {
           return height
         })).pipe(Effect.orDie)
       })
+
+      const hold = Effect.fn("SimulatedChain.hold")(function*(networkKey: string, txHash: string, blocks: number) {
+        const held = holds.get(networkKey) ?? new Map<string, number>()
+        holds.set(networkKey, held)
+        if (blocks <= 0) held.delete(txHash)
+        else held.set(txHash, blocks)
+      })
+
+      const setNodeDown = Effect.fn("SimulatedChain.setNodeDown")(function*(networkKey: string, down: boolean) {
+        if (down) downNetworks.add(networkKey)
+        else downNetworks.delete(networkKey)
+      })
+
+      /** `effect` unless the network's node is down (setNodeDown). */
+      const answering = <A, E>(networkKey: string, effect: Effect.Effect<A, E>): Effect.Effect<A, E | ChainUnavailable> =>
+        Effect.suspend((): Effect.Effect<A, E | ChainUnavailable> =>
+          downNetworks.has(networkKey)
+            ? Effect.fail(new ChainUnavailable({ networkKey, message: "the simulated node does not answer" }))
+            : effect
+        )
 
       const reorg = Effect.fn("SimulatedChain.reorg")(function*(networkKey: string, depth: number) {
         if (!Number.isSafeInteger(depth) || depth < 1 || depth > reorgDepthMax) {
@@ -146,16 +190,26 @@ export class SimulatedChain extends Context.Service<SimulatedChain, {
         return new Map(rows.map((row) => [row.address, row.balance])) as ReadonlyMap<string, bigint>
       })
 
-      const client = (networkKey: string): ChainClient => ({
-        networkKey,
-        startFromGenesis: true,
-        head: blocks.head(networkKey),
-        block: (height) => blocks.block(networkKey, height),
-        transactionState: (txHash) => blocks.transactionState(networkKey, txHash),
-        withdrawals: withdrawalChain(networkKey)
-      })
+      const client = (networkKey: string): ChainClient => {
+        const withdrawals = withdrawalChain(networkKey)
+        return {
+          networkKey,
+          startFromGenesis: true,
+          head: answering(networkKey, blocks.head(networkKey)),
+          block: (height) => answering(networkKey, blocks.block(networkKey, height)),
+          transactionState: (txHash) => answering(networkKey, blocks.transactionState(networkKey, txHash)),
+          withdrawals: {
+            ...withdrawals,
+            hotWalletCovers: (...args) => answering(networkKey, withdrawals.hotWalletCovers(...args)),
+            networkFee: (assetId) => answering(networkKey, withdrawals.networkFee(assetId)),
+            withdrawalParameters: (transfer) => answering(networkKey, withdrawals.withdrawalParameters(transfer)),
+            broadcast: (signed) => answering(networkKey, withdrawals.broadcast(signed)),
+            inclusion: (txHash) => answering(networkKey, withdrawals.inclusion(txHash))
+          }
+        }
+      }
 
-      return SimulatedChain.of({ transfer, mine, reorg, state, configure, balance, balances, client })
+      return SimulatedChain.of({ transfer, mine, reorg, state, configure, balance, balances, client, hold, setNodeDown })
     })
   )
 }
