@@ -27,7 +27,8 @@ export const operationDocs: Readonly<Record<string, OperationDoc>> = {
   },
   "users.create": {
     summary: "Create a user",
-    description: "Idempotent by `customerRefId`: an existing user is returned unchanged (spec 4.2)."
+    description: "Idempotent by `customerRefId`: an existing user is returned unchanged (spec 4.2). A new one past " +
+      "the tenant's user quota is 422 LIMIT_EXCEEDED."
   },
   "users.list": {
     summary: "List users",
@@ -109,7 +110,8 @@ export const operationDocs: Readonly<Record<string, OperationDoc>> = {
   "webhooks.create": {
     summary: "Register a webhook endpoint",
     description: "An https URL that receives signed events of the subscribed types (all when `events` is empty); " +
-      "at most 10 active per tenant (spec 4.5)."
+      "at most 10 active per tenant (spec 4.5), and at most the tenant's quota (default 100) active and disabled " +
+      "together; 422 LIMIT_EXCEEDED past either."
   },
   "webhooks.list": {
     summary: "List webhook endpoints",

@@ -5,6 +5,7 @@ import {
   EmailTakenWire,
   ForbiddenWire,
   InvalidStateWire,
+  LimitExceededWire,
   NetworkDisabledWire,
   NotFoundWire,
   RateLimitedWire,
@@ -89,8 +90,9 @@ export class UsersApi extends HttpApiGroup.make("users")
     HttpApiEndpoint.post("create", "/v1/users", {
       payload: CreateUserBody,
       success: UserObject,
-      // 429 when the tenant's share of the password-hash pool is full (users/PasswordHash.ts).
-      error: [EmailTakenWire, RateLimitedWire]
+      // 429 when the tenant's share of the password-hash pool is full (users/PasswordHash.ts); 422 LIMIT_EXCEEDED
+      // when the tenant's user quota is reached (docs/operations.md, "Per-tenant quotas").
+      error: [EmailTakenWire, LimitExceededWire, RateLimitedWire]
     }),
     HttpApiEndpoint.get("list", "/v1/users", {
       query: {
@@ -120,7 +122,15 @@ export class UsersApi extends HttpApiGroup.make("users")
       params: customerRefIdParam,
       payload: DepositAddressBody,
       success: DepositAddressResponse,
-      error: [ForbiddenWire, EmailTakenWire, NetworkDisabledWire, RateLimitedWire, WalletLimitReachedWire, SignerUnavailableWire]
+      error: [
+        ForbiddenWire,
+        EmailTakenWire,
+        LimitExceededWire,
+        NetworkDisabledWire,
+        RateLimitedWire,
+        WalletLimitReachedWire,
+        SignerUnavailableWire
+      ]
     })
   )
   .annotateMerge(OpenApi.annotations({ title: "Users", description: "End users of the tenant (spec 4.2)" }))

@@ -4,6 +4,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/ht
 import {
   ForbiddenWire,
   IdempotencyConflictWire,
+  LimitExceededWire,
   NetworkDisabledWire,
   NotFoundWire,
   RateLimitedWire,
@@ -78,6 +79,8 @@ export class WalletsApi extends HttpApiGroup.make("wallets")
       error: [
         ForbiddenWire,
         IdempotencyConflictWire,
+        // The user a new customerRefId creates counts against the tenant's user quota.
+        LimitExceededWire,
         NetworkDisabledWire,
         WalletLimitReachedWire,
         RateLimitedWire,

@@ -8,7 +8,7 @@
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
-import { BadRequest, EmailTaken, InvalidState, NotFound, type RateLimited } from "../domain/ApiError.ts"
+import { BadRequest, EmailTaken, InvalidState, LimitExceeded, NotFound, type RateLimited } from "../domain/ApiError.ts"
 import { Entropy } from "../domain/Entropy.ts"
 import { Ids } from "../domain/Ids.ts"
 import { PasswordHasher } from "./PasswordHash.ts"
@@ -63,7 +63,11 @@ type Row = typeof Row.Type
 
 // Compiled once (db/RowSchemas.ts): each query's rows decoded at this edge, a mismatch a defect naming it.
 const foundRow = decodeFirstRow(Row, "Users.find")
-const userCounter = decodeSingleRow(Schema.Struct({ user_seq: Int4 }), "Users.create (tenant counter)")
+const userCounter = decodeSingleRow(
+  Schema.Struct({ user_seq: Int4, users_max: Int4 }),
+  "Users.create (tenant counter)"
+)
+const userQuota = decodeSingleRow(Schema.Struct({ full: Schema.Boolean }), "Users.create (quota)")
 const insertedRow = decodeFirstRow(Row, "Users.create (insert)")
 const listedRows = decodeRows(Row, "Users.list")
 const updatedRow = decodeFirstRow(Row, "Users.update")
@@ -92,18 +96,27 @@ export interface CreateUserInput {
   readonly nickname?: string | null | undefined
 }
 
+/** The tenant's user quota (`tenants.users_max`, default 10,000,000; docs/operations.md "Per-tenant quotas"). */
+export const userQuotaMessage = "user quota of the tenant reached; ask the operator to raise it"
+
+/** A lost race for one customerRefId: the counter bump is rolled back with it, so the quota counts users only. */
+class LostRace {
+  readonly _tag = "LostRace"
+}
+
 /** Attempts at a random 8-digit uid before giving up (a tenant would need ~10^7 users to make one retry likely). */
 const uidAttemptsMax = 8
 
 export class Users extends Context.Service<Users, {
   /**
    * Returns the existing user unchanged when `customerRefId` is taken (spec 4.2). RateLimited only with a password,
-   * when the tenant's share of the password-hash pool is full (PasswordHash.ts).
+   * when the tenant's share of the password-hash pool is full (PasswordHash.ts). LimitExceeded when the tenant has
+   * as many users as its quota (`tenants.users_max`).
    */
   readonly create: (
     tenantId: string,
     input: CreateUserInput
-  ) => Effect.Effect<User, BadRequest | EmailTaken | RateLimited>
+  ) => Effect.Effect<User, BadRequest | EmailTaken | LimitExceeded | RateLimited>
   readonly find: (tenantId: string, customerRefId: string) => Effect.Effect<User | undefined>
   readonly get: (tenantId: string, customerRefId: string) => Effect.Effect<User, NotFound>
   readonly list: (
@@ -183,26 +196,43 @@ export class Users extends Context.Service<Users, {
           )
           if (taken.length > 0) return yield* new EmailTaken({ message: "email is used by another user of the tenant" })
         }
+        // No hash for a tenant already at its quota; the locked check below decides a race for the last place.
+        const quota = yield* sql`SELECT user_seq >= users_max AS full FROM tenants WHERE id = ${tenantId}`.pipe(
+          Effect.flatMap(userQuota),
+          Effect.orDie
+        )
+        if (quota.full) {
+          // The customerRefId may have been created since `find` above: that one is answered, not the quota.
+          const raced = yield* find(tenantId, customerRefId)
+          if (raced !== undefined) return raced
+          return yield* new LimitExceeded({ message: userQuotaMessage })
+        }
         const passwordHash = password === null ? null : yield* hasher.hash(tenantId, password)
         for (let attempt = 0; attempt < uidAttemptsMax; attempt++) {
           const id = yield* ids.uuidV7
           const uid = yield* randomUid
           const now = new Date(yield* Clock.currentTimeMillis)
           const inserted = yield* sql.withTransaction(Effect.gen(function*() {
-            // The tenant row lock serializes user-index allocation within the tenant.
+            // The tenant row lock serializes user-index allocation within the tenant, and with it the quota: the
+            // count and the insert are one transaction, so a burst cannot pass it (issue 36).
             const counter = yield* sql`
-              UPDATE tenants SET user_seq = user_seq + 1 WHERE id = ${tenantId} RETURNING user_seq`.pipe(
+              UPDATE tenants SET user_seq = user_seq + 1 WHERE id = ${tenantId} RETURNING user_seq, users_max`.pipe(
               Effect.flatMap(userCounter)
             )
-            return yield* sql`
+            const row = yield* sql`
               INSERT INTO users (id, tenant_id, seq, uid, customer_ref_id, email, password_hash, nickname, source,
                 created_at, updated_at)
               VALUES (${id}, ${tenantId}, ${counter.user_seq - 1}, ${uid}, ${customerRefId}, ${email},
                 ${passwordHash}, ${nickname}, 'B_API', ${now}, ${now})
               ON CONFLICT (tenant_id, customer_ref_id) DO NOTHING
               RETURNING ${columns}`.pipe(Effect.flatMap(insertedRow))
+            // A lost race is answered with the winner even at the quota; only a new user is refused by it.
+            if (row === undefined) return yield* Effect.fail(new LostRace())
+            if (counter.user_seq > counter.users_max) return yield* new LimitExceeded({ message: userQuotaMessage })
+            return row
           })).pipe(
-            Effect.map((row) => ({ _tag: "Done" as const, row })),
+            Effect.map((row): { readonly _tag: "Done"; readonly row: Row | undefined } => ({ _tag: "Done", row })),
+            Effect.catchTag("LostRace", () => Effect.succeed({ _tag: "Done" as const, row: undefined })),
             Effect.catchReason(
               "SqlError",
               "UniqueViolation",

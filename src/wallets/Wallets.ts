@@ -17,7 +17,8 @@ import {
   NetworkDisabled,
   RateLimited,
   SignerUnavailable,
-  WalletLimitReached
+  WalletLimitReached,
+  type LimitExceeded
 } from "../domain/ApiError.ts"
 import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Text } from "../db/RowSchemas.ts"
 import { Ids } from "../domain/Ids.ts"
@@ -83,14 +84,14 @@ export class Wallets extends Context.Service<Wallets, {
     recordWallet?: (wallet: Wallet) => Effect.Effect<void>
   ) => Effect.Effect<
     Wallet,
-    BadRequest | Forbidden | NetworkDisabled | WalletLimitReached | RateLimited | SignerUnavailable
+    BadRequest | Forbidden | NetworkDisabled | WalletLimitReached | LimitExceeded | RateLimited | SignerUnavailable
   >
   readonly depositAddress: (
     tenant: Tenant,
     input: { readonly customerRefId: string; readonly networkKey: string; readonly email?: string | null | undefined }
   ) => Effect.Effect<
     DepositAddress,
-    BadRequest | Forbidden | NetworkDisabled | WalletLimitReached | RateLimited | SignerUnavailable | EmailTaken
+    BadRequest | Forbidden | NetworkDisabled | WalletLimitReached | LimitExceeded | RateLimited | SignerUnavailable | EmailTaken
   >
 }>()("coffer/Wallets") {
   static readonly layer = Layer.effect(

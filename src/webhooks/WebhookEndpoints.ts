@@ -80,13 +80,24 @@ export interface UpdateEndpointInput {
   readonly active?: boolean | undefined
 }
 
-/** The active-endpoint cap is a constraint (`webhook_endpoints_active_max`): LIMIT_EXCEEDED; any other, a defect. */
-const activeLimitReached = (violation: SqlError.ConstraintError, error: SqlError.SqlError) =>
-  (violation.cause as { readonly constraint?: unknown } | undefined)?.constraint === "webhook_endpoints_active_max"
+/**
+ * The active-endpoint cap (`webhook_endpoints_active_max`) and the tenant's quota of endpoints active and disabled
+ * together (`webhook_endpoints_total_max`, issue 36) are constraints: LIMIT_EXCEEDED; any other, a defect.
+ */
+const activeLimitReached = (violation: SqlError.ConstraintError, error: SqlError.SqlError) => {
+  const constraint = (violation.cause as { readonly constraint?: unknown } | undefined)?.constraint
+  return constraint === "webhook_endpoints_active_max"
     ? Effect.fail(new LimitExceeded({ message: activeLimitMessage }))
+    : constraint === "webhook_endpoints_total_max"
+    ? Effect.fail(new LimitExceeded({ message: endpointQuotaMessage }))
     : Effect.die(error)
+}
 /** A database failure other than the caught reason: a defect. */
 const sqlDefect = (_: unknown, error: SqlError.SqlError) => Effect.die(error)
+
+/** The quota is per tenant (`tenants.webhook_endpoints_max`, default 100), so the message names no number. */
+export const endpointQuotaMessage =
+  "webhook endpoint quota reached (active and disabled endpoints count); ask the operator to raise it"
 
 const endpointNotFound = () => new NotFound({ message: "webhook endpoint not found" })
 

@@ -263,6 +263,53 @@ layer(AppLayer, { excludeTestServices: true })("webhooks over HTTP (spec 4.5)", 
         assert.strictEqual(count!.active, 10)
       }))
 
+    it.effect("quota of endpoints active and disabled (default 100): DELETE then POST cannot add rows forever", () =>
+      Effect.gen(function*() {
+        const tenant = yield* provisionTenant()
+        const sql = yield* SqlClient.SqlClient
+        const [tenantRow] = yield* sql<{ quota: number }>`
+          SELECT webhook_endpoints_max AS quota FROM tenants WHERE id = ${tenant.tenantId}`
+        assert.strictEqual(tenantRow!.quota, 100)
+        // Lowered for the test, as an operator would raise it for one tenant.
+        yield* sql`UPDATE tenants SET webhook_endpoints_max = 12 WHERE id = ${tenant.tenantId}`
+        for (let index = 0; index < 12; index++) {
+          const endpoint = created(yield* createEndpoint(tenant, { url: `https://example.com/${index}` }))
+          assert.strictEqual((yield* call(tenant, "DELETE", `/v1/webhooks/${endpoint.id}`)).status, 204)
+        }
+        // No endpoint is active, yet the 13th row is refused.
+        assertError(yield* createEndpoint(tenant, { url: "https://example.com/13" }), 422, "LIMIT_EXCEEDED",
+          "webhook endpoint quota reached (active and disabled endpoints count); ask the operator to raise it")
+        const [count] = yield* sql<{ total: number }>`
+          SELECT count(*)::int AS total FROM webhook_endpoints WHERE tenant_id = ${tenant.tenantId}`
+        assert.strictEqual(count!.total, 12)
+        // Re-enabling a kept endpoint adds no row, so the quota does not refuse it.
+        const [first] = (yield* call(tenant, "GET", "/v1/webhooks")).json
+        assert.strictEqual((yield* call(tenant, "PATCH", `/v1/webhooks/${first.id}`, { active: true })).status, 200)
+        // Another tenant has its own quota.
+        const other = yield* provisionTenant()
+        created(yield* createEndpoint(other, { url: "https://example.com/other" }))
+      }))
+
+    it.effect("the endpoint quota holds under 20 concurrent registrations", () =>
+      Effect.gen(function*() {
+        const tenant = yield* provisionTenant({ rateLimitPerSecond: 1000 })
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`UPDATE tenants SET webhook_endpoints_max = 4 WHERE id = ${tenant.tenantId}`
+        const responses = yield* Effect.all(
+          Array.from({ length: 20 }, (_, index) => createEndpoint(tenant, { url: `https://example.com/${index}` })),
+          { concurrency: "unbounded" }
+        )
+        const statuses = responses.map((response) => response.status)
+        assert.strictEqual(statuses.filter((status) => status === 201).length, 4, JSON.stringify(statuses))
+        for (const response of responses.filter((candidate) => candidate.status !== 201)) {
+          assertError(response, 422, "LIMIT_EXCEEDED",
+            "webhook endpoint quota reached (active and disabled endpoints count); ask the operator to raise it")
+        }
+        const [count] = yield* sql<{ total: number }>`
+          SELECT count(*)::int AS total FROM webhook_endpoints WHERE tenant_id = ${tenant.tenantId}`
+        assert.strictEqual(count!.total, 4)
+      }))
+
     it.effect("another tenant's endpoint is 404 on PATCH, DELETE and test, and never listed", () =>
       Effect.gen(function*() {
         const owner = yield* provisionTenant()
