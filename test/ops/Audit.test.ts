@@ -7,10 +7,22 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
+import { execFile } from "node:child_process"
 import { generateKeyPairSync } from "node:crypto"
+import { userInfo } from "node:os"
+import { fileURLToPath } from "node:url"
+import { OpsAddress } from "../../src/App.ts"
 import { rawPublicKeyHex } from "../../src/auth/Ed25519.ts"
 import { expectError, fund, settings } from "../support/Funds.ts"
-import { makeTestAppLayer, opsClient, opsRequest, provisionTenant, type RawResponse, type TestTenant } from "../support/TestApp.ts"
+import {
+  makeTestAppLayer,
+  opsClient,
+  opsRequest,
+  provisionTenant,
+  type RawResponse,
+  type TestTenant,
+  testOpsToken
+} from "../support/TestApp.ts"
 import { call, getTransaction, waitFor, walletOf } from "../withdrawals/WithdrawalHelpers.ts"
 
 const btc = "BTC_TESTNET_BTC"
@@ -77,6 +89,34 @@ const transfer = (tenant: TestTenant, from: string, to: string, externalTxId: st
     destination: { type: "WALLET", id: to },
     amountRaw: "5000",
     externalTxId
+  })
+
+const repositoryRoot = fileURLToPath(new URL("../../", import.meta.url))
+
+/**
+ * `npm run call -- --ops-url <this service> ops <args>` as a child process (asynchronous: the service it calls runs
+ * in this process). COFFER_OPERATOR is what `env` says, never the caller's own.
+ */
+const cli = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  Effect.gen(function*() {
+    const opsUrl = yield* OpsAddress
+    const { COFFER_OPERATOR: _, ...inherited } = process.env
+    return yield* Effect.callback<{ code: number; stdout: string; stderr: string }>((resume) => {
+      execFile(process.execPath, ["src/ops/cli.ts", "--ops-url", opsUrl, "ops", ...args], {
+        cwd: repositoryRoot,
+        env: { ...inherited, OPS_TOKEN: testOpsToken, ...env },
+        timeout: 60_000
+      }, (error, stdout, stderr) => {
+        resume(Effect.succeed({ code: typeof error?.code === "number" ? error.code : error ? 1 : 0, stdout, stderr }))
+      })
+    })
+  })
+
+/** The operator of the newest audit entry of a tenant. */
+const newestOperator = (tenantId: string) =>
+  Effect.map(opsRequest("GET", `/ops/audit?tenantId=${tenantId}&limit=1`), (response) => {
+    assert.strictEqual(response.status, 200, response.text)
+    return response.json.items[0].operator as string
   })
 
 layer(makeTestAppLayer(), { excludeTestServices: true, timeout: 120_000 })("operator audit trail", (it) => {
@@ -378,4 +418,34 @@ layer(makeTestAppLayer(), { excludeTestServices: true, timeout: 120_000 })("oper
       assert.strictEqual(read.response.status, 200)
       assert.lengthOf(yield* entriesOf(read.requestId), 0)
     }))
+
+  it.effect("npm run call -- ops: the change is recorded under --operator, else COFFER_OPERATOR, else the OS user (never ops-token)", () =>
+    Effect.gen(function*() {
+      // The typed client (ops tenant create) with the flag.
+      const created = yield* cli(["--operator", "cli-alice", "tenant", "create", "cli-audited", "--networks", "BTC_TESTNET"])
+      assert.strictEqual(created.code, 0, created.stderr)
+      const tenantId = JSON.parse(created.stdout).id as string
+      const first = (yield* opsRequest("GET", `/ops/audit?tenantId=${tenantId}`)).json.items
+      assert.deepStrictEqual(first.map((entry: any) => [entry.action, entry.operator]), [["TENANT_CREATED", "cli-alice"]])
+
+      // Any operator route (ops PATCH ...) with the environment, the flag after the path, and neither.
+      const patch = (status: string) => ["PATCH", `/ops/tenants/${tenantId}`, JSON.stringify({ status })]
+      const byEnv = yield* cli(patch("SUSPENDED"), { COFFER_OPERATOR: "cli-bob" })
+      assert.strictEqual(byEnv.code, 0, byEnv.stderr)
+      assert.strictEqual(yield* newestOperator(tenantId), "cli-bob")
+      const flagWins = yield* cli([...patch("ACTIVE"), "--operator", "cli-carol"], { COFFER_OPERATOR: "cli-bob" })
+      assert.strictEqual(flagWins.code, 0, flagWins.stderr)
+      assert.strictEqual(yield* newestOperator(tenantId), "cli-carol")
+      const byOsUser = yield* cli(patch("SUSPENDED"))
+      assert.strictEqual(byOsUser.code, 0, byOsUser.stderr)
+      assert.strictEqual(yield* newestOperator(tenantId), userInfo().username)
+
+      // A name a header cannot carry stops the call before anything is sent: no change, no entry.
+      const refused = yield* cli(patch("ACTIVE"), { COFFER_OPERATOR: "caf\u00e9" })
+      assert.strictEqual(refused.code, 1)
+      assert.include(refused.stderr, "COFFER_OPERATOR must be printable ASCII text; nothing was sent")
+      const tenant = yield* opsRequest("GET", `/ops/tenants/${tenantId}`)
+      assert.strictEqual(tenant.json.status, "SUSPENDED")
+      assert.strictEqual(yield* newestOperator(tenantId), userInfo().username)
+    }), 180_000)
 })

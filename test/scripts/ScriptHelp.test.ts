@@ -46,6 +46,10 @@ describe("npm scripts answer --help", () => {
     assert.strictEqual(help.code, 0, help.stderr)
     assert.include(help.stdout, "USAGE")
     assert.include(help.stdout, "ops")
+    // The operator name the audit trail records (issue 37): the flag and where its default comes from.
+    const opsHelp = run("src/ops/cli.ts", ["ops", "--help"])
+    assert.strictEqual(opsHelp.code, 0, opsHelp.stderr)
+    assert.match(opsHelp.stdout, /--operator string +name recorded in the audit trail \(X-Operator; default COFFER_OPERATOR, else the OS user\)/)
   }, 60_000)
 })
 
