@@ -787,6 +787,8 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
               yield* Effect.logWarning(`${what}: the node cannot be asked about ${version.tx_hash} now; will retry`)
               return { outcome: "LATER" as BroadcastOutcome, count: undefined, called: false }
             }
+            yield* Effect.logWarning(`${what}: ${version.tx_hash} was claimed before and the node does not know it; ` +
+              "broadcast again")
           }
           let count: Statement.Fragment | undefined
           const sent = countByCaller
