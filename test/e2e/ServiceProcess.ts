@@ -28,7 +28,9 @@ const inheritedVariablesDropped = [
   "NODE_OPTIONS"
 ]
 
-const logLinesMax = 200
+// Enough for every line of a test's run: each request writes an access line (observability/), and tests count lines
+// the service logged minutes earlier (a withdrawal's `signed`, a shard takeover), which a short window lost.
+const logLinesMax = 50_000
 const pollIntervalMs = 25
 
 /** A DATA_DIR the `postgres` account can enter when we are root (mkdtemp makes it 0700). */
