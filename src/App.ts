@@ -13,7 +13,6 @@ import { Api } from "./api/Api.ts"
 import { ApiKeyRegistry } from "./auth/ApiKeyRegistry.ts"
 import { ApiKeys } from "./auth/ApiKeys.ts"
 import { NoncePurge, NonceStore } from "./auth/NonceStore.ts"
-import { RateLimiter } from "./auth/RateLimiter.ts"
 import { ConfigChanges } from "./auth/ConfigChanges.ts"
 import { SignatureAuthLayer } from "./auth/SignatureAuthLayer.ts"
 import { Catalog } from "./catalog/Catalog.ts"
@@ -149,7 +148,6 @@ export const DomainLayer = Layer.mergeAll(
     Users.layer,
     ApiKeyRegistry.layer,
     NonceStore.layer,
-    RateLimiter.layer,
     OpsToken.layer,
     WalletRepository.layer,
     WalletProvisioner.layer,

@@ -17,7 +17,6 @@ import { clientIp, makeIpMatcher } from "./IpAllowList.ts"
 import { verifyEd25519Async } from "./Ed25519.ts"
 import { claimsMatch, parseJwt } from "./Jwt.ts"
 import { NonceStore } from "./NonceStore.ts"
-import { RateLimiter } from "./RateLimiter.ts"
 import { requestFacts } from "../observability/RequestFacts.ts"
 import { type AuthFailureReason, refused } from "../observability/ServiceMetrics.ts"
 
@@ -33,7 +32,6 @@ export const SignatureAuthLayer = Layer.effect(
   Effect.gen(function*() {
     const apiKeys = yield* ApiKeys
     const nonces = yield* NonceStore
-    const rateLimiter = yield* RateLimiter
     const config = yield* AppConfig
     const isTrustedProxy = makeIpMatcher(config.trustedProxies)
 
@@ -112,8 +110,9 @@ export const SignatureAuthLayer = Layer.effect(
           return yield* refused("subscription_expired", new Forbidden({ message: "tenant subscription expired" }))
         }
 
-        // 11: the per-key cap.
-        if (!rateLimiter.takeAt(keyId, key.rateLimitPerSecond, nowMillis)) {
+        // 11: the per-key cap, counted for the key across every process by the statement that recorded the nonce
+        // (NonceStore.ts): this request's place in the key's current second against the key's cap.
+        if (recorded.windowPosition > key.rateLimitPerSecond) {
           return yield* refused("rate_limited", new RateLimited({ message: "rate limit exceeded" }))
         }
 

@@ -31,6 +31,8 @@ export const sendCrashSteps = [
   "send-before-commit",
   /** Right after that COMMIT, before the first broadcast. */
   "send-after-commit",
+  /** The first broadcast claimed in the database (sql/0029), the node not given the bytes yet. */
+  "send-after-claim",
   /** The node accepted the bytes; the withdrawal is not CONFIRMING yet. */
   "send-after-broadcast"
 ] as const

@@ -57,6 +57,13 @@ export type SendPurpose = "WITHDRAWAL" | "SWEEP" | "TOP_UP"
 export const stuckAfterBlocks = 20n
 /** A replacement raises both fee fields by at least this (geth's and anvil's replacement rule is 10 %). */
 export const replacementBumpPerMille = 1125n
+/**
+ * A version's broadcast claim (sql/0029) younger than this is left to its claimer: another process asks the node and
+ * waits. Above the longest a broadcast call may take (15 s, chains/evm/EvmWithdrawals.ts), so a claimer still waiting
+ * for the node's answer is not doubled; older, the claim may be taken again (the claimer died before the node got
+ * the bytes), and the new claimer asks the node first.
+ */
+export const broadcastClaimGraceMillis = 20_000
 
 export interface SendSpec {
   readonly purpose: SendPurpose
@@ -266,7 +273,11 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
    * record of the bytes). Concurrent signings from one address share that transaction (see `signBatch`).
    */
   readonly sign: (spec: SendSpec, hooks: SignHooks) => Effect.Effect<SignOutcome, ChainUnavailable>
-  /** Broadcasts the latest version; a refusal for good marks the send and fills its EVM nonce. */
+  /**
+   * Broadcasts the latest version under its claim (sql/0029: one process at a time gives a version to a node); a
+   * refusal for good marks the send and fills its EVM nonce. SENT without a call when the node holds the bytes
+   * already; LATER while another process's claim is fresh.
+   */
   readonly broadcast: (send: Send) => Effect.Effect<BroadcastOutcome>
   /**
    * As `broadcast`, except that when the node took the bytes in this call their count (`outgoing_versions.broadcasts`,
@@ -277,6 +288,8 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
   readonly broadcastCountedByCaller: (send: Send) => Effect.Effect<{
     readonly outcome: BroadcastOutcome
     readonly count: Statement.Fragment | undefined
+    /** The node was called in this call (false: the version was claimed elsewhere, or the node held it already). */
+    readonly called: boolean
   }>
   /** Where the send stands on the current chain at `head` (see the module's comment). */
   readonly check: (send: Send, head: ChainHead) => Effect.Effect<CheckOutcome, ChainUnavailable>
@@ -699,7 +712,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
             Effect.catchTag("SigningStopped", (stopped) => Effect.logWarning(`nonce fill of ${send.id} not signed now: ${stopped.message}`))
           )
           const filling = yield* reload(send)
-          if (filling.state === "FILLING") yield* broadcastVersion(filling, latest(filling)).pipe(Effect.ignore)
+          if (filling.state === "FILLING") yield* broadcastClaimedVersion(filling, latest(filling)).pipe(Effect.ignore)
         })
 
       const broadcastVersion = (send: Send, version: SendVersion) => {
@@ -707,11 +720,76 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         return chain.broadcast(signedOf(send, version)).pipe(Effect.tap(() => countBroadcast(send, version)))
       }
 
-      /** The latest version broadcast; its count written here, or (`countByCaller`) handed back as `count`. */
+      /**
+       * Claims the version's broadcast (sql/0029): FIRST when nobody had, AGAIN when the last claim is older than
+       * `broadcastClaimGraceMillis` (its claimer may or may not have reached the node), TAKEN while another's claim is
+       * fresh. One conditional UPDATE: of two processes at once, one gets it.
+       */
+      const claimBroadcast = (send: Send, version: SendVersion) =>
+        Effect.gen(function*() {
+          const at = yield* now
+          const claimed = yield* sql`
+            UPDATE outgoing_versions SET broadcast_claimed_at = ${at}, broadcast_claims = broadcast_claims + 1
+            WHERE send_id = ${send.id} AND version = ${version.version}
+              AND (broadcast_claimed_at IS NULL OR broadcast_claimed_at < ${new Date(at.getTime() - broadcastClaimGraceMillis)})
+            RETURNING broadcast_claims`.pipe(Effect.orDie)
+          if (claimed.length === 0) return { claim: "TAKEN" as const, token: 0 }
+          const token = Number(claimed[0]!["broadcast_claims"])
+          return { claim: token === 1 ? "FIRST" as const : "AGAIN" as const, token }
+        })
+
+      /**
+       * Gives a claim back when the node did not take the bytes in this call (not now, or not askable): the next
+       * attempt, here or elsewhere, need not wait out the grace. It asks the node first (its claim is not the first),
+       * so bytes a timed-out call did deliver are not sent again. Only the claim this call took (`token`).
+       */
+      const releaseBroadcast = (send: Send, version: SendVersion, token: number) =>
+        sql`UPDATE outgoing_versions SET broadcast_claimed_at = NULL
+          WHERE send_id = ${send.id} AND version = ${version.version} AND broadcast_claims = ${token}`.pipe(
+          Effect.asVoid,
+          Effect.orDie
+        )
+
+      /**
+       * A version stored by this process (a replacement, a renewal, a fill) given to the node by the process that
+       * claims it: a concurrent check that stored nothing, or a process that wakes, does not send it too. Left
+       * unclaimed, the check's rebroadcast of bytes the node does not know gets it out.
+       */
+      const broadcastClaimedVersion = (send: Send, version: SendVersion) =>
+        Effect.flatMap(claimBroadcast(send, version), ({ claim }) =>
+          claim === "FIRST" ? Effect.asVoid(broadcastVersion(send, version)) : Effect.void)
+
+      /**
+       * The latest version broadcast under its claim; its count written here, or (`countByCaller`) handed back as
+       * `count`. Claimed elsewhere or before (a process frozen or killed between its claim and its broadcast, a
+       * handler run twice), the node is asked first: bytes it holds are not sent again, so a process that wakes after
+       * another took its work over finds them sent and sends nothing (issue 32).
+       */
       const broadcastLatest = (send: Send, countByCaller: boolean) =>
         Effect.gen(function*() {
-          const { chain } = sendingChain(send.network_key)
+          const { chain, client } = sendingChain(send.network_key)
           const version = latest(send)
+          const what = `${send.purpose.toLowerCase()} ${send.owner_id}`
+          const { claim, token } = yield* claimBroadcast(send, version)
+          if (claim !== "TAKEN") yield* reach(send.purpose, "send-after-claim")
+          if (claim !== "FIRST") {
+            const state = yield* client.transactionState(version.tx_hash).pipe(Effect.option)
+            if (state._tag === "Some" && state.value !== "UNKNOWN") {
+              yield* Effect.logInfo(`${what}: ${version.tx_hash} is held by the node already; not broadcast again`)
+              return { outcome: "SENT" as BroadcastOutcome, count: undefined, called: false }
+            }
+            if (claim === "TAKEN") {
+              yield* Effect.logInfo(`${what}: the broadcast of ${version.tx_hash} is claimed by another process; it waits`)
+              return { outcome: "LATER" as BroadcastOutcome, count: undefined, called: false }
+            }
+            if (state._tag === "None") {
+              yield* releaseBroadcast(send, version, token)
+              yield* Effect.logWarning(`${what}: the node cannot be asked about ${version.tx_hash} now; will retry`)
+              return { outcome: "LATER" as BroadcastOutcome, count: undefined, called: false }
+            }
+            yield* Effect.logWarning(`${what}: ${version.tx_hash} was claimed before and the node does not know it; ` +
+              "broadcast again")
+          }
           let count: Statement.Fragment | undefined
           const sent = countByCaller
             ? chain.broadcast(signedOf(send, version)).pipe(Effect.tap(() =>
@@ -727,7 +805,10 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
             Effect.as<BroadcastOutcome>("SENT"),
             Effect.catchTag("ChainUnavailable", (error) =>
               Effect.as(
-                Effect.logWarning(`${send.purpose.toLowerCase()} ${send.owner_id}: broadcast not possible now (${error.message}); will retry`),
+                Effect.andThen(
+                  releaseBroadcast(send, version, token),
+                  Effect.logWarning(`${send.purpose.toLowerCase()} ${send.owner_id}: broadcast not possible now (${error.message}); will retry`)
+                ),
                 "LATER" as const
               )),
             Effect.catchTag("BroadcastRejected", (error) =>
@@ -737,7 +818,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
                   const btc = catalog.network(send.network_key)?.chainFamily === "BTC"
                   // Ours, mined meanwhile (a crash after the node took it), looks the same as somebody else's.
                   const mine = yield* included(chain, send).pipe(Effect.orElseSucceed(() => "UNKNOWN" as const))
-                  if (mine === "UNKNOWN") return "LATER" as const
+                  if (mine === "UNKNOWN") return yield* Effect.as(releaseBroadcast(send, version, token), "LATER" as const)
                   if (mine !== undefined) {
                     yield* Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: ` +
                       (btc ? "its inputs are spent by " : `nonce ${send.nonce} is taken by `) +
@@ -755,7 +836,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
                 return "REJECTED" as const
               }))
           )
-          return { outcome, count }
+          return { outcome, count, called: true }
         })
 
       const broadcast = Effect.fn("OutgoingSends.broadcast")(function*(send: Send) {
@@ -835,7 +916,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
             Effect.catchTag("SigningStopped", (stopped) => Effect.logWarning(`replacement of ${send.id} not signed now: ${stopped.message}`))
           )
           const fresh = yield* reload(send)
-          if (latest(fresh).version > version.version) yield* broadcastVersion(fresh, latest(fresh)).pipe(Effect.ignore)
+          if (latest(fresh).version > version.version) yield* broadcastClaimedVersion(fresh, latest(fresh)).pipe(Effect.ignore)
         })
 
       /**
@@ -857,7 +938,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
             Effect.catchTag("SigningStopped", (stopped) => Effect.logWarning(`new version of ${send.id} not signed now: ${stopped.message}`))
           )
           const fresh = yield* reload(send)
-          if (latest(fresh).version > version.version) yield* broadcastVersion(fresh, latest(fresh)).pipe(Effect.ignore)
+          if (latest(fresh).version > version.version) yield* broadcastClaimedVersion(fresh, latest(fresh)).pipe(Effect.ignore)
         })
 
       const check = Effect.fn("OutgoingSends.check")(function*(send: Send, head: ChainHead) {

@@ -441,9 +441,10 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           }
           const send = signing.send
           // Accepted: counted (on the withdrawal and on the send) by the CONFIRMING transition's statement, the next
-          // one; otherwise the withdrawal's count on its own.
-          const { outcome: sent, count } = yield* sends.broadcastCountedByCaller(send)
-          if (sent !== "SENT") yield* countBroadcast(row.id).pipe(Effect.orDie)
+          // one; otherwise the withdrawal's count on its own. Not called (claimed by another process, or held by the
+          // node already: OutgoingSends.ts, sql/0029), nothing to count.
+          const { outcome: sent, count, called } = yield* sends.broadcastCountedByCaller(send)
+          if (sent !== "SENT" && called) yield* countBroadcast(row.id).pipe(Effect.orDie)
           if (sent === "REJECTED") {
             yield* transition(row, "failBroadcast")
             return "NEXT" as const
@@ -451,7 +452,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           if (sent === "LATER") return "STOP" as const
           return yield* moveOn(row, "broadcast", {
             txHash: send.versions[send.versions.length - 1]!.tx_hash,
-            countBroadcast: true,
+            countBroadcast: called,
             countVersion: count
           })
         })

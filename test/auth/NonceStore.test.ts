@@ -5,7 +5,7 @@
 import { assert, it, layer } from "@effect/vitest"
 import { Deferred, Effect, Layer, Option, Redacted, Scheduler } from "effect"
 import { TestClock } from "effect/testing"
-import { NoncePurge, NonceStore, noncePurgeIntervalMillis } from "../../src/auth/NonceStore.ts"
+import { NoncePurge, type NonceRecord, NonceStore, noncePurgeIntervalMillis } from "../../src/auth/NonceStore.ts"
 import * as Database from "../../src/db/Database.ts"
 
 const TestLayer = NonceStore.layer.pipe(
@@ -86,3 +86,33 @@ it.effect("the purge goes by the database's clock: a process whose clock runs ah
     yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 1_000)))
     assert.isFalse((yield* store.record("ak_skew", "n-1", realNowSeconds + 20)).fresh, "the nonce is still known")
   }).pipe(Effect.scoped), 20_000)
+
+/** The request's place in its key's rate window, or undefined for a replay. */
+const windowPosition = (record: NonceRecord) => record.fresh ? record.windowPosition : undefined
+
+// TestClock: every record at a chosen second.
+it.effect("check 11's count: one window per key across two store instances (two processes); replays do not count; a clock behind counts into the newer window (issue 32)", () =>
+  Effect.gen(function*() {
+    const second = 4_000_000_000
+    yield* TestClock.setTime(second * 1000)
+    const build = Effect.flatMap(Layer.build(TestLayer), (context) => Effect.provide(Effect.service(NonceStore), context))
+    const first = yield* build
+    const other = yield* build
+    const key = `ak_window_${Date.now()}`
+    const positions = yield* Effect.all(
+      Array.from({ length: 20 }, (_, index) => (index % 2 === 0 ? first : other).record(key, `n-${index}`, expiresAtSeconds)),
+      { concurrency: "unbounded" }
+    ).pipe(Effect.map((records) => records.map(windowPosition)))
+    assert.deepStrictEqual([...positions].sort((a, b) => a! - b!), Array.from({ length: 20 }, (_, index) => index + 1))
+    // A replay, through either instance, is not fresh and takes no place.
+    assert.isUndefined(windowPosition(yield* other.record(key, "n-0", expiresAtSeconds)))
+    assert.strictEqual(windowPosition(yield* first.record(key, "n-20", expiresAtSeconds)), 21)
+    // The next second: a new window.
+    yield* TestClock.setTime((second + 1) * 1000)
+    assert.strictEqual(windowPosition(yield* other.record(key, "n-21", expiresAtSeconds)), 1)
+    // A process whose clock is a second behind counts into the newer window, not into a fresh one of its own.
+    yield* TestClock.setTime(second * 1000)
+    assert.strictEqual(windowPosition(yield* first.record(key, "n-22", expiresAtSeconds)), 2)
+    // Another key has its own window.
+    assert.strictEqual(windowPosition(yield* first.record(`${key}_b`, "n-0", expiresAtSeconds)), 1)
+  }).pipe(Effect.scoped))

@@ -3,7 +3,7 @@
  * One service per file; each test makes its own tenant, so tests do not share keys, nonces or rate windows.
  */
 import { assert, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Clock, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import { randomUUID, sign } from "node:crypto"
@@ -692,6 +692,40 @@ layer(atRealisticTime(makeTestAppLayer()))("signed requests (spec section 5)", (
       // The next second opens a new window.
       yield* TestClock.adjust("1 second")
       assert.strictEqual((yield* get(tenant, "/v1/networks")).status, 200)
+    }))
+
+  it.effect("check 11 across processes: a burst of 100 over two service instances on one database gets the key's cap of 10, no more (issue 32)", () =>
+    Effect.gen(function*() {
+      yield* freshTime
+      const tenant = yield* provisionTenant({ rateLimitPerSecond: 10 })
+      const firstUrl = yield* PublicAddress
+      // A second, independent service instance on the same database, at the same second: built fresh (no layer
+      // shared with the first through the memo map), so it has its own memory, as another process would.
+      const responses = yield* Effect.gen(function*() {
+        const secondUrl = yield* PublicAddress
+        assert.notStrictEqual(secondUrl, firstUrl)
+        return yield* Effect.all(
+          Array.from({ length: 100 }, (_, index) =>
+            rawRequest({ baseUrl: index % 2 === 0 ? firstUrl : secondUrl, method: "GET", target: "/v1/networks", tenant })),
+          { concurrency: 25 }
+        )
+      }).pipe(Effect.provide(Layer.fresh(makeTestAppLayer())))
+      const accepted = responses.filter((response) => response.status === 200)
+      for (const response of responses.filter((response) => response.status !== 200)) {
+        assertError(response, 429, "RATE_LIMITED", "rate limit exceeded")
+      }
+      assert.strictEqual(accepted.length, 10, "the cap holds for the key, not per process")
+      // A replayed nonce is refused as such (check 10 comes first) and does not count against the cap.
+      yield* TestClock.adjust("1 second")
+      const now = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+      const headers = forgedHeaders(tenant, { target: "/v1/networks", now }, { claims: { nonce: randomUUID() } })
+      assert.strictEqual((yield* get(tenant, "/v1/networks", headers)).status, 200)
+      for (let replay = 0; replay < 12; replay++) {
+        assertError(yield* get(tenant, "/v1/networks", headers), 401, "UNAUTHORIZED", "nonce reused")
+      }
+      const counted = yield* Effect.all(Array.from({ length: 9 }, () => get(tenant, "/v1/networks")), { concurrency: 9 })
+      assert.deepStrictEqual(counted.map((response) => response.status), Array.from({ length: 9 }, () => 200))
+      assertError(yield* get(tenant, "/v1/networks"), 429, "RATE_LIMITED", "rate limit exceeded")
     }))
 
   it.effect("section 7: path and query parse failures are 400 before authentication", () =>

@@ -3,7 +3,8 @@
  * on real networks"; docs/sending.md): the service runs as a real child process on anvil (ETH_SEPOLIA, chain id
  * 11155111) with `COFFER_FAULT=<step>` (src/idempotency/CrashPoints.ts `sendCrashSteps`), so it kills itself with
  * SIGKILL when a withdrawal's sending reaches that step: inside the signing transaction before COMMIT, right after
- * COMMIT before the broadcast, and after the node accepted the bytes but before the withdrawal is CONFIRMING. Its
+ * COMMIT before the broadcast, after the broadcast's claim (sql/0029) before the node got the bytes, and after the
+ * node accepted the bytes but before the withdrawal is CONFIRMING. Its
  * PostgreSQL is killed too (a power cut). Restarted without the fault, each withdrawal completes with one
  * transaction on chain, the nonces stay consecutive, and the recipient is paid exactly once.
  */
@@ -25,7 +26,7 @@ afterAll(() => harness.cleanUp())
 
 describe("sending across crashes (decisions.md: exactly one transaction per withdrawal)", () => {
   it.live(
-    "a kill -9 inside the signing transaction, after it, or after the broadcast: one transaction each on chain, consecutive nonces, each recipient paid once",
+    "a kill -9 inside the signing transaction, after it, after the broadcast's claim, or after the broadcast: one transaction each on chain, consecutive nonces, each recipient paid once",
     () =>
       Effect.promise(async () => {
         const service = await harness.start()
@@ -47,13 +48,15 @@ describe("sending across crashes (decisions.md: exactly one transaction per with
           amountRaw: parseEther("0.1").toString(),
           recipient: (index) => `0x${(0xc0ffee00 + index).toString(16).padStart(40, "0")}`,
           externalTxIdPrefix: "send-crash",
-          // The node took the bytes before the crash: mined while the service is down, the restart's broadcast of
-          // the same bytes is answered "nonce too low", which must read as "ours, in a block", not as a refusal.
+          // The node took the bytes before the crash, mined while the service is down: the restart finds the
+          // broadcast claimed (sql/0029) and asks the node, which holds them, so it sends nothing again. Killed after
+          // the claim but before the node got the bytes, the restart waits out the claim's grace, finds them unknown to
+          // the node and broadcasts them.
           whileDown: async (step) => {
             if (step === "send-after-broadcast") await node.mine({ blocks: 1 })
           }
         })
-        assert.include(sent.service.output(), "already in a block", "the restart read 'nonce too low' as its own transaction")
+        assert.include(sent.service.output(), "is held by the node already", "the restart asked the node before broadcasting again")
 
         await node.mine({ blocks: 13 })
         for (const { id, to } of sent.withdrawals) {

@@ -14,6 +14,7 @@ import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { keccak256, parseTransaction, recoverTransactionAddress } from "viem"
 import { hotWalletBalanceDefault } from "../../src/chains/simulated/SimulatedChain.ts"
+import { broadcastClaimGraceMillis } from "../../src/sending/OutgoingSends.ts"
 import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
 import { makeTestAppLayer, opsClient, provisionTenant } from "../support/TestApp.ts"
 import { decodeTronRaw } from "../support/TronRaw.ts"
@@ -418,7 +419,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("on-chain withdrawals",
         assert.strictEqual(hashes.size, 4, JSON.stringify([...hashes]))
       }))
 
-    it.effect("a crash between storing the signature and broadcasting: the handler run twice rebroadcasts the same bytes, never re-signs", () =>
+    it.effect("a crash between storing the signature and broadcasting: the handler run twice gives the same bytes to the node once (broadcast claim), never re-signs", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const processor = yield* WithdrawalProcessor
@@ -432,13 +433,31 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("on-chain withdrawals",
         const hot = yield* hotAddress("ETH_SEPOLIA")
         const [nonceBefore] = yield* sql<{ next_nonce: string }>`
           SELECT next_nonce::text AS next_nonce FROM devnet_nonces WHERE network_key = 'ETH_SEPOLIA' AND address = ${hot}`
-        // As if the process had died after storing the signature, before the broadcast and its status change.
-        yield* sql`DELETE FROM devnet_transfers WHERE network_key = 'ETH_SEPOLIA' AND tx_hash = ${signed.signed_tx_hash}`
-        yield* sql`DELETE FROM devnet_broadcasts WHERE network_key = 'ETH_SEPOLIA' AND tx_hash = ${signed.signed_tx_hash}`
-        yield* sql`UPDATE transactions SET status = 'PENDING_SIGNATURE', tx_hash = NULL WHERE id = ${id}`
-        // At-least-once delivery: the handler runs twice (concurrently, as on two runners after a freeze).
+        // As if the process had died after storing the signature, before the broadcast's claim and its status change.
+        const diedAt = (claim: "unclaimed" | "claimed now" | "claimed long ago") =>
+          Effect.gen(function*() {
+            yield* sql`UPDATE transactions SET status = 'PENDING_SIGNATURE', tx_hash = NULL WHERE id = ${id}`
+            yield* sql`DELETE FROM devnet_transfers WHERE network_key = 'ETH_SEPOLIA' AND tx_hash = ${signed.signed_tx_hash}`
+            yield* sql`DELETE FROM devnet_broadcasts WHERE network_key = 'ETH_SEPOLIA' AND tx_hash = ${signed.signed_tx_hash}`
+            const claimedAt = claim === "unclaimed"
+              ? null
+              : new Date(Date.now() - (claim === "claimed now" ? 0 : broadcastClaimGraceMillis + 5_000))
+            yield* sql`UPDATE outgoing_versions SET broadcast_claimed_at = ${claimedAt},
+                broadcast_claims = ${claim === "unclaimed" ? 0 : 1}
+              WHERE tx_hash = ${signed.signed_tx_hash}`
+          })
+        const nodeCalls = sql<{ broadcasts: number }>`
+          SELECT broadcasts FROM devnet_broadcasts WHERE network_key = 'ETH_SEPOLIA' AND tx_hash = ${signed.signed_tx_hash}`
+          .pipe(Effect.map((rows) => rows[0]?.broadcasts ?? 0))
+        yield* diedAt("unclaimed")
+        // At-least-once delivery: the handler runs twice (concurrently, as on two runners after a freeze). One claims
+        // the broadcast (sql/0029) and gives the bytes to the node; the other finds them claimed, asks the node, and
+        // moves on when the node holds them, or waits (PENDING_SIGNATURE) when it asked before they got there.
         const outcomes = yield* Effect.all([processor.process(id), processor.process(id)], { concurrency: 2 })
-        assert.deepStrictEqual(outcomes, ["CONFIRMING", "CONFIRMING"])
+        assert.include(outcomes, "CONFIRMING")
+        for (const outcome of outcomes) assert.oneOf(outcome, ["CONFIRMING", "PENDING_SIGNATURE"])
+        assert.strictEqual(yield* processor.process(id), "CONFIRMING")
+        assert.strictEqual(yield* nodeCalls, 1, "the bytes went to the node once")
         const again = yield* signedOf(id)
         assert.strictEqual(again.signed_raw, signed.signed_raw)
         assert.strictEqual(again.signed_tx_hash, signed.signed_tx_hash)
@@ -451,6 +470,21 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("on-chain withdrawals",
         const transfers = yield* sql`SELECT 1 FROM devnet_transfers WHERE network_key = 'ETH_SEPOLIA' AND tx_hash = ${signed.signed_tx_hash}`
         assert.strictEqual(transfers.length, 1)
         assert.strictEqual((yield* getTransaction(tenant, id)).txHash, signed.signed_tx_hash)
+        // Died after claiming, before the node got the bytes: within the claim's grace nobody else sends them (the
+        // claimer may be frozen, about to); once it is past, the next attempt asks the node, finds them unknown and
+        // broadcasts them.
+        yield* diedAt("claimed now")
+        assert.strictEqual(yield* processor.process(id), "PENDING_SIGNATURE")
+        assert.strictEqual(yield* nodeCalls, 0, "a fresh claim of another is left to it")
+        yield* diedAt("claimed long ago")
+        assert.strictEqual(yield* processor.process(id), "CONFIRMING")
+        assert.strictEqual(yield* nodeCalls, 1, "a stale claim's bytes unknown to the node are broadcast again")
+        // The node holds them: another attempt (a process waking up, its claim stale by now) sends nothing.
+        yield* sql`UPDATE transactions SET status = 'PENDING_SIGNATURE', tx_hash = NULL WHERE id = ${id}`
+        yield* sql`UPDATE outgoing_versions SET broadcast_claimed_at = ${new Date(Date.now() - broadcastClaimGraceMillis - 5_000)}
+          WHERE tx_hash = ${signed.signed_tx_hash}`
+        assert.strictEqual(yield* processor.process(id), "CONFIRMING")
+        assert.strictEqual(yield* nodeCalls, 1, "held by the node: not sent again")
         // The signature columns can never change (the database refuses).
         const refused = yield* Effect.exit(sql`UPDATE withdrawals SET signed_raw = 'other' WHERE transaction_id = ${id}`)
         assert.strictEqual(refused._tag, "Failure")
