@@ -11,6 +11,7 @@ import { CurrentApiKey, SignatureAuth } from "../api/SignatureAuth.ts"
 import { AppConfig } from "../Config.ts"
 import { BadRequest, Forbidden, RateLimited, Unauthorized } from "../domain/ApiError.ts"
 import { checkParameters } from "../http/RequestParameters.ts"
+import { requestBodyLimitBytes, StreamedBodySize } from "../http/StreamedBody.ts"
 import { requireUtf8Body } from "../http/Utf8Body.ts"
 import { ApiKeys } from "./ApiKeys.ts"
 import { clientIp, makeIpMatcher } from "./IpAllowList.ts"
@@ -20,8 +21,6 @@ import { NonceStore } from "./NonceStore.ts"
 import { requestFacts } from "../observability/RequestFacts.ts"
 import { type AuthFailureReason, refused } from "../observability/ServiceMetrics.ts"
 
-/** Check 3: larger bodies answer 422 `body too large` (above 1 MiB the read itself fails with 413). */
-export const requestBodyLimitBytes = 256 * 1024
 
 /** 401 `authentication required`, counted under the check that failed (observability/ServiceMetrics.ts). */
 const authenticationRequired = (reason: AuthFailureReason) =>
@@ -49,14 +48,13 @@ export const SignatureAuthLayer = Layer.effect(
         const authorization = request.headers["authorization"]
         if (authorization === undefined || !authorization.startsWith("Bearer ")) return yield* authenticationRequired("missing_credentials")
 
-        // 3: body size. With a Content-Length (the parser holds the body to it) checks 3-6 need none of the body:
-        // it is read after them, so a request with an unknown key, a suspended tenant or a refused address is
-        // answered without its body being held (issue 36). A chunked body was read by the boundary, under 1 MiB.
-        // A read failure (413 past 1 MiB, a client gone mid-body) is a defect here, classified by ErrorBoundary.
+        // 3: body size, from the Content-Length (the parser holds the body to it) or, for a chunked body, as the
+        // boundary counted it (http/StreamedBody.ts, which held at most 256 KiB of it). Checks 3-6 need none of the
+        // body: it is read after them, so a request with an unknown key, a suspended tenant or a refused address is
+        // answered without a declared body being held (issue 36). A read failure (a client gone mid-body) is a
+        // defect here, classified by ErrorBoundary.
         const declared = request.headers["content-length"]
-        const readBody = Effect.map(Effect.orDie(request.arrayBuffer), (bytes) => new Uint8Array(bytes))
-        const early = declared === undefined ? yield* readBody : undefined
-        const bodyBytes = early === undefined ? Number(declared) : early.byteLength
+        const bodyBytes = declared === undefined ? (yield* StreamedBodySize) ?? 0 : Number(declared)
         if (bodyBytes > requestBodyLimitBytes) return yield* refused("body_too_large", new BadRequest({ message: "body too large" }))
 
         // 4, 5: the key and its tenant.
@@ -75,7 +73,7 @@ export const SignatureAuthLayer = Layer.effect(
           }
         }
 
-        const body = early ?? (yield* readBody)
+        const body = new Uint8Array(yield* Effect.orDie(request.arrayBuffer))
 
         // 7: the token's form, then its signature (verified on the thread pool).
         const token = parseJwt(authorization.slice("Bearer ".length))

@@ -6,8 +6,8 @@
  *
  * Two framework checks run here, before routing and so before authentication: a request target that does not
  * decode into storable text is 400, and a body above 1 MiB is 413 however it is framed (chunked, or a
- * Content-Length that is too large): a chunked body is read here, under the cap, before any route sees it, and a
- * Content-Length above it is refused without reading a byte.
+ * Content-Length that is too large): a chunked body is counted here as it streams, before any route sees it, with at
+ * most 256 KiB of it held (StreamedBody.ts), and a Content-Length above the cap is refused without reading a byte.
  */
 import { ByteSize, Cause, Context, Duration, Effect, Result, Schema, type Types } from "effect"
 import { FindMyWay, HttpIncomingMessage, HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -30,6 +30,7 @@ import { isSessionLimitError } from "../db/SessionLimits.ts"
 import { Ids } from "../domain/Ids.ts"
 import { pathParamLengthMax, undecodableTargetPart } from "./RequestTarget.ts"
 import { apiErrorForSchemaError } from "./SchemaErrorsLayer.ts"
+import { bodyTooLargeMessage, readStreamedBody, requestBodyHardLimitBytes, StreamedBodySize, withReadBody } from "./StreamedBody.ts"
 import { invalidBodyMessage } from "./Utf8Body.ts"
 
 /** Requests running longer answer 408 (spec section 8, "server processing time"). */
@@ -37,19 +38,17 @@ export const RequestTimeout = Context.Reference<Duration.Input>("coffer/RequestT
   defaultValue: () => Duration.seconds(30)
 })
 
-/** Bodies above this are refused with 413 while being read (spec section 8, "request body"). */
-export const requestBodyHardLimitBytes = 1024 * 1024
 
 const timedOutMessage = "request processing exceeded 30 s"
 /** The media type of every JSON answer (spec section 1, "Common conventions"). */
 export const jsonContentType = "application/json; charset=utf-8"
-const bodyTooLargeMessage = "body too large"
 
 /**
- * The checks no route may skip. The body is read only when the request declares one; HttpServerRequest caches the
- * bytes, so the signature check and the payload decoder later read the same bytes again without the socket.
+ * The checks no route may skip, then `app`. A body with a Content-Length is read only by what needs it
+ * (HttpServerRequest caches the bytes, so the signature check and the payload decoder read the same bytes); a chunked
+ * one is counted here and the routes get the request with its body read (StreamedBody.ts).
  */
-const frameworkChecks = Effect.gen(function*() {
+const withFrameworkChecks = <A, E, R>(app: Effect.Effect<A, E, R>) => Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
   const undecodable = undecodableTargetPart(request.url)
   if (undecodable !== undefined) {
@@ -60,10 +59,16 @@ const frameworkChecks = Effect.gen(function*() {
   if (contentLength !== undefined && Number(contentLength) > requestBodyHardLimitBytes) {
     return yield* new BodyTooLarge({ message: bodyTooLargeMessage })
   }
-  // A chunked body is read here, under the cap, so that one above 1 MiB is 413 wherever it goes. A body with a
-  // Content-Length is not: its size is judged from the header (above, and check 3 in SignatureAuthLayer.ts), and it
-  // is read only by what needs it, after the key checks, so a stranger's body is never held (issue 36).
-  if (request.headers["transfer-encoding"] !== undefined) yield* request.arrayBuffer
+  // A chunked body is counted here, so that one above 1 MiB is 413 wherever it goes, and no more than 256 KiB of it
+  // is held. A body with a Content-Length is not read here: its size is judged from the header (above, and check 3
+  // in SignatureAuthLayer.ts), and it is read only by what needs it, after the key checks, so a stranger's body is
+  // never held (issue 36).
+  if (request.headers["transfer-encoding"] === undefined) return yield* app
+  const body = yield* readStreamedBody(request)
+  return yield* app.pipe(
+    Effect.provideService(HttpServerRequest.HttpServerRequest, withReadBody(request, body)),
+    Effect.provideService(StreamedBodySize, body.size)
+  )
 })
 
 const methods = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const
@@ -192,7 +197,7 @@ export const errorBoundary = <Id extends string, Groups extends HttpApiGroup.Con
           const requestId = supplied !== undefined && supplied.length > 0 && supplied.length <= 200
             ? supplied
             : yield* ids.uuidV7
-          const response = yield* Effect.andThen(frameworkChecks, app).pipe(
+          const response = yield* withFrameworkChecks(app).pipe(
             Effect.timeoutOrElse({
               duration: timeout,
               orElse: () => Effect.fail(new RequestTimedOut({ message: timedOutMessage }))

@@ -7,6 +7,8 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { connect, type Socket } from "node:net"
+import { setFlagsFromString } from "node:v8"
+import { runInNewContext } from "node:vm"
 import { PublicAddress } from "../../src/App.ts"
 import { listenerLimits } from "../../src/http/ListenerLimits.ts"
 import { signRequest } from "../../src/client/RequestSigner.ts"
@@ -45,6 +47,23 @@ const statusAndCode = (answer: string) => {
 const headers = (lines: Record<string, string>) =>
   Object.entries(lines).map(([name, value]) => `${name}: ${value}\r\n`).join("")
 
+/** `body` as HTTP/1.1 chunks of `size` bytes, with the terminating chunk unless `open`. */
+const chunked = (body: Uint8Array, size: number, open = false) => {
+  const parts: Array<Uint8Array> = []
+  for (let offset = 0; offset < body.byteLength; offset += size) {
+    const part = body.subarray(offset, Math.min(offset + size, body.byteLength))
+    parts.push(Buffer.from(`${part.byteLength.toString(16)}\r\n`), part, Buffer.from("\r\n"))
+  }
+  if (!open) parts.push(Buffer.from("0\r\n\r\n"))
+  return Buffer.concat(parts)
+}
+
+/** A full collection, so that buffers no longer referenced stop counting (`--expose-gc` switched on here). */
+const collectGarbage = (): (() => void) => {
+  setFlagsFromString("--expose-gc")
+  return runInNewContext("gc") as () => void
+}
+
 layer(makeTestAppLayer(), { excludeTestServices: true })("nothing held for strangers", (it) => {
   it.effect("an unknown key with a 200 KiB body announced: 401 before the body is sent", () =>
     Effect.gen(function*() {
@@ -77,6 +96,85 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("nothing held for stran
       )
       assert.deepStrictEqual(statusAndCode(answer), { status: 422, code: "BAD_REQUEST", message: "body too large" })
     }))
+
+  it.effect("a chunked signed request is counted as it streams and then served from the bytes counted", () =>
+    Effect.gen(function*() {
+      const baseUrl = yield* PublicAddress
+      const tenant = yield* provisionTenant()
+      const body = JSON.stringify({ customerRefId: "streamed-in-chunks" })
+      const signed = signRequest({
+        keyId: tenant.keyId,
+        privateKey: tenant.privateKey,
+        target: "/v1/users",
+        body,
+        nowSeconds: Math.floor(Date.now() / 1000)
+      })
+      const answer = yield* headOnly(
+        baseUrl,
+        "POST /v1/users HTTP/1.1\r\n" + headers({
+          host: "coffer",
+          ...signed,
+          "content-type": "application/json",
+          "transfer-encoding": "chunked"
+        }) + "\r\n" + chunked(Buffer.from(body), 7).toString("latin1")
+      )
+      assert.strictEqual(statusAndCode(answer).status, 200, answer)
+      assert.include(answer, "streamed-in-chunks")
+    }))
+
+  it.effect("check 3 before check 4 for a chunked body: above 256 KiB is 422 body too large; above 1 MiB 413", () =>
+    Effect.gen(function*() {
+      const baseUrl = yield* PublicAddress
+      const head = "POST /v1/users HTTP/1.1\r\n" + headers({
+        host: "coffer",
+        "x-api-key": "ak_000000000000000000000000",
+        authorization: "Bearer a.b.c",
+        "content-type": "application/json",
+        "transfer-encoding": "chunked"
+      }) + "\r\n"
+      const over = yield* headOnly(baseUrl, head + chunked(new Uint8Array(300 * 1024).fill(0x20), 16 * 1024).toString("latin1"))
+      assert.deepStrictEqual(statusAndCode(over), { status: 422, code: "BAD_REQUEST", message: "body too large" })
+      // Past 1 MiB the answer comes without the rest of the body (nor its end) ever being sent.
+      const huge = yield* headOnly(baseUrl, head + chunked(new Uint8Array(1100 * 1024).fill(0x20), 64 * 1024, true).toString("latin1"))
+      assert.deepStrictEqual(statusAndCode(huge), { status: 413, code: "BAD_REQUEST", message: "body too large" })
+    }))
+
+  it.effect("chunked bodies of strangers are not held past 256 KiB each while they trickle", () =>
+    Effect.gen(function*() {
+      const baseUrl = yield* PublicAddress
+      const { hostname, port } = new URL(baseUrl)
+      const gc = collectGarbage()
+      const connections = 40
+      // Each sends 960 KiB of a chunked body (under the 1 MiB cap) and then neither the rest nor its end.
+      const part = chunked(new Uint8Array(960 * 1024).fill(0x20), 32 * 1024, true)
+      const head = "POST /v1/users HTTP/1.1\r\n" + headers({
+        host: "coffer",
+        "x-api-key": "ak_000000000000000000000000",
+        authorization: "Bearer a.b.c",
+        "content-type": "application/json",
+        "transfer-encoding": "chunked"
+      }) + "\r\n"
+      gc()
+      const before = process.memoryUsage().external
+      const sockets = yield* Effect.promise(() =>
+        Promise.all(Array.from({ length: connections }, () =>
+          new Promise<Socket>((resolve) => {
+            const socket = connect(Number(port), hostname, () => {
+              socket.write(head)
+              socket.write(part, () => resolve(socket))
+            })
+            socket.on("error", () => undefined)
+          })))
+      )
+      // Let the server read what was written.
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 2_000)))
+      gc()
+      const held = process.memoryUsage().external - before
+      for (const socket of sockets) socket.destroy()
+      // At most 256 KiB kept per body (plus a read chunk in flight): 40 x 320 KiB is 12.5 MiB. Whole bodies held
+      // measured 27 MiB here (what the kernel had not yet handed over aside). Socket reads are external memory.
+      assert.isBelow(held, 14 * 1024 * 1024, `held ${Math.round(held / 1024)} KiB for ${connections} trickling bodies`)
+    }), 30_000)
 
   it.effect("a known key's IP allow-list refusal (check 6) comes before the body too; a good request still reads it", () =>
     Effect.gen(function*() {
