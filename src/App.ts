@@ -26,6 +26,7 @@ import { answerParserErrors } from "./http/ClientErrors.ts"
 import { DisabledPaths } from "./http/DisabledPaths.ts"
 import { errorBoundary } from "./http/ErrorBoundary.ts"
 import { limitConnections, listenerServerOptions } from "./http/ListenerLimits.ts"
+import { makeIpMatcher } from "./auth/IpAllowList.ts"
 import { pathParamLengthMax } from "./http/RequestTarget.ts"
 import { ReferenceHandlers } from "./http/ReferenceHandlers.ts"
 import { referencePage } from "./http/ReferencePage.ts"
@@ -227,7 +228,8 @@ const listener = <I, E, R>(
   routes: Layer.Layer<never, E, R>,
   address: Context.Key<I, string>,
   host: string,
-  port: number
+  port: number,
+  isTrustedProxy: (address: string) => boolean
 ) =>
   Layer.mergeAll(
     // Metrics, access line and span attributes of every request (observability/RequestObservation.ts).
@@ -235,15 +237,17 @@ const listener = <I, E, R>(
     Layer.effect(address, Effect.map(Effect.service(HttpServer.HttpServer), (server) => HttpServer.formatAddress(server.address)))
   ).pipe(Layer.provide(Layer.unwrap(Effect.map(Effect.service(Ids), (ids) =>
     NodeHttpServer.layer(
-      () => limitConnections(answerParserErrors(createServer(listenerServerOptions), () => Effect.runSync(ids.uuidV7))),
+      () =>
+        limitConnections(answerParserErrors(createServer(listenerServerOptions), () => Effect.runSync(ids.uuidV7)), isTrustedProxy),
       { host, port, gracefulShutdownTimeout: "10 seconds" }
     )))))
 
 export const Listeners = Layer.unwrap(Effect.gen(function*() {
   const config = yield* AppConfig
+  const isTrustedProxy = makeIpMatcher(config.trustedProxies)
   return Layer.mergeAll(
-    listener(PublicRoutes, PublicAddress, config.host, config.port),
-    listener(OpsRoutes, OpsAddress, config.opsHost, config.opsPort)
+    listener(PublicRoutes, PublicAddress, config.host, config.port, isTrustedProxy),
+    listener(OpsRoutes, OpsAddress, config.opsHost, config.opsPort, isTrustedProxy)
   )
 })).pipe(
   // The last line of a start: a start that stops short of it shows where in its log.

@@ -11,7 +11,7 @@ import { CurrentApiKey, SignatureAuth } from "../api/SignatureAuth.ts"
 import { AppConfig } from "../Config.ts"
 import { BadRequest, Forbidden, RateLimited, Unauthorized } from "../domain/ApiError.ts"
 import { checkParameters } from "../http/RequestParameters.ts"
-import { requestBodyLimitBytes, StreamedBodySize } from "../http/StreamedBody.ts"
+import { readDeclaredBody, requestBodyLimitBytes, StreamedBodySize, withReadBody } from "../http/StreamedBody.ts"
 import { requireUtf8Body } from "../http/Utf8Body.ts"
 import { ApiKeys } from "./ApiKeys.ts"
 import { clientIp, makeIpMatcher } from "./IpAllowList.ts"
@@ -73,7 +73,11 @@ export const SignatureAuthLayer = Layer.effect(
           }
         }
 
-        const body = new Uint8Array(yield* Effect.orDie(request.arrayBuffer))
+        // A chunked body was read by the boundary (the request here is its view); a declared one is read now, in a
+        // way the 30 s limit can interrupt without closing the connection under its 408 (http/StreamedBody.ts).
+        const chunked = declared === undefined
+        const read = chunked ? undefined : yield* readDeclaredBody(request)
+        const body = read?.bytes ?? new Uint8Array(yield* Effect.orDie(request.arrayBuffer))
 
         // 7: the token's form, then its signature (verified on the thread pool).
         const token = parseJwt(authorization.slice("Bearer ".length))
@@ -120,6 +124,7 @@ export const SignatureAuthLayer = Layer.effect(
         // The tenant, for the access line and the span (observability/RequestObservation.ts) and every log line inside.
         requestFacts(request).tenantId = key.tenantId
         return yield* Effect.provideService(httpEffect, CurrentApiKey, { keyId, tenantId: key.tenantId }).pipe(
+          read === undefined ? (effect) => effect : Effect.provideService(HttpServerRequest.HttpServerRequest, withReadBody(request, read)),
           Effect.annotateLogs("tenantId", key.tenantId)
         )
       })

@@ -213,7 +213,10 @@ export const errorBoundary = <Id extends string, Groups extends HttpApiGroup.Con
                 if (cls === MethodNotAllowed) {
                   response = HttpServerResponse.setHeader(response, "allow", allowed(request.url).join(", "))
                 }
-                if (cls === BodyTooLarge) response = HttpServerResponse.setHeader(response, "connection", "close")
+                // Both may leave a body unread on the connection: it is closed after the answer, not reused.
+                if (cls === BodyTooLarge || cls === RequestTimedOut) {
+                  response = HttpServerResponse.setHeader(response, "connection", "close")
+                }
                 return response
               })
             ),

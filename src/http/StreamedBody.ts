@@ -8,6 +8,7 @@
  * `json`) answer the held bytes, and a body over 256 KiB answers 422 `body too large` when a route reads it.
  * Signed routes do not read it: check 3 judges the counted size first (`StreamedBodySize`).
  */
+import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Context, Effect, Stream } from "effect"
 import type { HttpServerRequest } from "effect/http"
 import { BadRequest, BodyTooLarge } from "../domain/ApiError.ts"
@@ -54,6 +55,47 @@ export const readStreamedBody = (request: HttpServerRequest.HttpServerRequest) =
       Effect.catchTag("HttpServerError", Effect.die),
       Effect.map((): StreamedBody => ({ size, bytes: held === undefined ? undefined : concat(held, size) }))
     )
+  })
+
+/**
+ * Reads a body whose size the request declared (Node's parser holds it to its Content-Length). Unlike the platform's
+ * read, an interrupted read (the 30 s processing limit, ErrorBoundary.ts) does not destroy the request: that closed
+ * the socket with the body unread, and the client got no answer at all instead of the boundary's 408. The rest of the
+ * body is discarded as it arrives instead, and the connection closes after the answer.
+ */
+export const readDeclaredBody = (request: HttpServerRequest.HttpServerRequest) =>
+  Effect.callback<StreamedBody>((resume) => {
+    const source = NodeHttpServerRequest.toIncomingMessage(request)
+    const chunks: Array<Uint8Array> = []
+    let size = 0
+    const onData = (chunk: Uint8Array) => {
+      chunks.push(chunk)
+      size += chunk.byteLength
+    }
+    const stop = () => {
+      source.off("data", onData)
+      source.off("end", onEnd)
+      source.off("error", onError)
+      source.off("aborted", onError)
+    }
+    const onEnd = () => {
+      stop()
+      resume(Effect.succeed({ size, bytes: concat(chunks, size) }))
+    }
+    // A client gone mid-body: a defect, classified like the platform's own body-read failures.
+    const onError = () => {
+      stop()
+      resume(Effect.die(new Error("the request body was not received")))
+    }
+    if (source.readableEnded) return resume(Effect.succeed({ size: 0, bytes: new Uint8Array() }))
+    source.on("data", onData)
+    source.on("end", onEnd)
+    source.on("error", onError)
+    source.on("aborted", onError)
+    return Effect.sync(() => {
+      stop()
+      source.resume()
+    })
   })
 
 const concat = (chunks: ReadonlyArray<Uint8Array>, size: number): Uint8Array => {
