@@ -40,6 +40,7 @@ import {
   log,
   makeDatabase,
   makeSignedFetch,
+  microsEach,
   provisionTenant,
   rate,
   requestBytes,
@@ -73,6 +74,7 @@ const signingChunk = 2_000
 const startTimeoutMs = 120_000
 const clusterTimeoutMs = 60_000
 const stopTimeoutMs = 20_000
+const idleSampleMs = 3_000
 
 export interface ProcessesPhaseOptions {
   readonly maxProcesses: number
@@ -193,7 +195,7 @@ export const runProcessesPhase = async (options: ProcessesPhaseOptions): Promise
 
     const load = async (name: string, requests: ReadonlyArray<Buffer>) => {
       const meter = meterOver(services, dataDirs[0]!)
-      let line = ""
+      let usage = { serviceCpuSeconds: 0, postgresCpuSeconds: 0, line: "" }
       let next = 0
       const result = await runLoad({
         host: "127.0.0.1",
@@ -205,11 +207,15 @@ export const runProcessesPhase = async (options: ProcessesPhaseOptions): Promise
         nextRequest: () => requests[next++],
         onWindowStart: meter.start,
         onWindowEnd: () => {
-          line = meter.end(name).line
+          usage = meter.end(name)
         }
       })
       options.describe(name, result)
-      log(line)
+      log(usage.line)
+      // Per request, the processes' CPU does not depend on how much of the machine they got, unlike the rate: a
+      // cluster cost shows here even on a loaded machine (each process's fixed background work included).
+      log(`  ${name} CPU per request: services ${microsEach(usage.serviceCpuSeconds, result.ok)}, postgres ` +
+        `${microsEach(usage.postgresCpuSeconds, result.ok)}`)
       return result.requestsPerSecond
     }
 
@@ -225,6 +231,12 @@ export const runProcessesPhase = async (options: ProcessesPhaseOptions): Promise
       const formedMs = await clusterOf(first.opsUrl, options.opsToken, processes)
       log(`\n  ${plural(processes)} on one PostgreSQL (cluster formed, every runner holding shards, after ` +
         `${(formedMs / 1000).toFixed(1)} s)`)
+      // What the cluster costs with no load (runner health, shard locks, storage polls, the duties): the fixed part of
+      // each process's CPU, which the loads' CPU per request carries too.
+      const idle = meterOver(services, dataDirs[0]!)
+      idle.start()
+      await new Promise((resolvePromise) => setTimeout(resolvePromise, idleSampleMs))
+      log(idle.end(`idle (${plural(processes)})`).line)
       // The host header is the first process's for every request: the service does not route by it.
       const hostHeader = new URL(first.publicUrl).host
       const window = (options.warmupMs + options.durationMs) / 1000
