@@ -9,6 +9,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Data, type Duration, Effect, Layer, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { AppConfig } from "../Config.ts"
+import * as MeteredPgClient from "./MeteredPgClient.ts"
 import * as EmbeddedPostgres from "./postgres/EmbeddedPostgres.ts"
 import { runMigrations } from "./Migrations.ts"
 import { sessionLimitParameters } from "./SessionLimits.ts"
@@ -86,7 +87,8 @@ const connectAndMigrate = (
     if (applied.length > 0) {
       yield* Effect.logInfo(`applied migrations ${applied.map(([id, name]) => `${id}_${name}`).join(", ")}`)
     }
-    return yield* PgClient.make({
+    // PgClient.make's client with its pool's use counted for /metrics (MeteredPgClient.ts).
+    return yield* MeteredPgClient.make({
       url,
       maxConnections: poolConnectionsMax,
       startupParameters: sessionLimitParameters,

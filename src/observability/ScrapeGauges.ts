@@ -8,11 +8,13 @@
  * Ages are computed against the service's Clock from the rows' timestamps (which the service wrote by the same
  * clock), so a TestClock scenario reads consistent ages.
  */
-import { Clock, Context, Duration, Effect, Layer, Metric, Schema } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Metric, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { ChainClients } from "../chains/ChainClient.ts"
+import { PgClient } from "@effect/sql-pg"
 import { poolConnectionsMax } from "../db/Database.ts"
+import { poolUseOf } from "../db/MeteredPgClient.ts"
 import { decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text, Timestamp } from "../db/RowSchemas.ts"
 import { watchLagMillis } from "../deposits/WatchHealth.ts"
 
@@ -51,6 +53,10 @@ export const databaseConnectionsLimit = gauge("coffer_db_connections_limit",
   "The server's max_connections")
 export const databasePoolConnectionsMax = gauge("coffer_db_pool_connections_max",
   "This process's connection pool size (each process opens at most this many sessions)")
+export const databasePoolConnectionsInUse = gauge("coffer_db_pool_connections_in_use",
+  "This process's pool sessions lent out now: a statement running, a transaction open, a connection reserved or listening")
+export const databasePoolCheckoutsWaiting = gauge("coffer_db_pool_checkouts_waiting",
+  "Fibers of this process waiting for a pool session (every session lent out)")
 export const metricsDatabaseUp = gauge("coffer_metrics_database_up",
   "1 when this scrape's database statements answered in time, else 0 (the database gauges then keep their last values)")
 
@@ -181,7 +187,17 @@ export class ScrapeGauges extends Context.Service<ScrapeGauges, {
         yield* Metric.update(databasePoolConnectionsMax, poolConnectionsMax)
       })
 
+      // In this process's memory, not read from the database: refreshed first, also when the database does not answer
+      // (a pool with every session lent and fibers waiting is then what an operator most needs to see).
+      const poolUse = Option.flatMap(yield* Effect.serviceOption(PgClient.PgClient), (client) => Option.fromUndefinedOr(poolUseOf(client)))
+      const pool = Effect.gen(function*() {
+        if (Option.isNone(poolUse)) return
+        yield* Metric.update(databasePoolConnectionsInUse, poolUse.value.inUse)
+        yield* Metric.update(databasePoolCheckoutsWaiting, poolUse.value.waiting)
+      })
+
       const refresh = Effect.fn("ScrapeGauges.refresh")(function*() {
+        yield* pool
         const answered = yield* Effect.all([chains, outbox, withdrawals, webhooks, sessions], { discard: true }).pipe(
           Effect.timeout(Duration.millis(refreshTimeoutMillis)),
           Effect.as(true),

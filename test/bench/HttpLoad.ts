@@ -9,6 +9,11 @@ import net from "node:net"
 export interface LoadOptions {
   readonly host: string
   readonly port: number
+  /**
+   * Several service processes (the processes phase): the connections are spread over these ports in turn, each
+   * connection staying on its own port; `port` is then unused.
+   */
+  readonly ports?: ReadonlyArray<number>
   readonly connections: number
   /** Requests sent during the warm-up are answered but not counted. */
   readonly warmupMs: number
@@ -96,8 +101,8 @@ export const runLoad = (options: LoadOptions): Promise<LoadResult> =>
     if (options.onWindowStart !== undefined) setTimeout(options.onWindowStart, options.warmupMs)
     if (options.onWindowEnd !== undefined) setTimeout(options.onWindowEnd, options.warmupMs + options.durationMs)
 
-    const connect = () => {
-      const socket = net.connect({ host: options.host, port: options.port, noDelay: true })
+    const connect = (port: number) => {
+      const socket = net.connect({ host: options.host, port, noDelay: true })
       sockets.add(socket)
       open++
       let pending: Buffer = Buffer.alloc(0)
@@ -148,10 +153,11 @@ export const runLoad = (options: LoadOptions): Promise<LoadResult> =>
         sockets.delete(socket)
         open--
         // The server may close an idle or errored connection: replace it while the window is open.
-        if (!finished && performance.now() < windowEnd && exhaustedAt === undefined) connect()
+        if (!finished && performance.now() < windowEnd && exhaustedAt === undefined) connect(port)
         else if (open === 0) finish()
       })
     }
 
-    for (let index = 0; index < options.connections; index++) connect()
+    const ports = options.ports ?? [options.port]
+    for (let index = 0; index < options.connections; index++) connect(ports[index % ports.length]!)
   })

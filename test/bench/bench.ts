@@ -19,12 +19,15 @@
  *   `--address-block <n>` (2000) calls among `--addresses <n>` (20000) at `--address-in-flight <n>` (32), with the
  *   service's resident memory and live heap after them (issue 39)
  * noisy (NoisyNeighbourPhase.ts, issue 36): `noisy neighbour p99 ms`, one tenant's latency while another hashes passwords
+ * processes (ProcessesPhase.ts, issue 32, own services): `signed req/s (N processes)` and `transfers/s (N processes)`
+ *   with 1 to `--processes <n>` (3) service processes on one PostgreSQL, the connections spread over them, each with
+ *   its share of one process; `two processes/one, signed|transfers` with the goal 0.90
  *
  * Each load is a warm-up then a fixed window; the run stops by itself and removes what it started. A line with a
  * goal (issues 8 and 10, `goals`) says it, and `missed` when below; after the run each phase with a missed line runs
  * again alone under `--profile`, so the miss is reported with where the time goes (`profileMisses`).
  *
- * Flags: `--only signed,deposits,transfers,deliveries,withdrawals,addresses,noisy` (any of them; transfers brings deposits along);
+ * Flags: `--only signed,deposits,transfers,deliveries,withdrawals,addresses,noisy,processes` (any of them; transfers brings deposits along);
  * `--profile <phase>` runs that phase alone (signed, unsigned, deposits, transfers, deliveries, withdrawals) with the server under
  * `--cpu-prof` and prints where its CPU time went during the measured part (test/bench/ProfileSummary.ts);
  * `--statements` loads pg_stat_statements into the service's PostgreSQL and prints, after the transfers, deliveries and
@@ -87,6 +90,7 @@ import { runDeliveriesPhase } from "./DeliveriesPhase.ts"
 import { runDepositAddressPhase } from "./DepositAddressPhase.ts"
 import { runDepositsPhase } from "./DepositsPhase.ts"
 import { runNoisyNeighbourPhase } from "./NoisyNeighbourPhase.ts"
+import { printProcessesFigures, runProcessesPhase } from "./ProcessesPhase.ts"
 import { type LoadResult, runLoad } from "./HttpLoad.ts"
 import { summarizeProfile } from "./ProfileSummary.ts"
 import { runTransfersPhase } from "./TransfersPhase.ts"
@@ -96,7 +100,8 @@ const usage = `Usage: npm run bench [-- flags]
 
 Runs the service's benchmarks (README "Benchmark"): each line a rate or a ratio, with its goal; \`missed\` below it.
 
-  --only PHASES          comma-separated: signed, deposits, transfers, deliveries, withdrawals, addresses, noisy
+  --only PHASES          comma-separated: signed, deposits, transfers, deliveries, withdrawals, addresses, noisy,
+                         processes
                          (default: all; transfers brings deposits along)
   --profile PHASE        run one phase with the service under the CPU profiler (signed, unsigned, deposits,
                          transfers, deliveries, withdrawals) and print where its CPU time went
@@ -116,6 +121,7 @@ Runs the service's benchmarks (README "Benchmark"): each line a rate or a ratio,
   --addresses N          deposit addresses of the addresses phase (default 20000)
   --address-block N      calls per block whose p99 is taken (default 2000)
   --address-in-flight N  concurrent deposit_address calls (default 32)
+  --processes N          the processes phase measures 1 to N service processes on one PostgreSQL (default 3)
   --tracing              also run the signed phase with every span exported over OTLP/HTTP to a local sink
   --tracing-protocol P   http/protobuf (default) or http/json
   -h, --help             this text
@@ -142,11 +148,13 @@ const flags = parseScriptArgs(usage, {
   addresses: { type: "string", default: "20000" },
   "address-block": { type: "string", default: "2000" },
   "address-in-flight": { type: "string", default: "32" },
+  // The processes phase: 1 to this many service processes in one cluster (ProcessesPhase.ts).
+  processes: { type: "string", default: "3" },
   // The signed phase again on a service that exports every span over OTLP/HTTP to a local sink (`tracingPhase`).
   tracing: { type: "boolean", default: false },
   "tracing-protocol": { type: "string", default: "http/protobuf" }
 })
-const phaseNames = ["signed", "deposits", "transfers", "deliveries", "withdrawals", "addresses", "noisy"] as const
+const phaseNames = ["signed", "deposits", "transfers", "deliveries", "withdrawals", "addresses", "noisy", "processes"] as const
 type PhaseName = (typeof phaseNames)[number]
 const profilePhase = flags.profile
 const profileChoices = ["signed", "unsigned", "deposits", "transfers", "deliveries", "withdrawals"]
@@ -159,7 +167,7 @@ const requested: ReadonlyArray<string> = profilePhase !== undefined
 for (const name of requested) {
   if (!(phaseNames as ReadonlyArray<string>).includes(name)) usageError(`--only takes ${phaseNames.join(", ")}`)
 }
-for (const name of ["duration", "warmup", "connections", "wallets", "deposits", "events", "endpoints", "withdrawals"] as const) {
+for (const name of ["duration", "warmup", "connections", "wallets", "deposits", "events", "endpoints", "withdrawals", "processes"] as const) {
   const value = Number(flags[name])
   if (!Number.isFinite(value) || value <= 0) usageError(`--${name} takes a positive number, not ${flags[name]}`)
 }
@@ -636,6 +644,15 @@ const main = async () => {
       figure(`deposit_address p99 ms (${count / 1000}k): ${p99} (goal at most ${depositAddressP99GoalMs}` +
         `${missedGoal ? ", missed" : ""}); the service's resident memory after them ` +
         `${Math.round(result.residentBytes / 1048576)} MB, live heap ${Math.round(result.liveHeapBytes / 1048576)} MB`)
+    }
+
+    if (runs("processes") && profileDirectory === undefined) {
+      const maxProcesses = Math.floor(Number(flags.processes))
+      log(`\nseveral processes (issue 32): 1 to ${maxProcesses} service processes on one PostgreSQL, their own`)
+      printProcessesFigures(
+        await runProcessesPhase({ maxProcesses, opsToken, connections, warmupMs, durationMs, describe: describeLoad }),
+        figure
+      )
     }
 
     await db.dispose()

@@ -115,6 +115,23 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("GET /metrics", (it) =>
       yield* sql`DELETE FROM outbox_events WHERE subject_id = 'metrics-test'`
     }))
 
+  it.effect("the process's pool: its size, the sessions in use and the checkouts waiting", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      // The test shares the service's pool: a transaction of its own holds one session through the scrape.
+      const families = yield* sql.withTransaction(Effect.gen(function*() {
+        yield* sql`SELECT 1`
+        return yield* scrape
+      }))
+      assert.strictEqual(sample(family(families, "coffer_db_pool_connections_max", "GAUGE"), {})?.value, "10")
+      const inUse = Number(sample(family(families, "coffer_db_pool_connections_in_use", "GAUGE"), {})?.value)
+      assert.isAtLeast(inUse, 1, "this test's transaction")
+      assert.isAtMost(inUse, 10)
+      const waiting = Number(sample(family(families, "coffer_db_pool_checkouts_waiting", "GAUGE"), {})?.value)
+      assert.isAtLeast(waiting, 0)
+      assert.isFalse(Number.isNaN(waiting))
+    }))
+
   it.effect("effect/cluster's own metrics are exported beside the service's", () =>
     Effect.gen(function*() {
       const families = yield* scrape
