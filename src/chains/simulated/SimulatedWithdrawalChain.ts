@@ -9,8 +9,9 @@
  * nonce of a pending one and both fee fields at least 10 % higher displaces it (out of the mempool, its debit
  * returned; it can only come back if the slot is free again, after a reorganization took its replacement out), one
  * with lower fees is refused for now ("replacement transaction underpriced"), and a nonce already in a block refuses
- * every other transaction ("nonce too low"). So a sending pipeline may replace a stuck transaction here
- * (`nonceReplacement`) and the chain never includes both.
+ * every other transaction ("nonce too low"); one the node forgot (its block reorganized away) is displaced by any
+ * transaction of its slot. So a sending pipeline may replace a stuck transaction here (`nonceReplacement`) and the
+ * chain never includes both, nor debits the hot wallet for both.
  */
 import { base58 } from "@scure/base"
 import { Effect, Schema } from "effect"
@@ -18,7 +19,7 @@ import { createHash } from "node:crypto"
 import { SqlClient } from "effect/sql"
 import { parseTransaction } from "viem"
 import { Catalog } from "../../catalog/Catalog.ts"
-import { decodeFirstRow, decodeSingleRow, Nullable, Numeric, Text, Timestamp } from "../../db/RowSchemas.ts"
+import { decodeFirstRow, decodeRows, decodeSingleRow, Nullable, Numeric, Text, Timestamp } from "../../db/RowSchemas.ts"
 import {
   BroadcastRejected,
   ChainUnavailable,
@@ -51,14 +52,15 @@ const broadcastRow = decodeFirstRow(
   Schema.Struct({ raw: Text, replaced_by: Nullable(Text) }),
   "SimulatedWithdrawalChain.broadcast"
 )
-const slotHolderRow = decodeFirstRow(
+const slotHolderRows = decodeRows(
   Schema.Struct({
     tx_hash: Text,
     raw: Text,
-    network_fee: Numeric,
-    block_height: Nullable(Numeric),
     asset_id: Text,
-    amount: Numeric
+    amount: Numeric,
+    network_fee: Numeric,
+    pending: Schema.Boolean,
+    block_height: Nullable(Numeric)
   }),
   "SimulatedWithdrawalChain.broadcast (nonce slot)"
 )
@@ -184,35 +186,38 @@ export const makeSimulatedWithdrawalChain = (
 
       /**
        * The nonce slot of EVM bytes: refused while another transaction holds it in a block ("nonce too low") or
-       * pending with fees this one does not outbid; a pending one it outbids is displaced (out of the mempool, its
-       * debit returned, `replaced_by` set).
+       * pending with fees this one does not outbid; the others are displaced (out of the mempool, `replaced_by` set,
+       * their debit returned): a pending one it outbids, and one the node forgot (a reorganization took its block).
        */
       const takeSlot = (signed: SignedWithdrawal, slot: NonNullable<ReturnType<typeof evmSlot>>) =>
         Effect.gen(function*() {
-          const holder = yield* sql`
-            SELECT b.tx_hash, b.raw, b.network_fee::text AS network_fee, t.block_height::text AS block_height,
-              t.asset_id, t.amount::text AS amount
+          const holders = yield* sql`
+            SELECT b.tx_hash, b.raw, b.asset_id, b.amount::text AS amount, b.network_fee::text AS network_fee,
+              t.tx_hash IS NOT NULL AS pending, t.block_height::text AS block_height
             FROM devnet_broadcasts b
-              JOIN devnet_transfers t ON t.network_key = b.network_key AND t.tx_hash = b.tx_hash AND t.output_index = 0
+              LEFT JOIN devnet_transfers t ON t.network_key = b.network_key AND t.tx_hash = b.tx_hash AND t.output_index = 0
             WHERE b.network_key = ${networkKey} AND b.from_address = ${signed.from} AND b.nonce = ${slot.nonce.toString()}
-              AND b.tx_hash <> ${signed.txHash}
-            ORDER BY t.block_height NULLS LAST LIMIT 1`.pipe(Effect.flatMap(slotHolderRow))
-          if (holder === undefined) return
-          if (holder.block_height !== null) {
+              AND b.tx_hash <> ${signed.txHash} AND b.replaced_by IS NULL
+            ORDER BY b.tx_hash`.pipe(Effect.flatMap(slotHolderRows))
+          if (holders.some((holder) => holder.block_height !== null)) {
             return yield* new BroadcastRejected({ networkKey, message: "nonce too low", nonceUsed: true })
           }
-          const held = evmSlot(holder.raw)
-          if (held !== undefined && !outbids(slot, held)) {
-            return yield* new ChainUnavailable({ networkKey, message: "replacement transaction underpriced" })
+          for (const holder of holders) {
+            const held = evmSlot(holder.raw)
+            if (holder.pending && held !== undefined && !outbids(slot, held)) {
+              return yield* new ChainUnavailable({ networkKey, message: "replacement transaction underpriced" })
+            }
           }
-          yield* sql`DELETE FROM devnet_transfers
-            WHERE network_key = ${networkKey} AND tx_hash = ${holder.tx_hash} AND block_height IS NULL`
-          yield* sql`UPDATE devnet_broadcasts SET replaced_by = ${signed.txHash}
-            WHERE network_key = ${networkKey} AND tx_hash = ${holder.tx_hash}`
-          yield* moveHotWallet(
-            hotWalletNeeds({ ...signed, assetId: holder.asset_id, amount: holder.amount }, holder.network_fee),
-            1n
-          )
+          for (const holder of holders) {
+            yield* sql`DELETE FROM devnet_transfers
+              WHERE network_key = ${networkKey} AND tx_hash = ${holder.tx_hash} AND block_height IS NULL`
+            yield* sql`UPDATE devnet_broadcasts SET replaced_by = ${signed.txHash}
+              WHERE network_key = ${networkKey} AND tx_hash = ${holder.tx_hash}`
+            yield* moveHotWallet(
+              hotWalletNeeds({ ...signed, assetId: holder.asset_id, amount: holder.amount }, holder.network_fee),
+              1n
+            )
+          }
         })
 
       const broadcast = (signed: SignedWithdrawal) =>
@@ -238,9 +243,10 @@ export const makeSimulatedWithdrawalChain = (
             // New, or displaced before and back in a free slot: it pays again (its debit was returned).
             yield* moveHotWallet(hotWalletNeeds(signed, signed.networkFee), -1n)
             yield* sql`INSERT INTO devnet_broadcasts (network_key, tx_hash, raw, broadcasts, created_at, from_address,
-                nonce, network_fee)
+                nonce, asset_id, amount, network_fee)
               VALUES (${networkKey}, ${signed.txHash}, ${signed.raw}, 1, ${at}, ${signed.from},
-                ${slot?.nonce.toString() ?? null}, ${signed.networkFee.toString()})
+                ${slot?.nonce.toString() ?? null}, ${signed.assetId}, ${signed.amount.toString()},
+                ${signed.networkFee.toString()})
               ON CONFLICT (network_key, tx_hash) DO UPDATE SET broadcasts = devnet_broadcasts.broadcasts + 1,
                 replaced_by = NULL`
           }
