@@ -137,6 +137,12 @@ export interface WithdrawalChain {
    */
   readonly accountNonce?: ((address: string) => Effect.Effect<bigint, ChainUnavailable>) | undefined
   /**
+   * EVM: the network replaces a pending transaction by one with the same sender and nonce and higher fees, so the
+   * sending pipeline may replace a stuck version (docs/sending.md). Implied by `accountNonce` (a real node); set by
+   * the simulated chain, whose mempool keeps nonces (issue 33) though it chooses them itself.
+   */
+  readonly nonceReplacement?: boolean | undefined
+  /**
    * EVM: the fee fields to sign with now, read from the node at this moment (no reuse of an earlier reading): what a
    * replacement of a stuck transaction must at least offer.
    */

@@ -978,7 +978,8 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
             return { _tag: "Waiting" } as CheckOutcome
           }
         }
-        const stuck = send.nonce !== null && chain.accountNonce !== undefined && version.sent_height !== null &&
+        const stuck = send.nonce !== null && (chain.accountNonce !== undefined || chain.nonceReplacement === true) &&
+          version.sent_height !== null &&
           waited >= stuckAfterBlocks
         if (stuck) {
           // Waiting in the pool, or dropped from it for paying too little (anvil drops what a block's base fee

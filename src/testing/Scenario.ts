@@ -12,6 +12,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { OpsAddress, PublicAddress, ServiceLayer } from "../App.ts"
 import { rawPublicKeyHex } from "../auth/Ed25519.ts"
+import type { TransactionState } from "../chains/ChainClient.ts"
 import { SimulatedChain, type SimulatedChainState } from "../chains/simulated/SimulatedChain.ts"
 import { makeOpsClient } from "../client/OpsClient.ts"
 import { signRequest } from "../client/RequestSigner.ts"
@@ -76,6 +77,8 @@ export interface ChainControls {
   /** The node stops answering (`true`) and answers again (`false`). */
   readonly nodeDown: (networkKey: string, down: boolean) => Effect.Effect<void>
   readonly state: (networkKey: string) => Effect.Effect<SimulatedChainState>
+  /** Where the chain has a transaction: `INCLUDED` in a block, `PENDING` in the mempool, `UNKNOWN` (dropped, displaced). */
+  readonly transactionState: (networkKey: string, txHash: string) => Effect.Effect<TransactionState>
 }
 
 export interface ScenarioShape {
@@ -321,7 +324,8 @@ export const scenarioLayer = (options: ScenarioOptions): Layer.Layer<Scenario> =
       setNetworkFee: (networkKey, feeRaw) =>
         Effect.asVoid(Effect.orDie(operator.devnet.configure({ params: { networkKey }, payload: { networkFeeRaw: feeRaw } }))),
       nodeDown: (networkKey, down) => around(simulated.setNodeDown(networkKey, down)),
-      state: (networkKey) => around(simulated.state(networkKey))
+      state: (networkKey) => around(simulated.state(networkKey)),
+      transactionState: (networkKey, txHash) => around(Effect.orDie(simulated.client(networkKey).transactionState(txHash)))
     }
 
     const scope = yield* Effect.scope

@@ -27,6 +27,8 @@ export const evmChainIdDefault = 1_337
 export const evmNativeGas = 21_000n
 export const evmTokenGas = 65_000n
 export const evmPriorityFeeMax = 1_000_000_000n
+/** A transaction displaces a pending one of the same sender and nonce when both its fee fields are this much higher. */
+export const evmReplacementBumpPercent = 10n
 /** The most sun a TRC-20 call may burn (TRON feeLimit): 100 TRX. */
 export const tronFeeLimit = 100_000_000n
 /** What the synthetic BTC input leaves over beyond amount and fee, paid back to the hot wallet as change. */
