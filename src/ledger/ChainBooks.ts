@@ -22,6 +22,7 @@
  *
  * Reads in one REPEATABLE READ, READ ONLY transaction (cursor heights and movements agree), like the ledger audit.
  */
+import { base58 } from "@scure/base"
 import { Data, Duration, Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { decodeRows, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
@@ -79,10 +80,42 @@ const MovementRow = Schema.Struct({
   settled: Numeric,
   less: Numeric,
   more: Numeric,
-  in_flight: Nullable(Text)
+  in_flight: Nullable(Text),
+  fee_payer_raw: Nullable(Text)
 })
 const networkRows = decodeRows(NetworkRow, "ChainBooks (networks)")
 const movementRows = decodeRows(MovementRow, "ChainBooks (movements)")
+
+/**
+ * The fee payer of signed SOL bytes (base64 wire format): the first account key of the message, after the
+ * signatures (a compact-u16 count, 64 bytes each) and, for a versioned message, its version byte and the 3-byte
+ * header. Only SOL sends are signed with a fee payer other than their sender.
+ */
+const solFeePayer = (raw: string) =>
+  Effect.try({
+    try: () => {
+      const bytes = Buffer.from(raw, "base64")
+      let offset = 0
+      const compactU16 = () => {
+        let value = 0
+        for (let shift = 0; shift < 21; shift += 7) {
+          const byte = bytes[offset++]!
+          value |= (byte & 0x7f) << shift
+          if ((byte & 0x80) === 0) return value
+        }
+        throw new Error("malformed length")
+      }
+      // (Read before adding: `offset += f()` would add to the offset as it was before f moved it.)
+      const signatures = compactU16()
+      offset += 64 * signatures
+      if ((bytes[offset]! & 0x80) !== 0) offset += 1
+      offset += 3
+      const keys = compactU16()
+      if (keys < 1 || offset + 32 > bytes.length) throw new Error("no account keys")
+      return base58.encode(bytes.subarray(offset, offset + 32))
+    },
+    catch: (error) => new ChainAuditError({ message: `a signed SOL version's fee payer cannot be read: ${String(error)}` })
+  })
 
 const rolePreference: ReadonlyArray<BookRole> = ["DEPOSIT", "HOT", "SWEEP", "GAS", "OPERATING"]
 
@@ -105,6 +138,9 @@ const movements = (sql: SqlClient.SqlClient, networkKeys: ReadonlyArray<string>)
           AS from_role,
         (s.included_height IS NOT NULL AND (cut.as_of IS NULL OR s.included_height <= cut.as_of)) AS included,
         (SELECT max(v.network_fee_max) FROM outgoing_versions v WHERE v.send_id = s.id) AS fee_max,
+        -- The signed bytes of a version with another fee payer: its address is in them (the audit holds no key).
+        (SELECT v.raw FROM outgoing_versions v WHERE v.send_id = s.id AND v.parameters ? 'feePayer'
+          ORDER BY v.version DESC LIMIT 1) AS fee_payer_raw,
         replace(lower(s.purpose), '_', '-') || ' ' || s.owner_id AS owner_name
       FROM outgoing_sends s JOIN cut ON cut.network_key = s.network_key
     )
@@ -112,19 +148,20 @@ const movements = (sql: SqlClient.SqlClient, networkKeys: ReadonlyArray<string>)
     SELECT t.network_key, t.destination_address AS address, t.asset_id, 'DEPOSIT' AS role,
       CASE WHEN t.block_height IS NOT NULL THEN t.amount ELSE 0 END::text AS settled, '0' AS less,
       CASE WHEN t.block_height IS NULL THEN t.amount ELSE 0 END::text AS more,
-      CASE WHEN t.block_height IS NULL THEN 'deposit ' || t.id || ' (awaiting a block)' END AS in_flight
+      CASE WHEN t.block_height IS NULL THEN 'deposit ' || t.id || ' (awaiting a block)' END AS in_flight,
+      NULL AS fee_payer_raw
     FROM transactions t JOIN cut ON cut.network_key = t.network_key
     WHERE t.kind = 'DEPOSIT' AND t.status IN ('CONFIRMING', 'COMPLETED')
       AND (t.block_height IS NULL OR cut.as_of IS NULL OR t.block_height <= cut.as_of)
     UNION ALL
     -- Money put on operating addresses from outside (the service's own sweeps are counted as sends below).
-    SELECT r.network_key, r.to_address, r.asset_id, r.role, r.amount::text, '0', '0', NULL
+    SELECT r.network_key, r.to_address, r.asset_id, r.role, r.amount::text, '0', '0', NULL, NULL
     FROM platform_receipts r JOIN cut ON cut.network_key = r.network_key
     WHERE (cut.as_of IS NULL OR r.block_height <= cut.as_of)
       AND NOT EXISTS (SELECT 1 FROM own WHERE own.network_key = r.network_key AND own.tx_hash = r.tx_hash)
     UNION ALL
     -- Operating receipts the service sent itself still name the address's role (a SWEEP address never sends).
-    SELECT r.network_key, r.to_address, r.asset_id, r.role, '0', '0', '0', NULL
+    SELECT r.network_key, r.to_address, r.asset_id, r.role, '0', '0', '0', NULL, NULL
     FROM platform_receipts r JOIN cut ON cut.network_key = r.network_key
     WHERE EXISTS (SELECT 1 FROM own WHERE own.network_key = r.network_key AND own.tx_hash = r.tx_hash)
     UNION ALL
@@ -132,21 +169,23 @@ const movements = (sql: SqlClient.SqlClient, networkKeys: ReadonlyArray<string>)
     SELECT network_key, from_address, asset_id, from_role,
       CASE WHEN included AND state = 'CONFIRMED' THEN -amount ELSE 0 END::text,
       CASE WHEN state = 'PENDING' THEN amount ELSE 0 END::text, '0',
-      CASE WHEN state = 'PENDING' THEN owner_name || ' (send PENDING)' END
+      CASE WHEN state = 'PENDING' THEN owner_name || ' (send PENDING)' END, NULL
     FROM sends WHERE amount > 0
     UNION ALL
-    -- ... and its network fee, in the native coin, whatever the outcome once included.
-    SELECT network_key, from_address, native_asset_id, from_role,
+    -- ... and its network fee, in the native coin, whatever the outcome once included: paid by the sending address,
+    -- or by the fee payer its versions were signed with (a SOL token sweep's GAS wallet; fee_payer_raw, below).
+    SELECT network_key, from_address, native_asset_id, CASE WHEN fee_payer_raw IS NULL THEN from_role ELSE 'GAS' END,
       CASE WHEN included THEN -coalesce(network_fee, 0) ELSE 0 END::text,
       CASE WHEN state IN ('PENDING', 'FILLING') THEN coalesce(fee_max, 0) ELSE 0 END::text, '0',
-      CASE WHEN state IN ('PENDING', 'FILLING') THEN owner_name || ' (send ' || state || ')' END
+      CASE WHEN state IN ('PENDING', 'FILLING') THEN owner_name || ' (send ' || state || ')' END,
+      fee_payer_raw
     FROM sends
     UNION ALL
     -- What a sweep or top-up gave its destination.
     SELECT network_key, to_address, asset_id, CASE WHEN purpose = 'TOP_UP' THEN 'DEPOSIT' ELSE 'OPERATING' END,
       CASE WHEN included AND state = 'CONFIRMED' THEN amount ELSE 0 END::text, '0',
       CASE WHEN state = 'PENDING' THEN amount ELSE 0 END::text,
-      CASE WHEN state = 'PENDING' THEN owner_name || ' (send PENDING, incoming)' END
+      CASE WHEN state = 'PENDING' THEN owner_name || ' (send PENDING, incoming)' END, NULL
     FROM sends WHERE purpose IN ('SWEEP', 'TOP_UP')`.pipe(Effect.flatMap(movementRows))
 
 /** The books of `networkKeys` (see the module comment), in one REPEATABLE READ, READ ONLY snapshot. */
@@ -205,7 +244,10 @@ export const readChainBooks = (networkKeys: ReadonlyArray<string>) =>
           outputs: books.outputs
         })
       }
-      for (const row of yield* movements(sql, networkKeys)) {
+      for (const movement of yield* movements(sql, networkKeys)) {
+        const row = movement.fee_payer_raw === null
+          ? movement
+          : { ...movement, address: yield* solFeePayer(movement.fee_payer_raw) }
         const key = `${row.network_key}\u0000${row.address}\u0000${row.asset_id}`
         const line = lines.get(key) ?? {
           networkKey: row.network_key,
