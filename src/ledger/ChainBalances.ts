@@ -17,6 +17,7 @@ export class ChainBalanceUnavailable extends Data.TaggedError("ChainBalanceUnava
 }> {}
 
 export interface EvmBalanceReader {
+  readonly at: "block"
   /** The node's latest block number. */
   readonly head: Effect.Effect<bigint, ChainBalanceUnavailable>
   /** The balance at `block` of the native coin (no contract) or of the ERC-20 at `contract`. */
@@ -50,6 +51,7 @@ export const makeEvmBalanceReader = (networkKey: string, rpcUrl: Redacted.Redact
       })
     )
   return {
+    at: "block",
     head: call("eth_blockNumber", () => client.getBlockNumber()),
     balance: (address, contract, block) =>
       contract === undefined

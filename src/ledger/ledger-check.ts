@@ -5,8 +5,10 @@
  * `ledger ok: N accounts, M entries`, or the first discrepancy.
  *
  * `--chain` (`npm run ledger:check -- --chain`) then also compares the chain books (ChainBooks.ts, docs/ledger.md
- * "Chain books") with the nodes of CHAIN_RPC_URLS: one line per network, asset and address with its role, expected
- * and on-chain balance, difference and verdict, closing with `chain ok: ...` or the first unexplained difference.
+ * "Chain books") with the nodes of CHAIN_RPC_URLS, every family: EVM at the books' block, TRON and SOL balances and
+ * BTC unspent outputs at a quiet head (HeadBalances.ts). One line per network, asset and address with its role,
+ * expected and on-chain balance, difference and verdict, closing with `chain ok: ...` or the first unexplained
+ * difference.
  *
  * Exit status: 0 when the ledger (and with `--chain` the chain) is sound, 1 on any discrepancy or unexplained
  * difference, 2 when the audit could not run (a node that cannot answer included).
@@ -17,6 +19,7 @@ import { AppConfig } from "../Config.ts"
 import { parseScriptArgs } from "../ScriptArgs.ts"
 import * as ExistingDatabase from "../db/ExistingDatabase.ts"
 import { makeEvmBalanceReader } from "./ChainBalances.ts"
+import { makeHeadBalanceReader } from "./HeadBalances.ts"
 import { loadCatalogFile } from "../catalog/Catalog.ts"
 import { auditChain, type BalanceReader, chainReportLines } from "./ChainBooks.ts"
 import { auditLedger, LedgerAuditError, reportLines } from "./LedgerAudit.ts"
@@ -32,8 +35,9 @@ Audits the ledger of the database the service uses (DATABASE_URL, else the embed
 safely beside a running service: every entry balances, every balance is its postings, the books close per tenant
 and asset (README "Ledger audit").
 
-  --chain      also compare the chain books with the nodes of CHAIN_RPC_URLS (EVM networks), one line per
-               network, asset and address
+  --chain      also compare the chain books with the nodes of CHAIN_RPC_URLS, one line per network, asset and
+               address (EVM at the books' block; TRON, SOL and BTC at the node's head once the watcher has
+               reached it: the check waits up to about 30 s for that)
   -h, --help   this text
 
 Exit status: 0 sound, 1 a discrepancy or an unexplained difference, 2 the audit could not run.
@@ -49,19 +53,25 @@ const program: Effect.Effect<number> = Effect.scoped(Effect.gen(function*() {
   )
   for (const line of reportLines(database.location, report)) yield* Console.log(line)
   if (!withChain) return report.ok ? 0 : exitDiscrepancy
-  // The node URL is never printed: it may carry an API key (ChainBalances.ts keeps it out of messages too).
-  // Balances at a block are an EVM node's answer (eth_getBalance / eth_call at a height); TRON, BTC and SOL nodes
-  // cannot give them for a past block, so their networks are named and left out rather than failing the check.
+  // The node URL is never printed: it may carry an API key (ChainBalances.ts and the chain clients keep it out of
+  // messages too). Every family is compared: EVM at the books' block, the others at a quiet head (ChainBooks.ts).
   const catalog = yield* loadCatalogFile(config.serviceEnv).pipe(
     Effect.mapError((error) => new LedgerAuditError({ message: `catalog: ${error.message}` }))
   )
-  const family = (networkKey: string) => catalog.networks.find((network) => network.networkKey === networkKey)?.chainFamily
   const readers = new Map<string, BalanceReader>()
   for (const [networkKey, url] of Object.entries(config.chainRpcUrls)) {
-    if (family(networkKey) === "EVM") readers.set(networkKey, makeEvmBalanceReader(networkKey, url))
-    else yield* Console.log(`${networkKey}: not compared (only EVM nodes answer balances at a block; docs/ledger.md)`)
+    const network = catalog.networks.find((entry) => entry.networkKey === networkKey)
+    if (network === undefined) {
+      yield* Console.log(`${networkKey}: not in the catalog, not compared`)
+      continue
+    }
+    if (network.chainFamily === "EVM") readers.set(networkKey, makeEvmBalanceReader(networkKey, url))
+    else {
+      const assets = catalog.assets.filter((asset) => asset.networkKey === networkKey)
+      readers.set(networkKey, yield* makeHeadBalanceReader({ network, assets, rpcUrl: url }))
+    }
   }
-  if (readers.size === 0) return yield* cannotRun({ message: "--chain: CHAIN_RPC_URLS names no EVM node to compare with" })
+  if (readers.size === 0) return yield* cannotRun({ message: "--chain: CHAIN_RPC_URLS names no node of a catalog network" })
   const chain = yield* auditChain(readers).pipe(
     Effect.provideService(SqlClient.SqlClient, database.client),
     Effect.catchTag("SqlError", (error) => Effect.fail(new LedgerAuditError({ message: `cannot read the chain books: ${error.message}` })))

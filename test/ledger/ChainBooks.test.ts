@@ -112,10 +112,9 @@ layer(
       yield* mine(11)
       assert.deepStrictEqual((yield* deposits(tenant)).map((row) => row.status), ["COMPLETED", "COMPLETED"])
 
-      // A TRON node beside it is named and left out; the EVM comparison is unchanged (exit 0).
-      const run = yield* check({ CHAIN_RPC_URLS: JSON.stringify({ ETH_SEPOLIA: anvil.url, TRON_NILE: "http://127.0.0.1:9" }) })
+      const run = yield* check()
       assert.strictEqual(run.code, 0, run.stdout + run.stderr)
-      assert.include(run.stdout, "TRON_NILE: not compared")
+      assert.notInclude(run.stdout, "not compared")
       assert.strictEqual(lineOf(run, eth, hot), `ETH_SEPOLIA  ${eth}  ${hot}  HOT  expected 10000000000000000000  ` +
         "on chain 10000000000000000000  difference 0  ok")
       assert.strictEqual(lineOf(run, usdt, hot), `ETH_SEPOLIA  ${usdt}  ${hot}  HOT  expected 1000000000  ` +
@@ -225,15 +224,16 @@ layer(
     Effect.gen(function*() {
       const noNodes = yield* runLedgerCheck({ DATABASE_URL: process.env.DATABASE_URL! }, ["--chain"])
       assert.strictEqual(noNodes.code, 2, noNodes.stdout + noNodes.stderr)
-      assert.include(noNodes.stderr, "--chain: CHAIN_RPC_URLS names no EVM node to compare with")
-      // A node of another family is named and left out (its node cannot answer balances at a block), not an error.
-      const tronOnly = yield* runLedgerCheck(
-        { DATABASE_URL: process.env.DATABASE_URL!, CHAIN_RPC_URLS: JSON.stringify({ TRON_NILE: "http://127.0.0.1:9" }) },
+      assert.include(noNodes.stderr, "--chain: CHAIN_RPC_URLS names no node of a catalog network")
+      // Every family is compared now: a TRON node that cannot be reached is no reason to leave it out, it is exit 2.
+      const tronUnreachable = yield* runLedgerCheck(
+        { DATABASE_URL: process.env.DATABASE_URL!, CHAIN_RPC_URLS: JSON.stringify({ TRON_NILE: "http://auditor:s3cret@127.0.0.1:9" }) },
         ["--chain"]
       )
-      assert.strictEqual(tronOnly.code, 2, tronOnly.stdout + tronOnly.stderr)
-      assert.include(tronOnly.stdout, "TRON_NILE: not compared")
-      assert.include(tronOnly.stderr, "names no EVM node")
+      assert.strictEqual(tronUnreachable.code, 2, tronUnreachable.stdout + tronUnreachable.stderr)
+      assert.notInclude(tronUnreachable.stdout, "not compared")
+      assert.include(tronUnreachable.stderr, "ledger check cannot run: CHAIN_RPC_URLS: the node for TRON_NILE did not say which chain it is on")
+      assert.notInclude(tronUnreachable.stdout + tronUnreachable.stderr, "s3cret")
       const unknown = yield* runLedgerCheck({ DATABASE_URL: process.env.DATABASE_URL! }, ["--chains"])
       assert.strictEqual(unknown.code, 2, unknown.stdout + unknown.stderr)
       assert.include(unknown.stderr, "Unknown option '--chains'; --help lists the options")
