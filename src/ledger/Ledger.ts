@@ -26,7 +26,8 @@ export const EntryKind = [
   "TRANSFER",
   "TRANSFER_FREEZE",
   "TRANSFER_RELEASE",
-  "TRANSFER_SETTLE"
+  "TRANSFER_SETTLE",
+  "SEND_NETWORK_FEE"
 ] as const
 export type EntryKind = (typeof EntryKind)[number]
 
