@@ -10,3 +10,9 @@ ALTER TABLE ledger_entries ADD CONSTRAINT ledger_entries_kind_check CHECK (kind 
   'TRANSFER', 'TRANSFER_FREEZE', 'TRANSFER_RELEASE', 'TRANSFER_SETTLE',
   'SEND_NETWORK_FEE'
 ));
+
+-- What a send moved from its fee payer into accounts it created, beside its network fee (SOL: the rent-exempt minimum
+-- of a token account it opened, which `meta.fee` leaves out): booked in the same SEND_NETWORK_FEE entry (always,
+-- also for a withdrawal, whose NETWORK_FEE is `networkFeeRaw` = `meta.fee` only). Known once the send is final, like
+-- network_fee; sends final before this column are left null (nothing was recorded).
+ALTER TABLE outgoing_sends ADD COLUMN account_cost numeric(78, 0) CHECK (account_cost >= 0);

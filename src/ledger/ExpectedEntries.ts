@@ -16,9 +16,9 @@
  * | internal transfer | REJECTED | TRANSFER_FREEZE and TRANSFER_RELEASE (the freeze negated) |
  * | internal transfer | COMPLETED | TRANSFER, or TRANSFER_FREEZE and TRANSFER_SETTLE (it waited for approval) |
  *
- * | send (outgoing_sends) of a sweep or top-up, final with a fee above 0 (CONFIRMED, REVERTED, REJECTED after a fill) | SEND_NETWORK_FEE, referencing the send |
- * | send of a withdrawal, REJECTED and its nonce's fill included with a fee above 0 | SEND_NETWORK_FEE, referencing the send |
- * | send of a withdrawal, CONFIRMED or REVERTED | none of its own: the withdrawal's NETWORK_FEE, of the same fee |
+ * | send (outgoing_sends) of a sweep or top-up, final with a fee above 0 (CONFIRMED, REVERTED, REJECTED after a fill) | SEND_NETWORK_FEE of fee + account cost, referencing the send |
+ * | send of a withdrawal, REJECTED and its nonce's fill included with a fee above 0 | SEND_NETWORK_FEE of fee + account cost |
+ * | send of a withdrawal, CONFIRMED or REVERTED | the withdrawal's NETWORK_FEE of the same fee; SEND_NETWORK_FEE of its account cost (SOL rent) when above 0 |
  *
  * Posting shapes (docs/ledger.md): a credit is CHAIN −amount, WALLET +(amount − fee), FEES +fee; a freeze moves
  * amount + fee from the payer's available to its frozen; a withdrawal settles frozen −(amount + fee), CHAIN +amount,
@@ -189,6 +189,8 @@ export interface BookedSend {
   readonly state: string
   /** What its inclusion cost (null until final, or never included). */
   readonly networkFee: bigint | null
+  /** What it paid into accounts it created (SOL rent), beside the fee; null when not recorded. */
+  readonly accountCost: bigint | null
   readonly nativeAssetId: string
 }
 
@@ -199,10 +201,10 @@ export interface BookedSend {
  * was paid.
  */
 export const expectedSendFee = (send: BookedSend): ReadonlyArray<ExpectedPosting> => {
-  const fee = send.networkFee ?? 0n
-  if (fee === 0n) return []
   const bookedByWithdrawal = send.purpose === "WITHDRAWAL" && (send.state === "CONFIRMED" || send.state === "REVERTED")
-  if (bookedByWithdrawal) return []
+  // Rent of the accounts it created is never a withdrawal's networkFeeRaw: always here.
+  const fee = (bookedByWithdrawal ? 0n : send.networkFee ?? 0n) + (send.accountCost ?? 0n)
+  if (fee === 0n) return []
   return [
     posting("NETWORK_FEES", null, send.nativeAssetId, "AVAILABLE", -fee),
     posting("CHAIN", null, send.nativeAssetId, "AVAILABLE", fee)

@@ -243,6 +243,7 @@ const sendPage = decodeRows(
     purpose: Text,
     state: Text,
     network_fee: Nullable(Numeric),
+    account_cost: Nullable(Numeric),
     native_asset_id: Text,
     tenant_id: Nullable(Text),
     withdrawal_status: Nullable(Text),
@@ -584,7 +585,8 @@ const runChecks = Effect.gen(function*() {
     let examined = 0
     for (;;) {
       const page = yield* sql`
-        SELECT s.id, s.purpose, s.state, s.network_fee::text AS network_fee, n.native_asset_id,
+        SELECT s.id, s.purpose, s.state, s.network_fee::text AS network_fee, s.account_cost::text AS account_cost,
+          n.native_asset_id,
           CASE WHEN s.purpose = 'WITHDRAWAL' THEN t.tenant_id ELSE w.tenant_id END AS tenant_id,
           t.status AS withdrawal_status, t.network_fee::text AS withdrawal_network_fee
         FROM outgoing_sends s JOIN networks n ON n.network_key = s.network_key
@@ -609,6 +611,7 @@ const runChecks = Effect.gen(function*() {
           purpose: send.purpose,
           state: send.state,
           networkFee: send.network_fee,
+          accountCost: send.account_cost,
           nativeAssetId: send.native_asset_id
         }))
         const have = sortedPostings(booked.flatMap((row) =>
@@ -623,7 +626,7 @@ const runChecks = Effect.gen(function*() {
         const entryIds = new Set(booked.map((row) => row.entry_id))
         if (want.length > 0 && entryIds.size === 0) {
           findings.add(`send ${send.id}`, `${name} paid a network fee of ${send.network_fee} ${send.native_asset_id} ` +
-            `that the journal lacks (SEND_NETWORK_FEE: ${want.join(", ")})`)
+            `(accounts created: ${send.account_cost ?? 0}) that the journal lacks (SEND_NETWORK_FEE: ${want.join(", ")})`)
         } else if (want.length === 0 && entryIds.size > 0) {
           findings.add(`send ${send.id}`, `${name} has an unexpected SEND_NETWORK_FEE entry ${[...entryIds].join(", ")}`)
         } else if (entryIds.size > 1) {

@@ -59,10 +59,16 @@ export type SendPurpose = "WITHDRAWAL" | "SWEEP" | "TOP_UP"
  * Whether a final send's network fee is booked with its final mark (SEND_NETWORK_FEE, referencing the send): every
  * inclusion pays a fee from one of our addresses (docs/ledger.md "Costs paid on chain"), and all but a withdrawal's
  * own payload are booked here; that one is booked by the withdrawal's transition (NETWORK_FEE, referencing the
- * withdrawal: COMPLETED, or FAILED REVERTED_ON_CHAIN), which also writes `networkFeeRaw`.
+ * withdrawal: COMPLETED, or FAILED REVERTED_ON_CHAIN), which also writes `networkFeeRaw`. What a send paid for
+ * accounts it created (SOL rent, `FinalInclusion.accountCost`) is never in `networkFeeRaw` (decisions.md: SOL's is
+ * `meta.fee`), so it is always booked here, in the same entry.
  */
 export const feeBookedBySend = (purpose: SendPurpose, kind: "PAYLOAD" | "FILL"): boolean =>
   !(purpose === "WITHDRAWAL" && kind === "PAYLOAD")
+
+/** What a final send's SEND_NETWORK_FEE books (0: no entry): its fee unless its withdrawal books it, and its account cost. */
+export const sendCost = (purpose: SendPurpose, final: Pick<FinalInclusion, "kind" | "networkFee" | "accountCost">): bigint =>
+  (feeBookedBySend(purpose, final.kind) ? final.networkFee : 0n) + final.accountCost
 
 /** Blocks an EVM version may wait unincluded before it is replaced with raised fees (decisions.md). */
 export const stuckAfterBlocks = 20n
@@ -139,6 +145,8 @@ export interface FinalInclusion {
   readonly height: bigint
   /** What it actually cost in the native coin (the chain's figure; the signed maximum on the simulated chain). */
   readonly networkFee: bigint
+  /** What it moved from its fee payer into accounts it created, beside the fee (SOL rent; ChainClient `Inclusion`). */
+  readonly accountCost: bigint
   readonly kind: "PAYLOAD" | "FILL"
 }
 /**
@@ -970,6 +978,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
             txHash: found.version.tx_hash,
             height: found.inclusion.height,
             networkFee: found.inclusion.networkFee ?? found.version.network_fee_max,
+            accountCost: found.inclusion.accountCost ?? 0n,
             kind: found.version.kind
           } as CheckOutcome
         }
@@ -1031,7 +1040,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
               UPDATE outgoing_sends SET
                 state = ${final.kind === "FILL" ? "REJECTED" : final.succeeded ? "CONFIRMED" : "REVERTED"},
                 included_tx_hash = ${final.txHash}, included_height = ${final.height.toString()},
-                network_fee = ${final.networkFee.toString()}
+                network_fee = ${final.networkFee.toString()}, account_cost = ${final.accountCost.toString()}
               WHERE id = ${send.id} AND state IN ('PENDING', 'FILLING')
               RETURNING purpose, owner_id
             )
@@ -1040,9 +1049,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
                 ELSE (SELECT w.tenant_id FROM sweeps w WHERE w.id = m.owner_id)
               END AS tenant_id
             FROM marked m`.pipe(Effect.orDie, Effect.flatMap(markedRows))
-          const entry = feeBookedBySend(send.purpose, final.kind)
-            ? Postings.sendNetworkFee(catalog.network(send.network_key)!.nativeAssetId, final.networkFee)
-            : undefined
+          const entry = Postings.sendNetworkFee(catalog.network(send.network_key)!.nativeAssetId, sendCost(send.purpose, final))
           if (marked.length === 0 || entry === undefined) return
           const tenantId = marked[0]!.tenant_id
           if (tenantId === null) {

@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { type BookedTransaction, describePosting, expectedEntries, expectedSendFee } from "../../src/ledger/ExpectedEntries.ts"
 import { assertBalanced, type EntryKind } from "../../src/ledger/Ledger.ts"
 import { type Entry, entryRequest, Postings } from "../../src/ledger/Postings.ts"
-import { feeBookedBySend, type SendPurpose } from "../../src/sending/OutgoingSends.ts"
+import { sendCost, type SendPurpose } from "../../src/sending/OutgoingSends.ts"
 
 const payer = "0190a000-0000-7000-8000-000000000001"
 const recipient = "0190a000-0000-7000-8000-000000000002"
@@ -104,7 +104,7 @@ describe("ledger/Postings.ts builds what ledger/ExpectedEntries.ts expects (docs
     })
   }
 
-  it("a send's network fee: what markFinal books (feeBookedBySend, SEND_NETWORK_FEE) is what the audit expects of the send", () => {
+  it("a send's network fee: what markFinal books (sendCost, SEND_NETWORK_FEE) is what the audit expects of the send", () => {
     const finals: ReadonlyArray<readonly [SendPurpose, "PAYLOAD" | "FILL", "CONFIRMED" | "REVERTED" | "REJECTED"]> = [
       ["WITHDRAWAL", "PAYLOAD", "CONFIRMED"],
       ["WITHDRAWAL", "PAYLOAD", "REVERTED"],
@@ -117,10 +117,14 @@ describe("ledger/Postings.ts builds what ledger/ExpectedEntries.ts expects (docs
     ]
     for (const [purpose, kind, state] of finals) {
       for (const fee of [0n, 21_000n]) {
-        const entry = feeBookedBySend(purpose, kind) ? Postings.sendNetworkFee(eth, fee) : undefined
-        const have = entry === undefined ? [] : (written([entry]).get("SEND_NETWORK_FEE") ?? [])
-        const want = expectedSendFee({ id, purpose, state, networkFee: fee, nativeAssetId: eth }).map(describePosting).sort()
-        assert.deepStrictEqual(have, want, `${purpose} ${kind} ${state} fee ${fee}`)
+        // An account the send created (SOL rent) is booked on the send even when its withdrawal books the fee.
+        for (const accountCost of [0n, 2_039_280n]) {
+          const entry = Postings.sendNetworkFee(eth, sendCost(purpose, { kind, networkFee: fee, accountCost }))
+          const have = entry === undefined ? [] : (written([entry]).get("SEND_NETWORK_FEE") ?? [])
+          const want = expectedSendFee({ id, purpose, state, networkFee: fee, accountCost, nativeAssetId: eth })
+            .map(describePosting).sort()
+          assert.deepStrictEqual(have, want, `${purpose} ${kind} ${state} fee ${fee} account cost ${accountCost}`)
+        }
       }
     }
   })

@@ -124,6 +124,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("every network fee a se
         txHash,
         height,
         networkFee,
+        accountCost: 0n,
         kind: "PAYLOAD"
       })
 
@@ -214,6 +215,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("every network fee a se
           txHash: hash(99),
           height,
           networkFee: fillFee,
+          accountCost: 0n,
           kind: "FILL"
         })
       })).pipe(Effect.orDie)
@@ -241,7 +243,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("every network fee a se
       const report = yield* auditLedger
       const found = report.checks.find((check) => check.check === "sendFeesBooked")!.discrepancies.map((entry) => entry.message)
       assert.deepStrictEqual(found, [
-        `sweep send ${sendId} (CONFIRMED) paid a network fee of 777 ${eth} that the journal lacks ` +
+        `sweep send ${sendId} (CONFIRMED) paid a network fee of 777 ${eth} (accounts created: 0) that the journal lacks ` +
         `(SEND_NETWORK_FEE: CHAIN ${eth} AVAILABLE 777, NETWORK_FEES ${eth} AVAILABLE -777)`
       ])
       assert.isFalse(report.ok)
