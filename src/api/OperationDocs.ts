@@ -45,7 +45,8 @@ export const operationDocs: Readonly<Record<string, OperationDoc>> = {
   },
   "users.balances": {
     summary: "Get a user's balances",
-    description: "Available and frozen raw amounts per asset over all of the user's wallets (spec 4.2)."
+    description: "Available and frozen raw amounts per asset over all of the user's wallets (spec 4.2). While a " +
+      "deposit reversal leaves a wallet below zero its available counts 0 and `overdrawnRaw` carries the debt."
   },
   "users.depositAddress": {
     summary: "Get a deposit address",
@@ -68,7 +69,8 @@ export const operationDocs: Readonly<Record<string, OperationDoc>> = {
   },
   "wallets.assets": {
     summary: "Get a wallet's balances",
-    description: "Available and frozen raw amounts per asset of one wallet (spec 4.3)."
+    description: "Available and frozen raw amounts per asset of one wallet (spec 4.3). While a deposit reversal " +
+      "leaves it below zero, `available` is 0 and `overdrawn` carries the debt."
   },
   "wallets.addresses": {
     summary: "List a wallet's addresses",

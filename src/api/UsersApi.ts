@@ -54,7 +54,13 @@ export type WalletObject = typeof WalletObject.Type
 
 export const UserBalances = Schema.Struct({
   customerRefId: Schema.String,
-  items: Schema.Array(Schema.Struct({ assetId: Schema.String, availableRaw: Schema.String, frozenRaw: Schema.String }))
+  items: Schema.Array(Schema.Struct({
+    assetId: Schema.String,
+    availableRaw: Schema.String,
+    frozenRaw: Schema.String,
+    /** An added field, only while a deposit reversal left a wallet below 0: the debt (docs/ledger.md "Choices"). */
+    overdrawnRaw: Schema.optionalKey(Schema.String)
+  }))
 }).annotate({ identifier: "UserBalances" })
 
 /** Field types only: the business rules (lengths, email form, password strength) answer with their own messages. */

@@ -32,7 +32,9 @@ export const WalletListItem = Schema.Struct({
 export const WalletBalanceItem = Schema.Struct({
   assetId: Schema.String,
   available: Schema.String,
-  frozen: Schema.String
+  frozen: Schema.String,
+  /** An added field, only while a deposit reversal left the balance below 0: the debt (docs/ledger.md "Choices"). */
+  overdrawn: Schema.optionalKey(Schema.String)
 }).annotate({ identifier: "WalletBalanceItem" })
 
 export const Confirmations = Schema.Union([

@@ -63,6 +63,11 @@ export interface Inclusion {
    * Undefined only on the simulated chain, whose fee is exactly what was signed for.
    */
   readonly networkFee: bigint | undefined
+  /**
+   * Native coin the transaction moved from its fee payer into accounts it created, beside the fee (SOL: the rent-exempt
+   * minimum of a token account it opened, which `meta.fee` leaves out). Absent where nothing is created that way.
+   */
+  readonly accountCost?: bigint | undefined
 }
 
 /** The transfer a withdrawal asks for, from the platform's hot wallet. */

@@ -89,7 +89,8 @@ export const UsersHandlers = HttpApiBuilder.group(Api, "users", (handlers) =>
             items: balances.map((balance) => ({
               assetId: balance.assetId,
               availableRaw: balance.available.toString(),
-              frozenRaw: balance.frozen.toString()
+              frozenRaw: balance.frozen.toString(),
+              ...(balance.overdrawn > 0n ? { overdrawnRaw: balance.overdrawn.toString() } : {})
             }))
           }
         }))

@@ -68,7 +68,8 @@ export const WalletsHandlers = HttpApiBuilder.group(Api, "wallets", (handlers) =
           return balances.map((balance) => ({
             assetId: balance.assetId,
             available: balance.available.toString(),
-            frozen: balance.frozen.toString()
+            frozen: balance.frozen.toString(),
+            ...(balance.overdrawn > 0n ? { overdrawn: balance.overdrawn.toString() } : {})
           }))
         }))
       .handle("addresses", ({ params }) =>

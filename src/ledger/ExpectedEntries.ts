@@ -16,9 +16,13 @@
  * | internal transfer | REJECTED | TRANSFER_FREEZE and TRANSFER_RELEASE (the freeze negated) |
  * | internal transfer | COMPLETED | TRANSFER, or TRANSFER_FREEZE and TRANSFER_SETTLE (it waited for approval) |
  *
+ * | send (outgoing_sends) of a sweep or top-up, final with a fee above 0 (CONFIRMED, REVERTED, REJECTED after a fill) | SEND_NETWORK_FEE of fee + account cost, referencing the send |
+ * | send of a withdrawal, REJECTED and its nonce's fill included with a fee above 0 | SEND_NETWORK_FEE of fee + account cost |
+ * | send of a withdrawal, CONFIRMED or REVERTED | the withdrawal's NETWORK_FEE of the same fee; SEND_NETWORK_FEE of its account cost (SOL rent) when above 0 |
+ *
  * Posting shapes (docs/ledger.md): a credit is CHAIN −amount, WALLET +(amount − fee), FEES +fee; a freeze moves
  * amount + fee from the payer's available to its frozen; a withdrawal settles frozen −(amount + fee), CHAIN +amount,
- * FEES +fee; a network fee is NETWORK_FEES −fee, CHAIN +fee in the native coin; a transfer (or its settlement) pays
+ * FEES +fee; a network fee (NETWORK_FEE, SEND_NETWORK_FEE) is NETWORK_FEES −fee, CHAIN +fee in the native coin; a transfer (or its settlement) pays
  * the recipient the amount and FEES the fee. A FEES posting of 0 is never written.
  */
 import type { AccountKind, Bucket, EntryKind } from "./Ledger.ts"
@@ -177,3 +181,32 @@ export const expectedEntries = (transaction: BookedTransaction, booked: Readonly
 /** One posting as a line a person reads and a set compares: `WALLET:<id> ETH_SEPOLIA_ETH FROZEN -5`. */
 export const describePosting = (entry: ExpectedPosting): string =>
   `${entry.accountKind}${entry.walletId === null ? "" : `:${entry.walletId}`} ${entry.assetId} ${entry.bucket} ${entry.amount}`
+
+/** The columns of an `outgoing_sends` row that decide the booking of its network fee. */
+export interface BookedSend {
+  readonly id: string
+  readonly purpose: string
+  readonly state: string
+  /** What its inclusion cost (null until final, or never included). */
+  readonly networkFee: bigint | null
+  /** What it paid into accounts it created (SOL rent), beside the fee; null when not recorded. */
+  readonly accountCost: bigint | null
+  readonly nativeAssetId: string
+}
+
+/**
+ * The SEND_NETWORK_FEE postings a send must have (docs/ledger.md "Costs paid on chain"): every inclusion paid its
+ * fee from one of our addresses, and what no withdrawal entry books is booked on the send. A withdrawal's payload
+ * that was included (CONFIRMED, REVERTED) is booked by the withdrawal (NETWORK_FEE): none here. Empty when nothing
+ * was paid.
+ */
+export const expectedSendFee = (send: BookedSend): ReadonlyArray<ExpectedPosting> => {
+  const bookedByWithdrawal = send.purpose === "WITHDRAWAL" && (send.state === "CONFIRMED" || send.state === "REVERTED")
+  // Rent of the accounts it created is never a withdrawal's networkFeeRaw: always here.
+  const fee = (bookedByWithdrawal ? 0n : send.networkFee ?? 0n) + (send.accountCost ?? 0n)
+  if (fee === 0n) return []
+  return [
+    posting("NETWORK_FEES", null, send.nativeAssetId, "AVAILABLE", -fee),
+    posting("CHAIN", null, send.nativeAssetId, "AVAILABLE", fee)
+  ]
+}

@@ -26,7 +26,8 @@ export const EntryKind = [
   "TRANSFER",
   "TRANSFER_FREEZE",
   "TRANSFER_RELEASE",
-  "TRANSFER_SETTLE"
+  "TRANSFER_SETTLE",
+  "SEND_NETWORK_FEE"
 ] as const
 export type EntryKind = (typeof EntryKind)[number]
 
@@ -78,8 +79,14 @@ export const mergePrepared = (list: ReadonlyArray<PreparedEntries>): PreparedEnt
 
 export interface Balance {
   readonly assetId: string
-  /** Negative only after a deposit reversal took back funds already spent (decisions.md, Deposits). */
+  /**
+   * What can be spent, never below 0: the spec's raw amounts are unsigned (docs/ledger.md "Choices"). The account's
+   * own balance is negative only after a deposit reversal took back funds already spent (decisions.md, Deposits);
+   * that debt is `overdrawn`.
+   */
   readonly available: bigint
+  /** How far the available balance is below 0 (0 when it is not); over a user's wallets, the sum of their debts. */
+  readonly overdrawn: bigint
   readonly frozen: bigint
 }
 
@@ -129,12 +136,13 @@ export const assertBalanced = (request: EntryRequest): void => {
   }
 }
 
-export const BalanceRow = Schema.Struct({ asset_id: Text, available: Numeric, frozen: Numeric })
+export const BalanceRow = Schema.Struct({ asset_id: Text, available: Numeric, overdrawn: Numeric, frozen: Numeric })
 export type BalanceRow = typeof BalanceRow.Type
 
 const balanceFromRow = (row: BalanceRow): Balance => ({
   assetId: row.asset_id,
   available: row.available,
+  overdrawn: row.overdrawn,
   frozen: row.frozen
 })
 
@@ -422,7 +430,8 @@ export class Ledger extends Context.Service<Ledger, {
 
       const walletBalances = Effect.fn("Ledger.walletBalances")(function*(walletId: string) {
         const rows = yield* sql`
-          SELECT asset_id, available::text AS available, frozen::text AS frozen FROM ledger_accounts
+          SELECT asset_id, greatest(available, 0)::text AS available, greatest(-available, 0)::text AS overdrawn,
+            frozen::text AS frozen FROM ledger_accounts
           WHERE wallet_id = ${walletId} AND kind = 'WALLET'
           ORDER BY asset_id`.pipe(Effect.orDie, Effect.flatMap(walletBalanceRows))
         return rows.map(balanceFromRow)
@@ -430,7 +439,9 @@ export class Ledger extends Context.Service<Ledger, {
 
       const userBalances = Effect.fn("Ledger.userBalances")(function*(userId: string) {
         const rows = yield* sql`
-          SELECT a.asset_id, sum(a.available)::text AS available, sum(a.frozen)::text AS frozen
+          -- Per wallet first: one wallet's debt is not netted against another's spendable balance.
+          SELECT a.asset_id, sum(greatest(a.available, 0))::text AS available,
+            sum(greatest(-a.available, 0))::text AS overdrawn, sum(a.frozen)::text AS frozen
           FROM ledger_accounts a JOIN wallets w ON w.id = a.wallet_id
           WHERE w.user_id = ${userId} AND a.kind = 'WALLET'
           GROUP BY a.asset_id

@@ -8,7 +8,10 @@
  *   4. no deposit is credited twice, and no on-chain output has two deposit records;
  *   5. every wallet's frozen amount equals the amount + fee of its open withdrawals and transfers awaiting approval;
  *   6. every entry books a transaction of its tenant, and every transaction has exactly the entries its kind and
- *      status call for, each with the postings docs/ledger.md gives (ExpectedEntries.ts).
+ *      status call for, each with the postings docs/ledger.md gives (ExpectedEntries.ts);
+ *   7. the daily limit's running totals equal the movements they count;
+ *   8. every network fee a send paid (what the chain books take from its address) is in the journal once: on the
+ *      send (SEND_NETWORK_FEE) or, for a withdrawal's payload, as the withdrawal's NETWORK_FEE of the same amount.
  *
  * A function over `SqlClient`, so the CLI (ledger-check.ts), the tests and the benchmarks call the same code. It
  * only reads: one `REPEATABLE READ, READ ONLY` transaction, safe beside a running service. It must be called
@@ -20,7 +23,13 @@
 import { Data, Effect, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
-import { type BookedTransaction, describePosting, expectedEntries, type ExpectedPosting } from "./ExpectedEntries.ts"
+import {
+  type BookedTransaction,
+  describePosting,
+  expectedEntries,
+  type ExpectedPosting,
+  expectedSendFee
+} from "./ExpectedEntries.ts"
 import { type AccountKind, type Bucket, EntryKind } from "./Ledger.ts"
 
 export const CheckName = [
@@ -30,7 +39,8 @@ export const CheckName = [
   "depositsCreditedOnce",
   "frozenMatchesOpen",
   "transactionsBooked",
-  "dailyLimitTotals"
+  "dailyLimitTotals",
+  "sendFeesBooked"
 ] as const
 export type CheckName = (typeof CheckName)[number]
 
@@ -226,6 +236,25 @@ const entryPostingRows = decodeRows(EntryPostingRow, "LedgerAudit.transactionsBo
 const orphanRows = decodeRows(
   Schema.Struct({ id: Text, kind: Text, reference_id: Text }),
   "LedgerAudit.transactionsBooked (orphans)"
+)
+const sendPage = decodeRows(
+  Schema.Struct({
+    id: Text,
+    purpose: Text,
+    state: Text,
+    network_fee: Nullable(Numeric),
+    account_cost: Nullable(Numeric),
+    native_asset_id: Text,
+    tenant_id: Nullable(Text),
+    withdrawal_status: Nullable(Text),
+    withdrawal_network_fee: Nullable(Numeric)
+  }),
+  "LedgerAudit.sendFeesBooked (sends)"
+)
+const sendEntryRows = decodeRows(EntryPostingRow, "LedgerAudit.sendFeesBooked (entries)")
+const sendOrphanRows = decodeRows(
+  Schema.Struct({ id: Text, reference_id: Text }),
+  "LedgerAudit.sendFeesBooked (orphans)"
 )
 const modeRow = decodeFirstRow(Schema.Struct({ isolation: Text, read_only: Text }), "LedgerAudit (transaction mode)")
 
@@ -507,9 +536,10 @@ const runChecks = Effect.gen(function*() {
       after = last
       if (page.length < transactionsPerPageMax) break
     }
+    // A send's own fee entry books the send, not a transaction: check 8.
     const orphans = yield* sql`
       SELECT e.id, e.kind, e.reference_id FROM ledger_entries e
-      WHERE NOT EXISTS (SELECT 1 FROM transactions t WHERE t.id = e.reference_id)
+      WHERE e.kind <> 'SEND_NETWORK_FEE' AND NOT EXISTS (SELECT 1 FROM transactions t WHERE t.id = e.reference_id)
       ORDER BY e.id LIMIT ${limit}`.pipe(Effect.flatMap(orphanRows))
     for (const row of orphans) {
       findings.add(`entry ${row.id}`, `entry ${row.id} (${row.kind}) books ${row.reference_id}, which is no transaction`)
@@ -545,6 +575,93 @@ const runChecks = Effect.gen(function*() {
       "every daily limit total equals the withdrawals and cross-user transfers that count on its day",
       days.n,
       "daily totals"
+    ))
+  }
+
+  // 8. Every fee a send paid (the chain books take it from the sending address) against the journal.
+  {
+    const findings = new Findings("sendFeesBooked")
+    let after = "00000000-0000-0000-0000-000000000000"
+    let examined = 0
+    for (;;) {
+      const page = yield* sql`
+        SELECT s.id, s.purpose, s.state, s.network_fee::text AS network_fee, s.account_cost::text AS account_cost,
+          n.native_asset_id,
+          CASE WHEN s.purpose = 'WITHDRAWAL' THEN t.tenant_id ELSE w.tenant_id END AS tenant_id,
+          t.status AS withdrawal_status, t.network_fee::text AS withdrawal_network_fee
+        FROM outgoing_sends s JOIN networks n ON n.network_key = s.network_key
+        LEFT JOIN transactions t ON s.purpose = 'WITHDRAWAL' AND t.id = s.owner_id
+        LEFT JOIN sweeps w ON s.purpose <> 'WITHDRAWAL' AND w.id = s.owner_id
+        WHERE s.id > ${after} ORDER BY s.id LIMIT ${transactionsPerPageMax}`.pipe(Effect.flatMap(sendPage))
+      if (page.length === 0) break
+      examined += page.length
+      const rows = yield* sql`
+        SELECT e.id AS entry_id, e.kind AS entry_kind, e.tenant_id AS entry_tenant_id, e.reference_id,
+          a.kind AS account_kind, a.wallet_id, a.asset_id, p.bucket, p.amount::text AS amount
+        FROM ledger_entries e
+        LEFT JOIN ledger_postings p ON p.entry_id = e.id
+        LEFT JOIN ledger_accounts a ON a.id = p.account_id
+        WHERE e.kind = 'SEND_NETWORK_FEE' AND e.reference_id IN ${sql.in(page.map((send) => send.id))}`
+        .pipe(Effect.flatMap(sendEntryRows))
+      for (const send of page) {
+        const name = `${send.purpose.toLowerCase().replace("_", "-")} send ${send.id} (${send.state})`
+        const booked = rows.filter((row) => row.reference_id === send.id)
+        const want = sortedPostings(expectedSendFee({
+          id: send.id,
+          purpose: send.purpose,
+          state: send.state,
+          networkFee: send.network_fee,
+          accountCost: send.account_cost,
+          nativeAssetId: send.native_asset_id
+        }))
+        const have = sortedPostings(booked.flatMap((row) =>
+          row.account_kind === null || row.asset_id === null || row.bucket === null || row.amount === null ? [] : [{
+            accountKind: row.account_kind,
+            walletId: row.wallet_id,
+            assetId: row.asset_id,
+            bucket: row.bucket,
+            amount: row.amount
+          }]
+        ))
+        const entryIds = new Set(booked.map((row) => row.entry_id))
+        if (want.length > 0 && entryIds.size === 0) {
+          findings.add(`send ${send.id}`, `${name} paid a network fee of ${send.network_fee} ${send.native_asset_id} ` +
+            `(accounts created: ${send.account_cost ?? 0}) that the journal lacks (SEND_NETWORK_FEE: ${want.join(", ")})`)
+        } else if (want.length === 0 && entryIds.size > 0) {
+          findings.add(`send ${send.id}`, `${name} has an unexpected SEND_NETWORK_FEE entry ${[...entryIds].join(", ")}`)
+        } else if (entryIds.size > 1) {
+          findings.add(`send ${send.id}`, `${name} has ${entryIds.size} SEND_NETWORK_FEE entries, expected one`)
+        } else if (want.join("\n") !== have.join("\n")) {
+          findings.add(`send ${send.id}`, `${name}: SEND_NETWORK_FEE posts [${have.join(", ")}], expected [${want.join(", ")}]`)
+        }
+        for (const row of booked) {
+          if (row.entry_tenant_id !== send.tenant_id) {
+            findings.add(`send ${send.id}`, `${name}: entry ${row.entry_id} is booked for tenant ${row.entry_tenant_id}, ` +
+              `the send's payer is tenant ${send.tenant_id}`)
+            break
+          }
+        }
+        // A withdrawal's payload: the journal's fee is the withdrawal's, and must be the one the books take.
+        const included = send.state === "CONFIRMED" || send.state === "REVERTED"
+        if (send.purpose === "WITHDRAWAL" && included && send.network_fee !== send.withdrawal_network_fee) {
+          findings.add(`send ${send.id}`, `${name} paid a network fee of ${send.network_fee}; its withdrawal ` +
+            `(${send.withdrawal_status}) books ${send.withdrawal_network_fee ?? "none"}`)
+        }
+      }
+      after = page[page.length - 1]!.id
+      if (page.length < transactionsPerPageMax) break
+    }
+    const orphans = yield* sql`
+      SELECT e.id, e.reference_id FROM ledger_entries e
+      WHERE e.kind = 'SEND_NETWORK_FEE' AND NOT EXISTS (SELECT 1 FROM outgoing_sends s WHERE s.id = e.reference_id)
+      ORDER BY e.id LIMIT ${limit}`.pipe(Effect.flatMap(sendOrphanRows))
+    for (const row of orphans) {
+      findings.add(`entry ${row.id}`, `entry ${row.id} (SEND_NETWORK_FEE) books ${row.reference_id}, which is no send`)
+    }
+    checks.push(findings.result(
+      "every network fee a send paid is booked once: on the send, or as its withdrawal's NETWORK_FEE",
+      examined,
+      "sends"
     ))
   }
 

@@ -112,6 +112,21 @@ export const Postings = {
       }
       : undefined,
 
+  /**
+   * The network fee of a send that no withdrawal entry books (SEND_NETWORK_FEE: a sweep's, a GAS top-up's, a nonce
+   * fill's), charged to the tenant whose vault paid it, the same postings as NETWORK_FEE; none when it is 0.
+   */
+  sendNetworkFee: (assetId: string, fee: bigint): Entry | undefined =>
+    fee > 0n
+      ? {
+        kind: "SEND_NETWORK_FEE",
+        postings: [
+          { account: { kind: "NETWORK_FEES" }, assetId, bucket: "AVAILABLE", amount: -fee },
+          { account: { kind: "CHAIN" }, assetId, bucket: "AVAILABLE", amount: fee }
+        ]
+      }
+      : undefined,
+
   /** A deposit credited by the watcher (DEPOSIT_CREDIT), net of its fee. */
   depositCredit: (deposit: CreditedDeposit, fee: bigint): Entry => ({
     kind: "DEPOSIT_CREDIT",

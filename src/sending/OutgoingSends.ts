@@ -45,6 +45,8 @@ import { meetsConfirmationRule } from "../deposits/DepositDecisions.ts"
 import { nativeTransferGas } from "../chains/evm/EvmGas.ts"
 import { Ids } from "../domain/Ids.ts"
 import { CrashPoints, type sendCrashSteps } from "../idempotency/CrashPoints.ts"
+import { Ledger } from "../ledger/Ledger.ts"
+import { entryRequest, Postings } from "../ledger/Postings.ts"
 import { Signer } from "../signer/Signer.ts"
 import type { SigningKey } from "../signer/TransactionRequest.ts"
 import { withdrawalRequest } from "../withdrawals/WithdrawalRequests.ts"
@@ -52,6 +54,21 @@ import { makeTronPayloadSpacing } from "./TronPayloadSpacing.ts"
 import { renewedParameters, signedParameters, storedParameters } from "./SignedParameters.ts"
 
 export type SendPurpose = "WITHDRAWAL" | "SWEEP" | "TOP_UP"
+
+/**
+ * Whether a final send's network fee is booked with its final mark (SEND_NETWORK_FEE, referencing the send): every
+ * inclusion pays a fee from one of our addresses (docs/ledger.md "Costs paid on chain"), and all but a withdrawal's
+ * own payload are booked here; that one is booked by the withdrawal's transition (NETWORK_FEE, referencing the
+ * withdrawal: COMPLETED, or FAILED REVERTED_ON_CHAIN), which also writes `networkFeeRaw`. What a send paid for
+ * accounts it created (SOL rent, `FinalInclusion.accountCost`) is never in `networkFeeRaw` (decisions.md: SOL's is
+ * `meta.fee`), so it is always booked here, in the same entry.
+ */
+export const feeBookedBySend = (purpose: SendPurpose, kind: "PAYLOAD" | "FILL"): boolean =>
+  !(purpose === "WITHDRAWAL" && kind === "PAYLOAD")
+
+/** What a final send's SEND_NETWORK_FEE books (0: no entry): its fee unless its withdrawal books it, and its account cost. */
+export const sendCost = (purpose: SendPurpose, final: Pick<FinalInclusion, "kind" | "networkFee" | "accountCost">): bigint =>
+  (feeBookedBySend(purpose, final.kind) ? final.networkFee : 0n) + final.accountCost
 
 /** Blocks an EVM version may wait unincluded before it is replaced with raised fees (decisions.md). */
 export const stuckAfterBlocks = 20n
@@ -128,6 +145,8 @@ export interface FinalInclusion {
   readonly height: bigint
   /** What it actually cost in the native coin (the chain's figure; the signed maximum on the simulated chain). */
   readonly networkFee: bigint
+  /** What it moved from its fee payer into accounts it created, beside the fee (SOL rent; ChainClient `Inclusion`). */
+  readonly accountCost: bigint
   readonly kind: "PAYLOAD" | "FILL"
 }
 /**
@@ -166,6 +185,7 @@ const sendColumns = (sql: SqlClient.SqlClient): Statement.Fragment =>
 const sendRow = decodeFirstRow(SendRow, "OutgoingSends.load")
 const signedSendRow = decodeSingleRow(SendRow, "OutgoingSends.sign")
 const sendRows = decodeRows(SendRow, "OutgoingSends.open")
+const markedRows = decodeRows(Schema.Struct({ tenant_id: Nullable(Text) }), "OutgoingSends.markFinal")
 const nonceRows = decodeRows(
   Schema.Struct({ network_key: Text, address: Text, nonce: Numeric }),
   "OutgoingSends.nextNonces"
@@ -293,7 +313,10 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
   }>
   /** Where the send stands on the current chain at `head` (see the module's comment). */
   readonly check: (send: Send, head: ChainHead) => Effect.Effect<CheckOutcome, ChainUnavailable>
-  /** Records the final inclusion `check` found; call it in the owner's transition's database transaction. */
+  /**
+   * Records the final inclusion `check` found, and books its network fee when no withdrawal entry does
+   * (`feeBookedBySend`); call it in the owner's transition's database transaction.
+   */
   readonly markFinal: (send: Send, final: FinalInclusion) => Effect.Effect<void>
   /** Records a `Conflicted` check (the send is REJECTED); call it in the owner's transition's database transaction. */
   readonly markRejected: (send: Send) => Effect.Effect<void>
@@ -307,7 +330,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
   /** Follows the network's sends whose nonce is being filled; returns how many are settled. */
   readonly settleFills: (networkKey: string) => Effect.Effect<number>
 }>()("coffer/OutgoingSends") {
-  static readonly layer: Layer.Layer<OutgoingSends, never, SqlClient.SqlClient | Catalog | ChainClients | Signer | Ids> = Layer.effect(
+  static readonly layer: Layer.Layer<OutgoingSends, never, SqlClient.SqlClient | Catalog | ChainClients | Signer | Ids | Ledger> = Layer.effect(
     OutgoingSends,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
@@ -316,6 +339,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       const signer = yield* Signer
       const ids = yield* Ids
       const crash = yield* CrashPoints
+      const ledger = yield* Ledger
       // The send crash steps are a withdrawal's (idempotency/CrashPoints.ts): a sweep signing in the background of
       // the same process must not be the one that dies at them.
       const reach = (purpose: SendPurpose, step: (typeof sendCrashSteps)[number]) =>
@@ -954,6 +978,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
             txHash: found.version.tx_hash,
             height: found.inclusion.height,
             networkFee: found.inclusion.networkFee ?? found.version.network_fee_max,
+            accountCost: found.inclusion.accountCost ?? 0n,
             kind: found.version.kind
           } as CheckOutcome
         }
@@ -1007,13 +1032,32 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         return { _tag: "Waiting" } as CheckOutcome
       })
 
+      // The fee is booked in the statement's transaction (the owner's): recorded final and booked, or neither. The
+      // tenant is the payer's: a withdrawal's, or the sweep's (its deposit address or GAS wallet is the tenant's).
       const markFinal = (send: Send, final: FinalInclusion) =>
-        sql`
-          UPDATE outgoing_sends SET
-            state = ${final.kind === "FILL" ? "REJECTED" : final.succeeded ? "CONFIRMED" : "REVERTED"},
-            included_tx_hash = ${final.txHash}, included_height = ${final.height.toString()},
-            network_fee = ${final.networkFee.toString()}
-          WHERE id = ${send.id} AND state IN ('PENDING', 'FILLING')`.pipe(Effect.asVoid, Effect.orDie)
+        Effect.gen(function*() {
+          const marked = yield* sql`
+            WITH marked AS (
+              UPDATE outgoing_sends SET
+                state = ${final.kind === "FILL" ? "REJECTED" : final.succeeded ? "CONFIRMED" : "REVERTED"},
+                included_tx_hash = ${final.txHash}, included_height = ${final.height.toString()},
+                network_fee = ${final.networkFee.toString()}, account_cost = ${final.accountCost.toString()}
+              WHERE id = ${send.id} AND state IN ('PENDING', 'FILLING')
+              RETURNING purpose, owner_id
+            )
+            SELECT CASE m.purpose
+                WHEN 'WITHDRAWAL' THEN (SELECT t.tenant_id FROM transactions t WHERE t.id = m.owner_id)
+                ELSE (SELECT w.tenant_id FROM sweeps w WHERE w.id = m.owner_id)
+              END AS tenant_id
+            FROM marked m`.pipe(Effect.orDie, Effect.flatMap(markedRows))
+          const entry = Postings.sendNetworkFee(catalog.network(send.network_key)!.nativeAssetId, sendCost(send.purpose, final))
+          if (marked.length === 0 || entry === undefined) return
+          const tenantId = marked[0]!.tenant_id
+          if (tenantId === null) {
+            return yield* Effect.die(new Error(`send ${send.id}: its ${send.purpose} ${send.owner_id} has no tenant`))
+          }
+          yield* ledger.post(entryRequest(tenantId, send.id, entry)).pipe(Effect.orDie)
+        })
 
       const markRejected = (send: Send) =>
         sql`UPDATE outgoing_sends SET state = 'REJECTED' WHERE id = ${send.id} AND state = 'PENDING'`.pipe(Effect.asVoid, Effect.orDie)
@@ -1056,7 +1100,8 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         for (const send of filling) {
           const outcome = yield* check(send, head)
           if (outcome._tag === "Final") {
-            yield* markFinal(send, outcome)
+            // The fill's fee is booked with the mark: one transaction (there is no owner's transition here).
+            yield* sql.withTransaction(markFinal(send, outcome)).pipe(Effect.orDie)
             settled++
           }
         }

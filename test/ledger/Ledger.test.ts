@@ -349,7 +349,7 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("ledger", (it) => {
         assert.deepStrictEqual(yield* walletBalances(tenant, walletId), [{ assetId: eth, available: "20", frozen: "0" }])
       }))
 
-    it.effect("a deposit reversal may overdraw (shown with a minus sign); debits then fail until credits cover it", () =>
+    it.effect("a deposit reversal may overdraw: available shows 0 (raw amounts are unsigned) and the debt as overdrawn; debits then fail until credits cover it", () =>
       Effect.gen(function*() {
         const ledger = yield* Ledger
         const tenant = yield* provisionTenant()
@@ -363,12 +363,17 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("ledger", (it) => {
           referenceId: credit.referenceId,
           postings: [available(wallet(walletId), eth, -100n), available(chain, eth, 100n)]
         })
-        assert.deepStrictEqual(yield* walletBalances(tenant, walletId), [{ assetId: eth, available: "-80", frozen: "0" }])
+        assert.deepStrictEqual(yield* walletBalances(tenant, walletId), [{ assetId: eth, available: "0", frozen: "0", overdrawn: "80" }])
         const blocked = yield* Effect.flip(ledger.post(yield* debit(tenant.tenantId, walletId, eth, 1n)))
         assert.strictEqual(blocked._tag, "InsufficientBalance")
         // A credit is always accepted, even one that leaves the balance negative.
         yield* ledger.post(yield* depositCredit(tenant.tenantId, walletId, eth, 50n))
-        assert.deepStrictEqual(yield* walletBalances(tenant, walletId), [{ assetId: eth, available: "-30", frozen: "0" }])
+        assert.deepStrictEqual(yield* walletBalances(tenant, walletId), [{ assetId: eth, available: "0", frozen: "0", overdrawn: "30" }])
+        const user = yield* get(tenant, "/v1/users/erin/balances")
+        assert.deepStrictEqual(user.json.items, [{ assetId: eth, availableRaw: "0", frozenRaw: "0", overdrawnRaw: "30" }])
+        // Covered again: the field is gone, available counts up from 0.
+        yield* ledger.post(yield* depositCredit(tenant.tenantId, walletId, eth, 45n))
+        assert.deepStrictEqual(yield* walletBalances(tenant, walletId), [{ assetId: eth, available: "15", frozen: "0" }])
       }))
 
     it.effect("malformed entries are defects before they reach the database", () =>

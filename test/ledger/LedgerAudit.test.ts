@@ -223,7 +223,8 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("ledger audit", (it) =>
           "depositsCreditedOnce",
           "frozenMatchesOpen",
           "transactionsBooked",
-          "dailyLimitTotals"
+          "dailyLimitTotals",
+          "sendFeesBooked"
         ])
         const [counts] = yield* sql<{ accounts: number; entries: number }>`
           SELECT (SELECT count(*) FROM ledger_accounts)::int AS accounts, (SELECT count(*) FROM ledger_entries)::int AS entries`

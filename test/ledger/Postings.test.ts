@@ -5,9 +5,10 @@
  * (`npm run ledger:check`) expects, each balanced (the rules sql/0003_ledger.sql enforces), with no zero posting.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { type BookedTransaction, describePosting, expectedEntries } from "../../src/ledger/ExpectedEntries.ts"
+import { type BookedTransaction, describePosting, expectedEntries, expectedSendFee } from "../../src/ledger/ExpectedEntries.ts"
 import { assertBalanced, type EntryKind } from "../../src/ledger/Ledger.ts"
 import { type Entry, entryRequest, Postings } from "../../src/ledger/Postings.ts"
+import { sendCost, type SendPurpose } from "../../src/sending/OutgoingSends.ts"
 
 const payer = "0190a000-0000-7000-8000-000000000001"
 const recipient = "0190a000-0000-7000-8000-000000000002"
@@ -102,6 +103,31 @@ describe("ledger/Postings.ts builds what ledger/ExpectedEntries.ts expects (docs
       ])
     })
   }
+
+  it("a send's network fee: what markFinal books (sendCost, SEND_NETWORK_FEE) is what the audit expects of the send", () => {
+    const finals: ReadonlyArray<readonly [SendPurpose, "PAYLOAD" | "FILL", "CONFIRMED" | "REVERTED" | "REJECTED"]> = [
+      ["WITHDRAWAL", "PAYLOAD", "CONFIRMED"],
+      ["WITHDRAWAL", "PAYLOAD", "REVERTED"],
+      ["WITHDRAWAL", "FILL", "REJECTED"],
+      ["SWEEP", "PAYLOAD", "CONFIRMED"],
+      ["SWEEP", "PAYLOAD", "REVERTED"],
+      ["SWEEP", "FILL", "REJECTED"],
+      ["TOP_UP", "PAYLOAD", "CONFIRMED"],
+      ["TOP_UP", "PAYLOAD", "REVERTED"]
+    ]
+    for (const [purpose, kind, state] of finals) {
+      for (const fee of [0n, 21_000n]) {
+        // An account the send created (SOL rent) is booked on the send even when its withdrawal books the fee.
+        for (const accountCost of [0n, 2_039_280n]) {
+          const entry = Postings.sendNetworkFee(eth, sendCost(purpose, { kind, networkFee: fee, accountCost }))
+          const have = entry === undefined ? [] : (written([entry]).get("SEND_NETWORK_FEE") ?? [])
+          const want = expectedSendFee({ id, purpose, state, networkFee: fee, accountCost, nativeAssetId: eth })
+            .map(describePosting).sort()
+          assert.deepStrictEqual(have, want, `${purpose} ${kind} ${state} fee ${fee} account cost ${accountCost}`)
+        }
+      }
+    }
+  })
 
   it("a deposit fee outside [0, amount) is a defect, never an entry", () => {
     const deposited = { walletId: recipient, assetId: usdt, amount: 10n }

@@ -17,6 +17,7 @@ import * as Database from "../../src/db/Database.ts"
 import { Entropy } from "../../src/domain/Entropy.ts"
 import { Ids } from "../../src/domain/Ids.ts"
 import { OutgoingSends, type Send } from "../../src/sending/OutgoingSends.ts"
+import { Ledger } from "../../src/ledger/Ledger.ts"
 import { signedParameters } from "../../src/sending/SignedParameters.ts"
 import { Signer } from "../../src/signer/Signer.ts"
 import { platformKey } from "../../src/signer/TransactionRequest.ts"
@@ -87,6 +88,8 @@ const layer = OutgoingSends.layer.pipe(
   Layer.provideMerge(SimulatedChain.layer),
   Layer.provideMerge(Catalog.layer),
   Layer.provideMerge(Signer.layerLocalHd(Redacted.make(testMnemonic))),
+  // The fees of sends that are final are booked through the ledger (OutgoingSends.markFinal).
+  Layer.provideMerge(Ledger.layer),
   Layer.provideMerge(Ids.layer),
   Layer.provideMerge(Entropy.layer),
   Layer.provideMerge(Database.layerFromUrl(Redacted.make(process.env.DATABASE_URL!))),

@@ -16,6 +16,7 @@ import * as Database from "../../src/db/Database.ts"
 import { Entropy } from "../../src/domain/Entropy.ts"
 import { Ids, uuidV7 } from "../../src/domain/Ids.ts"
 import { type FirstSignature, OutgoingSends, type Send } from "../../src/sending/OutgoingSends.ts"
+import { Ledger } from "../../src/ledger/Ledger.ts"
 import { Signer, SignerRefused } from "../../src/signer/Signer.ts"
 import { platformKey } from "../../src/signer/TransactionRequest.ts"
 import { testMnemonic } from "../support/TestApp.ts"
@@ -69,6 +70,8 @@ const layer = OutgoingSends.layer.pipe(
   Layer.provideMerge(SimulatedChain.layer),
   Layer.provideMerge(Catalog.layer),
   Layer.provideMerge(refusingSigner),
+  // The fees of sends that are final are booked through the ledger (OutgoingSends.markFinal).
+  Layer.provideMerge(Ledger.layer),
   Layer.provideMerge(Ids.layer),
   Layer.provideMerge(Entropy.layer),
   Layer.provideMerge(Database.layerFromUrl(Redacted.make(process.env.DATABASE_URL!))),

@@ -14,7 +14,9 @@ import { GasWallets } from "../../src/sweeps/GasWallets.ts"
 import { Sweeps } from "../../src/sweeps/Sweeps.ts"
 import { anvilAccounts, cloneTokenAt, deployToken, erc20Artifact, startAnvil } from "../support/Anvil.ts"
 import { networkCalls } from "../support/NetworkCalls.ts"
-import { makeTestAppLayer, opsClient, provisionTenant } from "../support/TestApp.ts"
+import { auditLedger } from "../../src/ledger/LedgerAudit.ts"
+import { makeTestAppLayer, opsClient, provisionTenant, type TestTenant } from "../support/TestApp.ts"
+import { tenantAccount } from "../withdrawals/WithdrawalHelpers.ts"
 
 const anvil = startAnvil({ chainId: 11155111 })
 const { client: node } = anvil
@@ -68,6 +70,18 @@ const receiptFee = (txHash: string) =>
     return { fee: receipt.gasUsed * receipt.effectiveGasPrice, status: receipt.status, from: receipt.from.toLowerCase() }
   })
 
+/**
+ * What the tenant's vault has paid in network fees by the journal (its NETWORK_FEES, negative), after the audit found
+ * every fee a send paid booked once (docs/ledger.md "Costs paid on chain").
+ */
+const feesBooked = (tenant: TestTenant) =>
+  Effect.gen(function*() {
+    const report = yield* auditLedger
+    const check = report.checks.find((entry) => entry.check === "sendFeesBooked")!
+    assert.deepStrictEqual(check.discrepancies.map((entry) => entry.message), [])
+    return BigInt(yield* tenantAccount(tenant, "NETWORK_FEES", ethAssetId))
+  }).pipe(Effect.orDie)
+
 layer(
   makeTestAppLayer({ chainRpcUrls: { ETH_SEPOLIA: Redacted.make(anvil.url) } }),
   { excludeTestServices: true }
@@ -108,6 +122,8 @@ layer(
       assert.strictEqual(BigInt(sweep!.amountRaw) + receipt.fee, deposited)
       assert.strictEqual(yield* ethBalance(address), 0n)
       assert.strictEqual((yield* ethBalance(hot)) - hotBefore, BigInt(sweep!.amountRaw))
+      // The fee left the deposit address: in the journal, charged to the tenant's vault (spec section 1, rule 4).
+      assert.strictEqual(yield* feesBooked(tenant), -receipt.fee)
       // Sweeps never touch user balances or /v1/transactions (decisions.md).
       assert.deepStrictEqual(yield* tenantView(tenant, walletId), before)
     }))
@@ -178,6 +194,9 @@ layer(
       const sent = yield* Effect.promise(() => node.getTransaction({ hash: swept.txHash! as Hex }))
       assert.strictEqual(BigInt(toppedUp.amountRaw), sent.gas * sent.maxFeePerGas!)
       assert.strictEqual(yield* ethBalance(address), BigInt(toppedUp.amountRaw) - sweepReceipt.fee)
+      // Both fees left our addresses (the top-up's GAS, the sweep's the topped-up deposit address): both booked to
+      // the tenant, whose GAS wallet pays for sweeping its token deposits (decisions.md).
+      assert.strictEqual(yield* feesBooked(tenant), -(topUpReceipt.fee + sweepReceipt.fee))
       // The top-up paid ETH to the user's deposit address: the watcher has seen its block, and it is no deposit.
       yield* scan
       assert.deepStrictEqual(yield* tenantView(tenant, walletId), before)

@@ -12,12 +12,14 @@ import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, beforeAll } from "vitest"
 import { Catalog } from "../../src/catalog/Catalog.ts"
+import { auditLedger } from "../../src/ledger/LedgerAudit.ts"
 import { GasWallets } from "../../src/sweeps/GasWallets.ts"
 import { Sweeps } from "../../src/sweeps/Sweeps.ts"
 import { freePortSync } from "../support/AnvilBinary.ts"
 import { blockhashValidBlocks, finalityDepth, type SolanaRpcFront, startSolanaRpcFront } from "../support/SolanaRpcFront.ts"
 import { makeTestAppLayer, opsClient, provisionTenant } from "../support/TestApp.ts"
 import { networkCalls } from "../support/NetworkCalls.ts"
+import { tenantAccount } from "../withdrawals/WithdrawalHelpers.ts"
 
 const networkKey = "SOL_DEVNET"
 const { scan, pass, depositAddress, sweepsOf, operating, tenantView } = networkCalls(networkKey)
@@ -151,6 +153,9 @@ layer(
       // HOT's account exists now: GAS pays the fee only.
       const plain = yield* sweepUsdc("dan", 12_000_000n)
       assert.strictEqual(plain.gasPaid, plain.fee)
+      // All GAS paid, rent included, is in the journal: the tenant's NETWORK_FEES (docs/ledger.md "Costs paid on chain").
+      assert.strictEqual(yield* tenantAccount(tenant, "NETWORK_FEES", sol), (-(creating.gasPaid + plain.gasPaid)).toString())
+      assert.deepStrictEqual((yield* auditLedger).checks.find((check) => check.check === "sendFeesBooked")!.discrepancies, [])
     }))
 
   it.effect("GAS empty: the SPL sweep waits (WAITING_GAS), one VAULT_GAS_LOW with recommendedMinRaw = 20 token sweeps; funded, it goes on", () =>

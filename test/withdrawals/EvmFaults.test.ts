@@ -12,11 +12,12 @@ import { SqlClient } from "effect/sql"
 import { type Hex, parseEther } from "viem"
 import { beforeAll } from "vitest"
 import { Catalog } from "../../src/catalog/Catalog.ts"
+import { auditLedger } from "../../src/ledger/LedgerAudit.ts"
 import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
 import { startAnvil } from "../support/Anvil.ts"
 import { startRpcProxy } from "../support/RpcProxy.ts"
 import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
-import { call, fund, getTransaction, hotAddress, waitFor, walletOf, withdraw, withdrawAccepted } from "./WithdrawalHelpers.ts"
+import { call, fund, getTransaction, hotAddress, tenantAccount, waitFor, walletOf, withdraw, withdrawAccepted } from "./WithdrawalHelpers.ts"
 
 const anvil = startAnvil({ chainId: 11155111 })
 const proxy = startRpcProxy(anvil.url)
@@ -147,6 +148,19 @@ layer(
       assert.deepStrictEqual([fill.from.toLowerCase(), fill.to?.toLowerCase(), fill.value, fill.nonce], [hot, hot, 0n, nonceBefore])
       assert.deepStrictEqual(yield* Effect.map(call(tenant, "GET", `/v1/wallets/${payer}/assets`), (response) =>
         (response.json as Array<any>).find((item) => item.assetId === eth).frozen), "0")
+      // HOT paid the fill's fee: booked on the send (SEND_NETWORK_FEE), beside the next withdrawal's NETWORK_FEE.
+      const fillReceipt = yield* Effect.promise(() => node.getTransactionReceipt({ hash: settled!.included_tx_hash as Hex }))
+      const fillFee = fillReceipt.gasUsed * fillReceipt.effectiveGasPrice
+      const [booked] = yield* sql<{ amount: string }>`
+        SELECT p.amount::text AS amount FROM ledger_entries e
+        JOIN outgoing_sends s ON s.id = e.reference_id AND s.owner_id = ${refused.json.withdrawalId}
+        JOIN ledger_postings p ON p.entry_id = e.id JOIN ledger_accounts a ON a.id = p.account_id
+        WHERE e.kind = 'SEND_NETWORK_FEE' AND e.tenant_id = ${tenant.tenantId} AND a.kind = 'NETWORK_FEES'`
+      assert.strictEqual(booked?.amount, (-fillFee).toString())
+      const nextFee = BigInt((yield* getTransaction(tenant, next.json.withdrawalId)).networkFeeRaw)
+      assert.strictEqual(yield* tenantAccount(tenant, "NETWORK_FEES", eth), (-(fillFee + nextFee)).toString())
+      const audit = yield* auditLedger
+      assert.deepStrictEqual(audit.checks.find((check) => check.check === "sendFeesBooked")!.discrepancies, [])
     }))
 
   it.effect("base fee above the network's fee cap: nothing is signed, the withdrawal waits QUEUED; under the cap again, it completes", () =>

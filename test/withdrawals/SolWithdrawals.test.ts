@@ -19,11 +19,12 @@ import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, beforeAll } from "vitest"
 import { Catalog } from "../../src/catalog/Catalog.ts"
+import { auditLedger } from "../../src/ledger/LedgerAudit.ts"
 import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
 import { freePortSync } from "../support/AnvilBinary.ts"
 import { blockhashValidBlocks, finalityDepth, type SolanaRpcFront, startSolanaRpcFront } from "../support/SolanaRpcFront.ts"
 import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
-import { balance, entryCount, fund, getTransaction, hotAddress, waitFor, walletOf, withdraw } from "./WithdrawalHelpers.ts"
+import { balance, entryCount, fund, getTransaction, hotAddress, tenantAccount, waitFor, walletOf, withdraw } from "./WithdrawalHelpers.ts"
 
 const port = freePortSync()
 let front: SolanaRpcFront
@@ -126,6 +127,17 @@ layer(
       // The new token account's rent-exempt minimum (165 bytes: 2,039,280 lamports) left HOT beside the fee: a cost
       // the chain does not report as a fee (docs/sol.md, "Traps").
       assert.strictEqual(hotLamports - front.lamports(hot), 5_000n + 2_039_280n)
+      // Both in the journal (docs/ledger.md "Costs paid on chain"): the fee as the withdrawal's NETWORK_FEE, the rent
+      // on its send (SEND_NETWORK_FEE), both to the tenant's NETWORK_FEES; the send records what it created.
+      const sql = yield* SqlClient.SqlClient
+      const [send] = yield* sql<{ account_cost: string; booked: string }>`
+        SELECT s.account_cost::text AS account_cost, (SELECT p.amount::text FROM ledger_entries e
+          JOIN ledger_postings p ON p.entry_id = e.id JOIN ledger_accounts a ON a.id = p.account_id
+          WHERE e.kind = 'SEND_NETWORK_FEE' AND e.reference_id = s.id AND a.kind = 'NETWORK_FEES') AS booked
+        FROM outgoing_sends s WHERE s.owner_id = ${created.json.withdrawalId}`
+      assert.deepStrictEqual([send!.account_cost, send!.booked], ["2039280", "-2039280"])
+      assert.strictEqual(yield* tenantAccount(tenant, "NETWORK_FEES", sol), (-(5_000n + 2_039_280n)).toString())
+      assert.deepStrictEqual((yield* auditLedger).checks.find((check) => check.check === "sendFeesBooked")!.discrepancies, [])
 
       // A second withdrawal to the same wallet: its token account exists, HOT pays the fee only.
       const again = yield* withdraw(tenant, wallet.walletId, usdc, to, amount, "usdc-2")

@@ -47,6 +47,23 @@ export const withFeePayer = (parameters: WithdrawalParameters, feePayer: Signing
   return { ...parameters, feePayer, networkFee: parameters.networkFee + lamportsPerSignature }
 }
 
+/**
+ * The lamports of the token accounts a transaction created (none before it, a token balance after it): their
+ * rent-exempt minimum, which only the fee payer can have paid (the signer's transactions create nothing else), and
+ * which `meta.fee` does not include. 0 when it created none, or failed (a failed transaction changes no account).
+ */
+export const createdTokenAccountsRent = (meta: {
+  readonly preBalances: ReadonlyArray<number>
+  readonly postBalances: ReadonlyArray<number>
+  readonly postTokenBalances?: ReadonlyArray<{ readonly accountIndex: number }> | null | undefined
+}): bigint => {
+  let rent = 0n
+  for (const { accountIndex } of meta.postTokenBalances ?? []) {
+    if (meta.preBalances[accountIndex] === 0) rent += BigInt(meta.postBalances[accountIndex] ?? 0)
+  }
+  return rent
+}
+
 export interface SolRpc {
   readonly connection: Connection
   readonly call: SolCall
@@ -278,7 +295,12 @@ export const makeSolWithdrawals = (rpc: SolRpc, options: SolSendingOptions): Sol
       const header = yield* rpc.blockHeader(read.slot)
       if (header === null) return undefined
       if (header.blockHeight === null) return yield* unavailable(`the block at slot ${read.slot} has no height`)
-      return { height: BigInt(header.blockHeight), succeeded: read.meta.err === null, networkFee: BigInt(read.meta.fee) }
+      return {
+        height: BigInt(header.blockHeight),
+        succeeded: read.meta.err === null,
+        networkFee: BigInt(read.meta.fee),
+        accountCost: createdTokenAccountsRent(read.meta)
+      }
     })
 
   const blockhashValid = (blockhash: string, commitment: "confirmed" | "finalized") =>
