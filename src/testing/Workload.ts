@@ -58,8 +58,9 @@ export interface ShrunkFailure {
   /** The shortest prefix (steps) found that still fails, and its run. */
   readonly prefix: number
   readonly shrunk: WorkloadRun
-  /** The shortest prefix run once more: it failed again. */
+  /** The shortest prefix run once more (`again`): it failed again. */
   readonly reproduced: boolean
+  readonly again: WorkloadRun
   /** Runs made while shrinking (the first and the confirmation included). */
   readonly runs: number
 }
@@ -198,9 +199,9 @@ const step = (
   Effect.gen(function*() {
     const funded = model.wallets
     const weights: Array<[string, number]> = [
-      // A few users early, more now and then.
-      ["user", model.users.length < 3 ? 14 : model.users.length < usersMax ? 3 : 0],
-      ["address", model.users.length > model.wallets.length ? 12 : 0],
+      // Two users with deposit addresses early (so money moves soon), more users now and then.
+      ["user", model.users.length < 2 ? 20 : model.users.length < usersMax ? 3 : 0],
+      ["address", model.users.length > model.wallets.length ? 20 : 0],
       ["deposit", funded.length > 0 ? 16 : 0],
       ["mine", model.nodeDown ? 0 : 16],
       ["transfer", funded.length > 1 ? 10 : 0],
@@ -248,7 +249,7 @@ const step = (
         return `deposit ${amountText(amount, asset.assetId)} to ${wallet.label}`
       }
       case "mine": {
-        const count = random.chance(0.3) ? 15 : random.between(1, 6)
+        const count = random.chance(0.4) ? 15 : random.between(1, 6)
         say(`mine ${count}`)
         model.height = yield* scenario.chain.mine(network, count)
         return `mine ${count}: height ${model.height}`
@@ -364,7 +365,7 @@ const step = (
         return `webhook endpoint fails the next ${count}`
       }
       case "time": {
-        const seconds = random.pick([1, 10, 60, 300, 1800, 3600, 6 * 3600])
+        const seconds = random.pick([1, 10, 60, 300, 1800, 3600])
         say(`advance ${seconds} s`)
         yield* scenario.advance(`${seconds} seconds`)
         return `advance ${seconds} s`
@@ -511,7 +512,7 @@ export const findFailure = (
     }
     const again = yield* runWorkload({ ...quiet, steps: failing })
     runs++
-    return { seed: options.seed, first, prefix: failing, shrunk, reproduced: again.failure !== undefined, runs }
+    return { seed: options.seed, first, prefix: failing, shrunk, reproduced: again.failure !== undefined, again, runs }
   })
 
 export const isShrunkFailure = (result: WorkloadRun | ShrunkFailure): result is ShrunkFailure => "prefix" in result

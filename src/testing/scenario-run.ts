@@ -8,11 +8,13 @@
  * and the command that reproduces it; exit 1. Exit 2: bad flags, or the database could not be had.
  */
 import { NodeRuntime } from "@effect/platform-node"
+import { PgClient } from "@effect/sql-pg"
 import { Console, Effect, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import { chmodSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as Reactivity from "effect/reactivity/Reactivity"
 import * as EmbeddedPostgres from "../db/postgres/EmbeddedPostgres.ts"
 import { parseScriptArgs, usageError } from "../ScriptArgs.ts"
 import { prepareTemplate, type ScenarioServer } from "./ScenarioDatabase.ts"
@@ -54,7 +56,12 @@ const server: Effect.Effect<ScenarioServer, never, import("effect").Scope.Scope>
   const adminUrl = process.env.TEST_DATABASE_URL
   if (adminUrl !== undefined && adminUrl !== "") {
     const template = `coffer_workload_template_${process.pid}`
-    yield* Effect.addFinalizer(() => Effect.void)
+    yield* Effect.addFinalizer(() =>
+      Effect.scoped(Effect.flatMap(
+        PgClient.make({ url: Redacted.make(adminUrl), maxConnections: 1 }).pipe(Effect.provide(Reactivity.layer)),
+        (admin) => admin.unsafe(`DROP DATABASE IF EXISTS ${template} WITH (FORCE)`)
+      )).pipe(Effect.ignore)
+    )
     return yield* prepareTemplate(adminUrl, template)
   }
   const directory = yield* Effect.acquireRelease(
