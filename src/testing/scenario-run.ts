@@ -15,10 +15,8 @@ import { chmodSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Reactivity from "effect/reactivity/Reactivity"
-import * as EmbeddedPostgres from "../db/postgres/EmbeddedPostgres.ts"
 import { parseScriptArgs, usageError } from "../ScriptArgs.ts"
-import { prepareTemplate, type ScenarioServer } from "./ScenarioDatabase.ts"
-import { findFailure, isShrunkFailure } from "./Workload.ts"
+import type { ScenarioServer } from "./ScenarioDatabase.ts"
 
 const usage = `Usage: npm run scenario -- [--seed S] [--steps N] [--verbose]
 
@@ -50,6 +48,11 @@ if (!/^\d+$/.test(args.steps) || !Number.isSafeInteger(steps) || steps < 1 || st
 }
 const seed = args.seed ?? randomBytes(8).toString("hex")
 if (seed.length === 0 || seed.length > 200) usageError("--seed must be 1-200 characters")
+
+// The whole service is loaded only now: `--help` and a bad flag answer at once.
+const EmbeddedPostgres = await import("../db/postgres/EmbeddedPostgres.ts")
+const { prepareTemplate } = await import("./ScenarioDatabase.ts")
+const { findFailure, isShrunkFailure } = await import("./Workload.ts")
 
 /** The server the runs copy their databases from: TEST_DATABASE_URL's, else an embedded one for this process. */
 const server: Effect.Effect<ScenarioServer, never, import("effect").Scope.Scope> = Effect.gen(function*() {
