@@ -22,6 +22,7 @@ const run = (script: string, args: ReadonlyArray<string>, env: Record<string, st
 const scripts: ReadonlyArray<readonly [string, string, ReadonlyArray<string>]> = [
   ["npm run bench", "test/bench/bench.ts", ["--only", "--profile", "--no-miss-profiles", "--withdrawals"]],
   ["npm run ledger:check", "src/ledger/ledger-check.ts", ["--chain"]],
+  ["npm run scenario", "src/testing/scenario-run.ts", ["--seed", "--steps", "TEST_DATABASE_URL"]],
   ["npm run dev:anvil", "test/dev/anvil-service.ts", ["ANVIL_PORT", "DATA_DIR"]],
   ["npm run dev:anvil:send", "test/dev/anvil-send.ts", ["--to", "--eth", "--wei"]],
   ["node test/prerequisites.ts", "test/prerequisites.ts", ["litecoind"]]
