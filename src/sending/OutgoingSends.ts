@@ -762,7 +762,10 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       /**
        * Gives the version's bytes to the node under the claim `token` (every path to a node comes here: the first
        * broadcast, the confirmation check's rebroadcast, replacements, renewals and fills): false, without a call,
-       * when the claim is no longer this call's. `onSent` runs when the node took them.
+       * when the claim is no longer this call's. `onSent` runs when the node took them. Once the node has answered
+       * (or the call failed), the claim is given back: a fresh claim means a broadcast under way (or a claimer that
+       * died or froze within the grace), not a past one, so a rebroadcast after a reorganization need not wait out
+       * the grace; whoever claims next asks the node first and finds the bytes there.
        */
       const sendClaimed = <R>(
         send: Send,
@@ -776,15 +779,18 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
               `${version.tx_hash} is no longer this process's (taken again after its grace); not sent from here`)
             return false
           }
-          yield* sendingChain(send.network_key).chain.broadcast(signedOf(send, version))
+          yield* sendingChain(send.network_key).chain.broadcast(signedOf(send, version)).pipe(
+            Effect.ensuring(releaseBroadcast(send, version, token))
+          )
           yield* onSent
           return true
         })
 
       /**
-       * Gives a claim back when the node did not take the bytes in this call (not now, or not askable): the next
-       * attempt, here or elsewhere, need not wait out the grace. It asks the node first (its claim is not the first),
-       * so bytes a timed-out call did deliver are not sent again. Only the claim this call took (`token`).
+       * Gives a claim back once this call is done with it (the node answered, could not be asked, or held the bytes
+       * already): the next attempt, here or elsewhere, need not wait out the grace. It asks the node first (its claim
+       * is not the first), so bytes a timed-out call did deliver are not sent again. Only the claim this call took
+       * (`token`): one taken again since by another process stays that one's.
        */
       const releaseBroadcast = (send: Send, version: SendVersion, token: number) =>
         sql`UPDATE outgoing_versions SET broadcast_claimed_at = NULL
@@ -800,20 +806,32 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
        */
       const broadcastClaimedVersion = (send: Send, version: SendVersion) =>
         Effect.flatMap(claimBroadcast(send, version), ({ claim, token }) =>
-          claim === "FIRST" ? Effect.asVoid(sendClaimed(send, version, token, countBroadcast(send, version))) : Effect.void)
+          claim === "FIRST"
+            ? Effect.asVoid(sendClaimed(send, version, token, countBroadcast(send, version)))
+            : claim === "AGAIN"
+            ? releaseBroadcast(send, version, token)
+            : Effect.void)
 
       /**
-       * The same bytes again for a node that does not know them (asked just before): a dropped transaction after a
-       * reorganization or a node's restart, a sweep's version waiting out the base fee. Under the claim like every
-       * broadcast: while another process's claim is fresh (its broadcast under way, or it froze right before it) this
-       * one leaves it; a claim past its grace is taken again.
+       * The same bytes again for a node that does not know them: a dropped transaction after a reorganization or a
+       * node's restart, a sweep's version waiting out the base fee. Under the claim like every broadcast: while
+       * another process's claim is fresh (its broadcast under way, or it froze right before it) this one leaves it;
+       * once claimed, the node is asked (again: a broadcast elsewhere may have completed since the caller asked) and
+       * given the bytes only if it still does not know them. True when the node was given them.
        */
       const rebroadcast = (send: Send, version: SendVersion) =>
-        Effect.flatMap(claimBroadcast(send, version), ({ claim, token }) =>
-          claim === "TAKEN" ? Effect.succeed(false) : sendClaimed(send, version, token, countBroadcast(send, version)).pipe(
-            // Not now: given back, so the next check need not wait out the grace.
-            Effect.tapError((error) => error._tag === "ChainUnavailable" ? releaseBroadcast(send, version, token) : Effect.void)
-          ))
+        Effect.gen(function*() {
+          const { claim, token } = yield* claimBroadcast(send, version)
+          if (claim === "TAKEN") return false
+          const state = yield* sendingChain(send.network_key).client.transactionState(version.tx_hash).pipe(
+            Effect.tapError(() => releaseBroadcast(send, version, token))
+          )
+          if (state !== "UNKNOWN") {
+            yield* releaseBroadcast(send, version, token)
+            return false
+          }
+          return yield* sendClaimed(send, version, token, countBroadcast(send, version))
+        })
 
       /**
        * The latest version broadcast under its claim; its count written here, or (`countByCaller`) handed back as
@@ -831,6 +849,8 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           if (claim !== "FIRST") {
             const state = yield* client.transactionState(version.tx_hash).pipe(Effect.option)
             if (state._tag === "Some" && state.value !== "UNKNOWN") {
+              // Nothing under way: the claim this call took (if any) is given back at once.
+              if (claim === "AGAIN") yield* releaseBroadcast(send, version, token)
               yield* Effect.logInfo(`${what}: ${version.tx_hash} is held by the node already; not broadcast again`)
               return { outcome: "SENT" as BroadcastOutcome, count: undefined, called: false }
             }

@@ -175,10 +175,6 @@ describe("broadcast claims between processes", () => {
       assert.deepStrictEqual(yield* counts(send), { node: 2, counted: 2 })
       const requeued = yield* sql`SELECT 1 FROM devnet_transfers WHERE network_key = 'ETH_SEPOLIA' AND tx_hash = ${txHashOf(send)}`
       assert.strictEqual(requeued.length, 1)
-      // Claimed by that rebroadcast just now: a check elsewhere right after does not send them a third time.
-      yield* sql`DELETE FROM devnet_transfers WHERE network_key = 'ETH_SEPOLIA' AND tx_hash = ${txHashOf(send)}`
-      assert.strictEqual((yield* one.check(fresh, head))._tag, "Waiting")
-      assert.deepStrictEqual(yield* counts(send), { node: 2, counted: 2 })
     }).pipe(Effect.scoped, Effect.provide(layer)))
 
   it.live("the grace is judged by PostgreSQL's clock: a process an hour behind does not make its fresh claim look stale", () =>
