@@ -270,7 +270,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
    */
   readonly sign: (spec: SendSpec, hooks: SignHooks) => Effect.Effect<SignOutcome, ChainUnavailable>
   /**
-   * Broadcasts the latest version under its claim (sql/0029: one process at a time gives a version to a node); a
+   * Broadcasts the latest version under its claim (sql/0030: one process at a time gives a version to a node); a
    * refusal for good marks the send and fills its EVM nonce. SENT without a call when the node holds the bytes
    * already; LATER while another process's claim is fresh.
    */
