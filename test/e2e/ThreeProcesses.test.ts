@@ -181,7 +181,8 @@ describe("three processes, one cluster", () => {
         loading = false
         await load
         loading = true
-        const freezeLoad = Promise.all([first, restarted].map(async (service) => {
+        // Two clients per process: the freeze is short enough that one each would leave too few samples for a p99.
+        const freezeLoad = Promise.all([first, restarted, first, restarted].map(async (service) => {
           while (loading) {
             const started = performance.now()
             await harness.tenantCall(service, "GET", `/v1/wallets/${payers[0]!.walletId}/assets`).catch(() => undefined)
