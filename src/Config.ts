@@ -3,6 +3,7 @@
  * they never print; limits are named with their unit last.
  */
 import { Config, Context, Data, Effect, Layer, Option, Redacted } from "effect"
+import { broadcastAnswerMaxMillis } from "./chains/ChainClient.ts"
 
 export const ServiceEnv = ["development", "preproduction", "production"] as const
 export type ServiceEnv = (typeof ServiceEnv)[number]
@@ -51,7 +52,19 @@ export interface AppConfigShape {
    * one with another refuses to start (entities/Cluster.ts, `checkClusterSettings`).
    */
   readonly clusterShards: number
+  /**
+   * How long a version's broadcast claim (sql/0030, sending/OutgoingSends.ts) is left to its claimer before another
+   * process may take it again (`BROADCAST_CLAIM_GRACE_MS`, default `broadcastClaimGraceDefaultMillis`). It must
+   * exceed the longest a live process takes from its last look at its claim to the node's answer, which is the
+   * broadcast call's bound (chains/ChainClient.ts `broadcastAnswerMaxMillis`); shorter, a node slow to answer may be
+   * given the same bytes by a second process too (harmless on chain, docs/operations.md). Shorter is for tests on
+   * local nodes that kill the claimer on purpose.
+   */
+  readonly broadcastClaimGraceMillis: number
 }
+
+/** The broadcast claim's grace by default: the broadcast call's bound and 5 s of margin for the process itself. */
+export const broadcastClaimGraceDefaultMillis = broadcastAnswerMaxMillis + 5_000
 
 /** A setting that is present but unusable; the message never repeats the value (it may be a secret). */
 export class ConfigInvalid extends Data.TaggedError("ConfigInvalid")<{ readonly message: string }> {}
@@ -134,11 +147,17 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("cof
         runnerHost: Config.String("RUNNER_HOST").pipe(Config.option),
         runnerPort: Config.Int("RUNNER_PORT").pipe(Config.withDefault(0)),
         runnerListenHost: Config.String("RUNNER_LISTEN_HOST").pipe(Config.option),
-        clusterShards: Config.Int("CLUSTER_SHARDS").pipe(Config.withDefault(defaultClusterShards))
+        clusterShards: Config.Int("CLUSTER_SHARDS").pipe(Config.withDefault(defaultClusterShards)),
+        broadcastClaimGraceMillis: Config.Int("BROADCAST_CLAIM_GRACE_MS").pipe(
+          Config.withDefault(broadcastClaimGraceDefaultMillis)
+        )
       })
       const runner = yield* parseRunnerAddress(config)
       if (config.clusterShards < 1 || config.clusterShards > 10_000) {
         return yield* new ConfigInvalid({ message: "CLUSTER_SHARDS: expected a whole number from 1 to 10000" })
+      }
+      if (config.broadcastClaimGraceMillis < 1_000 || config.broadcastClaimGraceMillis > 3_600_000) {
+        return yield* new ConfigInvalid({ message: "BROADCAST_CLAIM_GRACE_MS: expected milliseconds from 1000 to 3600000" })
       }
       const { runnerAddress: _address, runnerHost: _host, runnerPort: _port, runnerListenHost: _listen, ...rest } = config
       return AppConfig.of({
@@ -171,6 +190,7 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("cof
       autoSweeps: true,
       runner: { host: "127.0.0.1", port: 0, listenHost: "127.0.0.1" },
       clusterShards: defaultClusterShards,
+      broadcastClaimGraceMillis: broadcastClaimGraceDefaultMillis,
       ...overrides
     })
 }

@@ -127,6 +127,13 @@ export type WithdrawalParameters =
     readonly networkFee: bigint
   }
 
+/**
+ * The longest a client's `broadcast` may take before it answers (an answer, a refusal, or ChainUnavailable): EVM and
+ * SOL bound their send call by it, BTC and TRON by their RPC timeout (10 s, plus 1 s for the Effect around it). The
+ * broadcast claim's grace (Config.ts `broadcastClaimGraceMillis`, sending/OutgoingSends.ts) must exceed it.
+ */
+export const broadcastAnswerMaxMillis = 15_000
+
 /** A signed withdrawal as broadcast: the bytes, their hash, and what they transfer (for the simulated chain). */
 export interface SignedWithdrawal extends WithdrawalTransfer {
   readonly raw: string

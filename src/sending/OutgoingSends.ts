@@ -28,7 +28,10 @@
 import { Clock, Context, Data, Effect, Exit, Layer, Schema } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import { Catalog, type CatalogNetwork } from "../catalog/Catalog.ts"
+import { AppConfig } from "../Config.ts"
 import {
+  broadcastAnswerMaxMillis,
+  type BroadcastRejected,
   type ChainClient,
   ChainClients,
   type ChainHead,
@@ -74,13 +77,6 @@ export const sendCost = (purpose: SendPurpose, final: Pick<FinalInclusion, "kind
 export const stuckAfterBlocks = 20n
 /** A replacement raises both fee fields by at least this (geth's and anvil's replacement rule is 10 %). */
 export const replacementBumpPerMille = 1125n
-/**
- * A version's broadcast claim (sql/0029) younger than this is left to its claimer: another process asks the node and
- * waits. Above the longest a broadcast call may take (15 s, chains/evm/EvmWithdrawals.ts), so a claimer still waiting
- * for the node's answer is not doubled; older, the claim may be taken again (the claimer died before the node got
- * the bytes), and the new claimer asks the node first.
- */
-export const broadcastClaimGraceMillis = 20_000
 
 export interface SendSpec {
   readonly purpose: SendPurpose
@@ -294,7 +290,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
    */
   readonly sign: (spec: SendSpec, hooks: SignHooks) => Effect.Effect<SignOutcome, ChainUnavailable>
   /**
-   * Broadcasts the latest version under its claim (sql/0029: one process at a time gives a version to a node); a
+   * Broadcasts the latest version under its claim (sql/0030: one process at a time gives a version to a node); a
    * refusal for good marks the send and fills its EVM nonce. SENT without a call when the node holds the bytes
    * already; LATER while another process's claim is fresh.
    */
@@ -330,7 +326,11 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
   /** Follows the network's sends whose nonce is being filled; returns how many are settled. */
   readonly settleFills: (networkKey: string) => Effect.Effect<number>
 }>()("coffer/OutgoingSends") {
-  static readonly layer: Layer.Layer<OutgoingSends, never, SqlClient.SqlClient | Catalog | ChainClients | Signer | Ids | Ledger> = Layer.effect(
+  static readonly layer: Layer.Layer<
+    OutgoingSends,
+    never,
+    SqlClient.SqlClient | Catalog | ChainClients | Signer | Ids | AppConfig | Ledger
+  > = Layer.effect(
     OutgoingSends,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
@@ -340,6 +340,16 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       const ids = yield* Ids
       const crash = yield* CrashPoints
       const ledger = yield* Ledger
+      const { broadcastClaimGraceMillis } = yield* AppConfig
+      if (broadcastClaimGraceMillis <= broadcastAnswerMaxMillis) {
+        yield* Effect.logWarning(
+          `BROADCAST_CLAIM_GRACE_MS=${broadcastClaimGraceMillis} is not above the ${broadcastAnswerMaxMillis} ms a ` +
+            "broadcast call may take: a node slow to answer may be given the same bytes by two processes (harmless on " +
+            "chain; docs/operations.md)"
+        )
+      }
+      /** The grace as an SQL interval, judged by PostgreSQL's clock so processes with skewed clocks agree. */
+      const grace = sql`make_interval(secs => ${broadcastClaimGraceMillis / 1000})`
       // The send crash steps are a withdrawal's (idempotency/CrashPoints.ts): a sweep signing in the background of
       // the same process must not be the one that dies at them.
       const reach = (purpose: SendPurpose, step: (typeof sendCrashSteps)[number]) =>
@@ -739,23 +749,19 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           if (filling.state === "FILLING") yield* broadcastClaimedVersion(filling, latest(filling)).pipe(Effect.ignore)
         })
 
-      const broadcastVersion = (send: Send, version: SendVersion) => {
-        const { chain } = sendingChain(send.network_key)
-        return chain.broadcast(signedOf(send, version)).pipe(Effect.tap(() => countBroadcast(send, version)))
-      }
-
       /**
-       * Claims the version's broadcast (sql/0029): FIRST when nobody had, AGAIN when the last claim is older than
-       * `broadcastClaimGraceMillis` (its claimer may or may not have reached the node), TAKEN while another's claim is
-       * fresh. One conditional UPDATE: of two processes at once, one gets it.
+       * Claims the version's broadcast (sql/0030): FIRST when nobody had, AGAIN when the last claim is older than the
+       * grace (Config.ts `broadcastClaimGraceMillis`; its claimer may or may not have reached the node), TAKEN while
+       * another's claim is fresh. One conditional UPDATE: of two processes at once, one gets it. The claim's time and
+       * its age are PostgreSQL's clock (`clock_timestamp()`), never a process's: two processes whose clocks differ
+       * still agree on whether a claim is fresh. `token` (the claims counted so far) names this claim.
        */
       const claimBroadcast = (send: Send, version: SendVersion) =>
         Effect.gen(function*() {
-          const at = yield* now
           const claimed = yield* sql`
-            UPDATE outgoing_versions SET broadcast_claimed_at = ${at}, broadcast_claims = broadcast_claims + 1
+            UPDATE outgoing_versions SET broadcast_claimed_at = clock_timestamp(), broadcast_claims = broadcast_claims + 1
             WHERE send_id = ${send.id} AND version = ${version.version}
-              AND (broadcast_claimed_at IS NULL OR broadcast_claimed_at < ${new Date(at.getTime() - broadcastClaimGraceMillis)})
+              AND (broadcast_claimed_at IS NULL OR broadcast_claimed_at < clock_timestamp() - ${grace})
             RETURNING broadcast_claims`.pipe(Effect.orDie)
           if (claimed.length === 0) return { claim: "TAKEN" as const, token: 0 }
           const token = Number(claimed[0]!["broadcast_claims"])
@@ -763,9 +769,52 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         })
 
       /**
-       * Gives a claim back when the node did not take the bytes in this call (not now, or not askable): the next
-       * attempt, here or elsewhere, need not wait out the grace. It asks the node first (its claim is not the first),
-       * so bytes a timed-out call did deliver are not sent again. Only the claim this call took (`token`).
+       * The last look before the bytes leave the process: the claim `token` is still this call's (nobody took it
+       * again: the claims count has not moved, it was not given back) and still fresh by PostgreSQL's clock, and
+       * then it is stamped again, so another process may take it only once the grace has passed from now. A process
+       * that claimed, froze (SIGSTOP, a long pause) past the grace while another took the version over, and then
+       * woke, finds its claim gone here and sends nothing. What remains is a freeze longer than the grace between
+       * this statement and the node's receipt of the bytes (docs/operations.md, "Broadcast claims").
+       */
+      const stillClaimed = (send: Send, version: SendVersion, token: number) =>
+        sql`
+          UPDATE outgoing_versions SET broadcast_claimed_at = clock_timestamp()
+          WHERE send_id = ${send.id} AND version = ${version.version} AND broadcast_claims = ${token}
+            AND broadcast_claimed_at >= clock_timestamp() - ${grace}
+          RETURNING 1`.pipe(Effect.map((rows) => rows.length === 1), Effect.orDie)
+
+      /**
+       * Gives the version's bytes to the node under the claim `token` (every path to a node comes here: the first
+       * broadcast, the confirmation check's rebroadcast, replacements, renewals and fills): false, without a call,
+       * when the claim is no longer this call's. `onSent` runs when the node took them. Once the node has answered
+       * (or the call failed), the claim is given back: a fresh claim means a broadcast under way (or a claimer that
+       * died or froze within the grace), not a past one, so a rebroadcast after a reorganization need not wait out
+       * the grace; whoever claims next asks the node first and finds the bytes there.
+       */
+      const sendClaimed = <R>(
+        send: Send,
+        version: SendVersion,
+        token: number,
+        onSent: Effect.Effect<void, never, R>
+      ): Effect.Effect<boolean, ChainUnavailable | BroadcastRejected, R> =>
+        Effect.gen(function*() {
+          if (!(yield* stillClaimed(send, version, token))) {
+            yield* Effect.logWarning(`${send.purpose.toLowerCase()} ${send.owner_id}: the broadcast claim of ` +
+              `${version.tx_hash} is no longer this process's (taken again after its grace); not sent from here`)
+            return false
+          }
+          yield* sendingChain(send.network_key).chain.broadcast(signedOf(send, version)).pipe(
+            Effect.ensuring(releaseBroadcast(send, version, token))
+          )
+          yield* onSent
+          return true
+        })
+
+      /**
+       * Gives a claim back once this call is done with it (the node answered, could not be asked, or held the bytes
+       * already): the next attempt, here or elsewhere, need not wait out the grace. It asks the node first (its claim
+       * is not the first), so bytes a timed-out call did deliver are not sent again. Only the claim this call took
+       * (`token`): one taken again since by another process stays that one's.
        */
       const releaseBroadcast = (send: Send, version: SendVersion, token: number) =>
         sql`UPDATE outgoing_versions SET broadcast_claimed_at = NULL
@@ -780,8 +829,33 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
        * unclaimed, the check's rebroadcast of bytes the node does not know gets it out.
        */
       const broadcastClaimedVersion = (send: Send, version: SendVersion) =>
-        Effect.flatMap(claimBroadcast(send, version), ({ claim }) =>
-          claim === "FIRST" ? Effect.asVoid(broadcastVersion(send, version)) : Effect.void)
+        Effect.flatMap(claimBroadcast(send, version), ({ claim, token }) =>
+          claim === "FIRST"
+            ? Effect.asVoid(sendClaimed(send, version, token, countBroadcast(send, version)))
+            : claim === "AGAIN"
+            ? releaseBroadcast(send, version, token)
+            : Effect.void)
+
+      /**
+       * The same bytes again for a node that does not know them: a dropped transaction after a reorganization or a
+       * node's restart, a sweep's version waiting out the base fee. Under the claim like every broadcast: while
+       * another process's claim is fresh (its broadcast under way, or it froze right before it) this one leaves it;
+       * once claimed, the node is asked (again: a broadcast elsewhere may have completed since the caller asked) and
+       * given the bytes only if it still does not know them. True when the node was given them.
+       */
+      const rebroadcast = (send: Send, version: SendVersion) =>
+        Effect.gen(function*() {
+          const { claim, token } = yield* claimBroadcast(send, version)
+          if (claim === "TAKEN") return false
+          const state = yield* sendingChain(send.network_key).client.transactionState(version.tx_hash).pipe(
+            Effect.tapError(() => releaseBroadcast(send, version, token))
+          )
+          if (state !== "UNKNOWN") {
+            yield* releaseBroadcast(send, version, token)
+            return false
+          }
+          return yield* sendClaimed(send, version, token, countBroadcast(send, version))
+        })
 
       /**
        * The latest version broadcast under its claim; its count written here, or (`countByCaller`) handed back as
@@ -799,6 +873,8 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           if (claim !== "FIRST") {
             const state = yield* client.transactionState(version.tx_hash).pipe(Effect.option)
             if (state._tag === "Some" && state.value !== "UNKNOWN") {
+              // Nothing under way: the claim this call took (if any) is given back at once.
+              if (claim === "AGAIN") yield* releaseBroadcast(send, version, token)
               yield* Effect.logInfo(`${what}: ${version.tx_hash} is held by the node already; not broadcast again`)
               return { outcome: "SENT" as BroadcastOutcome, count: undefined, called: false }
             }
@@ -815,18 +891,29 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
               "broadcast again")
           }
           let count: Statement.Fragment | undefined
-          const sent = countByCaller
-            ? chain.broadcast(signedOf(send, version)).pipe(Effect.tap(() =>
-              Effect.sync(() => {
+          const sent = sendClaimed(
+            send,
+            version,
+            token,
+            countByCaller
+              ? Effect.sync(() => {
                 count = countStatement(send, version)
               })
-            ))
-            : broadcastVersion(send, version)
+              : countBroadcast(send, version)
+          )
           const outcome = yield* sent.pipe(
-            Effect.tap(() => reach(send.purpose, "send-after-broadcast")),
-            Effect.tap(() => Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: broadcast ${version.tx_hash}` +
-              (send.nonce === null ? "" : ` (nonce ${send.nonce})`))),
-            Effect.as<BroadcastOutcome>("SENT"),
+            Effect.flatMap((called) =>
+              called
+                ? Effect.as(
+                  Effect.andThen(
+                    reach(send.purpose, "send-after-broadcast"),
+                    Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: broadcast ${version.tx_hash}` +
+                      (send.nonce === null ? "" : ` (nonce ${send.nonce})`))
+                  ),
+                  "SENT" as BroadcastOutcome | "CLAIM_LOST"
+                )
+                : Effect.succeed("CLAIM_LOST" as const)
+            ),
             Effect.catchTag("ChainUnavailable", (error) =>
               Effect.as(
                 Effect.andThen(
@@ -860,6 +947,9 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
                 return "REJECTED" as const
               }))
           )
+          // Taken again while this process was away: the other claimer's broadcast stands; the next attempt asks the
+          // node (its claim is not the first) and finds the bytes there.
+          if (outcome === "CLAIM_LOST") return { outcome: "LATER" as BroadcastOutcome, count: undefined, called: false }
           return { outcome, count, called: true }
         })
 
@@ -902,7 +992,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
             // A sweep's address holds exactly the fee it signed for (docs/sweeps.md): a version with higher fees
             // could never be paid. It keeps its bytes, given again to a node that dropped them, and waits for the
             // base fee to come back under its maxFeePerGas (twice the base fee when it was signed).
-            yield* broadcastVersion(send, version).pipe(Effect.ignore)
+            yield* rebroadcast(send, version).pipe(Effect.ignore)
             return
           }
           // Read now, not from an earlier reading: the base fee may have risen since (that is why it is stuck).
@@ -1024,8 +1114,12 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
             }
           }
           // Dropped with a reorganized block, or a node that restarted: the same bytes again, never new ones.
-          yield* broadcastVersion(send, version).pipe(
-            Effect.tap(() => Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: rebroadcast ${version.tx_hash}`)),
+          yield* rebroadcast(send, version).pipe(
+            Effect.tap((sent) =>
+              sent
+                ? Effect.logInfo(`${send.purpose.toLowerCase()} ${send.owner_id}: rebroadcast ${version.tx_hash}`)
+                : Effect.void
+            ),
             Effect.catchCause((cause) => Effect.logWarning(`${send.purpose.toLowerCase()} ${send.owner_id}: rebroadcast failed`, cause))
           )
         }

@@ -42,10 +42,19 @@ export interface CrashHarness {
   readonly cleanUp: () => Promise<void>
 }
 
+/**
+ * The broadcast claim's grace in these tests (BROADCAST_CLAIM_GRACE_MS; src/Config.ts): a process killed right after
+ * its claim ("send-after-claim") leaves the claim to expire before the restart may send, 20 s by default, which is
+ * the broadcast call's 15 s bound plus margin. The nodes here are local and answer in milliseconds, and one process
+ * at a time sends, so 2 s keeps what the tests prove (the restart waits for the claim, asks the node, sends once).
+ */
+export const testBroadcastClaimGraceMillis = 2_000
+
 export const makeCrashHarness = async (
   dataDirPrefix: string,
-  env: Readonly<Record<string, string>>
+  given: Readonly<Record<string, string>>
 ): Promise<CrashHarness> => {
+  const env = { BROADCAST_CLAIM_GRACE_MS: String(testBroadcastClaimGraceMillis), ...given }
   const dataDir = makeDataDir(dataDirPrefix)
   const [port, opsPort] = [await freePort(), await freePort()]
   let current: ServiceProcess | undefined

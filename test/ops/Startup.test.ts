@@ -38,6 +38,18 @@ describe("configuration", () => {
       assert.isTrue(Option.isNone(config.opsToken))
       assert.strictEqual(config.serviceEnv, "development")
       assert.deepStrictEqual(config.trustedProxies, [])
+      // Above the 15 s a broadcast call may take (docs/operations.md "Broadcast claims").
+      assert.strictEqual(config.broadcastClaimGraceMillis, 20_000)
+    }))
+
+  it.effect("BROADCAST_CLAIM_GRACE_MS: milliseconds from 1000 to 3600000, anything else refused by name", () =>
+    Effect.gen(function*() {
+      assert.strictEqual((yield* configFrom({ BROADCAST_CLAIM_GRACE_MS: "2000" })).broadcastClaimGraceMillis, 2_000)
+      for (const value of ["999", "3600001", "soon"]) {
+        const refused = yield* Effect.exit(configFrom({ BROADCAST_CLAIM_GRACE_MS: value }))
+        assert.isTrue(Exit.isFailure(refused), value)
+        if (Exit.isFailure(refused)) assert.include(String(refused.cause), "BROADCAST_CLAIM_GRACE_MS")
+      }
     }))
 
   it.effect("values from the environment; TRUSTED_PROXIES is a list; secrets stay redacted", () =>

@@ -8,9 +8,10 @@
  * of base-fee rises (12.5 % each), and never above the network's `feeRateCap`. While base fee + tip alone is above
  * the cap, nothing is signed (ChainUnavailable: the withdrawal waits, it is not failed).
  */
-import { Clock, Effect } from "effect"
+import { Clock, Duration, Effect } from "effect"
 import { encodeFunctionData, erc20Abi, type PublicClient, RpcError, TransactionReceiptNotFoundError } from "viem"
 import {
+  broadcastAnswerMaxMillis,
   BroadcastRejected,
   ChainUnavailable,
   type Inclusion,
@@ -173,7 +174,10 @@ export const makeEvmWithdrawals = (rpc: EvmRpc, options: EvmSendingOptions): Wit
       }).pipe(
         Effect.map(() => "ACCEPTED" as const),
         Effect.catch((error) => Effect.succeed(error)),
-        Effect.timeoutOrElse({ duration: "15 seconds", orElse: () => Effect.succeed(new Error("no answer within 15 s")) })
+        Effect.timeoutOrElse({
+          duration: Duration.millis(broadcastAnswerMaxMillis),
+          orElse: () => Effect.succeed(new Error(`no answer within ${broadcastAnswerMaxMillis} ms`))
+        })
       )
       if (answer === "ACCEPTED") return
       const message = rpc.describe(answer)

@@ -12,10 +12,11 @@
  * reports (`meta.fee`), which is what is booked (decisions.md "Sending on real networks").
  */
 import { type Connection, PublicKey, SendTransactionError, type SignatureStatus, VersionedTransaction } from "@solana/web3.js"
-import { Effect } from "effect"
+import { Duration, Effect } from "effect"
 import { associatedTokenAddress, tokenProgramId } from "../../signer/SolSigning.ts"
 import type { SigningKey } from "../../signer/TransactionRequest.ts"
 import {
+  broadcastAnswerMaxMillis,
   BroadcastRejected,
   ChainUnavailable,
   type Inclusion,
@@ -266,7 +267,10 @@ export const makeSolWithdrawals = (rpc: SolRpc, options: SolSendingOptions): Sol
       }).pipe(
         Effect.map((signature) => ({ signature })),
         Effect.catch((error) => Effect.succeed({ error })),
-        Effect.timeoutOrElse({ duration: "15 seconds", orElse: () => Effect.succeed({ error: new Error("no answer within 15 s") }) })
+        Effect.timeoutOrElse({
+          duration: Duration.millis(broadcastAnswerMaxMillis),
+          orElse: () => Effect.succeed({ error: new Error(`no answer within ${broadcastAnswerMaxMillis} ms`) })
+        })
       )
       if ("signature" in answer) {
         if (answer.signature !== signed.txHash) {
