@@ -27,14 +27,22 @@ DROP FUNCTION ledger_apply_posting();
 DROP TRIGGER ledger_postings_balance ON ledger_postings;
 DROP FUNCTION ledger_check_entry();
 
+-- Every query below reaches the tables through their keys, from the transition table, by a lateral subquery or an
+-- `= ANY (array)`: the planner knows nothing of a transition table's rows, and a join of one with `ledger_postings`
+-- by `IN (SELECT ... FROM new_postings)` was planned as a scan of the whole journal (docs/benchmarks.md, an earlier
+-- attempt at this trigger: 6.3 ms of PostgreSQL's CPU per transfer).
 CREATE FUNCTION ledger_apply_postings() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   found_row record;
+  account_ids bigint[];
+  available_changes numeric[];
+  frozen_changes numeric[];
+  debits boolean[];
 BEGIN
   SELECT p.entry_id, e.tenant_id AS entry_tenant, a.id AS account_id, a.tenant_id AS account_tenant INTO found_row
   FROM new_postings p
-  JOIN ledger_entries e ON e.id = p.entry_id
-  JOIN ledger_accounts a ON a.id = p.account_id
+  CROSS JOIN LATERAL (SELECT tenant_id FROM ledger_entries WHERE id = p.entry_id) e
+  CROSS JOIN LATERAL (SELECT id, tenant_id FROM ledger_accounts WHERE id = p.account_id) a
   WHERE a.tenant_id <> e.tenant_id
   LIMIT 1;
   IF FOUND THEN
@@ -42,22 +50,34 @@ BEGIN
       found_row.entry_id, found_row.entry_tenant, found_row.account_id, found_row.account_tenant;
   END IF;
 
-  -- The accounts' row locks in ascending id: two statements over the same accounts never wait on each other in a
-  -- cycle (docs/ledger.md "Lock order"). The UPDATE below then finds them locked by this transaction. NO KEY UPDATE,
-  -- the lock that UPDATE takes: FOR UPDATE would conflict with the KEY SHARE locks the postings' foreign-key checks
-  -- hold on the same rows (every concurrent writer's), a deadlock between two writers of one account.
-  PERFORM 1 FROM ledger_accounts WHERE id IN (SELECT account_id FROM new_postings) ORDER BY id FOR NO KEY UPDATE;
-
-  WITH sums AS (
+  -- Each account's change, summed over the statement's postings; `debits`: whether a posting that may not overdraw
+  -- (an AVAILABLE debit of any entry but a deposit reversal) took from it.
+  SELECT array_agg(s.account_id ORDER BY s.account_id), array_agg(s.available ORDER BY s.account_id),
+    array_agg(s.frozen ORDER BY s.account_id), array_agg(s.debited ORDER BY s.account_id)
+  INTO account_ids, available_changes, frozen_changes, debits
+  FROM (
     SELECT p.account_id,
       coalesce(sum(p.amount) FILTER (WHERE p.bucket = 'AVAILABLE'), 0) AS available,
       coalesce(sum(p.amount) FILTER (WHERE p.bucket = 'FROZEN'), 0) AS frozen,
       bool_or(p.bucket = 'AVAILABLE' AND p.amount < 0 AND e.kind <> 'DEPOSIT_REVERSAL') AS debited
-    FROM new_postings p JOIN ledger_entries e ON e.id = p.entry_id
+    FROM new_postings p
+    CROSS JOIN LATERAL (SELECT kind FROM ledger_entries WHERE id = p.entry_id) e
     GROUP BY p.account_id
-  ), applied AS (
+  ) s;
+  IF account_ids IS NULL THEN
+    RETURN NULL;
+  END IF;
+
+  -- The accounts' row locks in ascending id: two statements over the same accounts never wait on each other in a
+  -- cycle (docs/ledger.md "Lock order"). The UPDATE below then finds them locked by this transaction. NO KEY UPDATE,
+  -- the lock that UPDATE takes: FOR UPDATE would conflict with the KEY SHARE locks the postings' foreign-key checks
+  -- hold on the same rows (every concurrent writer's), a deadlock between two writers of one account.
+  PERFORM 1 FROM ledger_accounts WHERE id = ANY (account_ids) ORDER BY id FOR NO KEY UPDATE;
+
+  WITH applied AS (
     UPDATE ledger_accounts a SET available = a.available + s.available, frozen = a.frozen + s.frozen
-    FROM sums s WHERE a.id = s.account_id
+    FROM unnest(account_ids, available_changes, frozen_changes, debits) AS s(id, available, frozen, debited)
+    WHERE a.id = s.id AND a.id = ANY (account_ids)
     RETURNING a.id, a.kind, a.available, s.debited
   )
   SELECT id, available INTO found_row FROM applied
@@ -70,20 +90,23 @@ BEGIN
       DETAIL = format('available would be %s', found_row.available);
   END IF;
 
-  SELECT p.entry_id, a.asset_id, sum(p.amount) AS total INTO found_row
-  FROM ledger_postings p JOIN ledger_accounts a ON a.id = p.account_id
-  WHERE p.entry_id IN (SELECT entry_id FROM new_postings)
-  GROUP BY p.entry_id, a.asset_id
-  HAVING sum(p.amount) <> 0
+  -- Each entry posted to, with all its postings (earlier statements' too), once.
+  SELECT n.entry_id, x.asset_id, x.total INTO found_row
+  FROM (SELECT DISTINCT entry_id FROM new_postings) n
+  CROSS JOIN LATERAL (
+    SELECT a.asset_id, sum(p.amount) AS total
+    FROM ledger_postings p JOIN ledger_accounts a ON a.id = p.account_id
+    WHERE p.entry_id = n.entry_id
+    GROUP BY a.asset_id
+  ) x
+  WHERE x.total <> 0
   LIMIT 1;
   IF FOUND THEN
     RAISE EXCEPTION 'ledger entry % does not balance: % sums to %', found_row.entry_id, found_row.asset_id, found_row.total;
   END IF;
-  SELECT p.entry_id INTO found_row
-  FROM ledger_postings p
-  WHERE p.entry_id IN (SELECT entry_id FROM new_postings)
-  GROUP BY p.entry_id
-  HAVING count(*) < 2
+  SELECT n.entry_id INTO found_row
+  FROM (SELECT DISTINCT entry_id FROM new_postings) n
+  WHERE (SELECT count(*) FROM ledger_postings p WHERE p.entry_id = n.entry_id) < 2
   LIMIT 1;
   IF FOUND THEN
     RAISE EXCEPTION 'ledger entry % has a single posting', found_row.entry_id;
@@ -143,7 +166,7 @@ BEGIN
   ) k
   ORDER BY k.ord;
   PERFORM 1 FROM wallets w JOIN users u ON u.id = w.user_id
-  WHERE w.id IN (SELECT m.wallet_id FROM jsonb_to_recordset(p_members) AS m(wallet_id uuid))
+  WHERE w.id = ANY (ARRAY(SELECT m.wallet_id FROM jsonb_to_recordset(p_members) AS m(wallet_id uuid)))
   ORDER BY w.id
   FOR SHARE OF w, u;
   -- A statement started once the locks are held: in READ COMMITTED it sees every earlier holder's commit.
@@ -153,10 +176,10 @@ BEGIN
         + sum(m.amount) OVER (PARTITION BY m.lock_key, m.day ORDER BY m.ord) > m.daily_limit AS over_limit
     FROM jsonb_to_recordset(p_members) AS m(ord integer, movement_id uuid, wallet_id uuid, user_id uuid, asset_id text,
       amount numeric, lock_key text, daily_limit numeric, day date)
-    LEFT JOIN wallets w ON w.id = m.wallet_id
-    LEFT JOIN users u ON u.id = w.user_id
-    LEFT JOIN daily_spend d ON m.daily_limit IS NOT NULL AND d.user_id = m.user_id AND d.asset_id = m.asset_id
-      AND d.day = m.day
+    LEFT JOIN LATERAL (SELECT status, user_id FROM wallets WHERE id = m.wallet_id) w ON true
+    LEFT JOIN LATERAL (SELECT status FROM users WHERE id = w.user_id) u ON true
+    LEFT JOIN LATERAL (SELECT spent FROM daily_spend
+      WHERE m.daily_limit IS NOT NULL AND user_id = m.user_id AND asset_id = m.asset_id AND day = m.day) d ON true
   ) c
   WHERE c.wallet_status IS NULL OR c.over_limit OR c.user_status <> 'ACTIVE' OR c.wallet_status <> 'ACTIVE'
   ORDER BY c.ord

@@ -102,7 +102,7 @@ export interface NewMovement<A> {
 }
 
 /** Queues of movements (by the payer's user), each writing its own statements: at most this many at once. */
-const movementQueues = 4
+const movementQueues = 1
 /** Movements per shared statement at most. */
 const movementBatchMax = 64
 

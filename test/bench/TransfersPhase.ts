@@ -42,7 +42,7 @@ const pick = (count: number, not: number) => {
 }
 
 /** Every request of a run, signed now, `iat` a few seconds ahead so the last is still valid at the end. */
-const presignTransfers = (
+export const presignTransfers = (
   hostHeader: string,
   tenant: BenchTenant,
   wallets: ReadonlyArray<FundedWallet>,

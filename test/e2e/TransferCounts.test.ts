@@ -7,9 +7,14 @@
  *   statements per transfer  the clients' top-level statements (pg_stat_statements, the service's database; the
  *                            statements of constraint triggers deferred to COMMIT, told apart by their `NEW.`, are
  *                            counted on their own and printed)
- *   wal records per transfer pg_stat_wal's records (the whole server: the service is its only client)
- *   commits per transfer     transaction ids assigned (pg_current_snapshot's xmax moved): every transaction that
- *                            wrote, i.e. every commit that flushes WAL; read-only statements take none
+ *   wal records per transfer the WAL records of those statements (pg_stat_statements' `wal_records`, nested
+ *                            statements and triggers included) plus one commit record per commit
+ *   commits per transfer     the calls of the writing statements among them, each its own implicit transaction
+ *
+ * The service's own background work (the simulated chains' watchers poll every second, heartbeats, the outbox
+ * dispatcher) is left out: a statement that also runs in a window as long with nothing to do is the background's.
+ * The whole server's WAL records (pg_stat_wal) and transaction ids assigned over the window are printed beside them,
+ * background included. Sweeps are off (AUTO_SWEEPS=false): none is due here.
  *
  * A change that adds a statement, a row or a commit to the transfer's hot path moves these and fails here. The bounds
  * are the issue's where they hold today and the measured value with a margin where they do not (docs/benchmarks.md,
@@ -17,13 +22,13 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { createPrivateKey } from "node:crypto"
 import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import pg from "pg"
 import { afterAll } from "vitest"
 import { signRequest } from "../../src/client/RequestSigner.ts"
+import { type BenchTenant, provisionTenant } from "../bench/BenchSupport.ts"
 import { cleanUpNow, freePort, killHard, makeDataDir, type ServiceProcess, spawnService, waitForHealth } from "./ServiceProcess.ts"
 
 const network = "ETH_SEPOLIA"
@@ -34,21 +39,24 @@ const inFlight = 32
 const warmUp = 128
 const measured = 960
 
-/** The bounds this test holds (see the module comment). */
-export const transferCountBounds = { statements: 1.5, walRecords: 35, commits: 0.2 }
+/**
+ * The issue's goals, and the bounds this test holds: none of the goals is met yet, so the bounds are the values
+ * measured on 2026-11-29 (1.46-1.58 statements, 48-49 WAL records, 0.43-0.47 commits per transfer) with some margin:
+ * a regression fails here while the goals stay open (docs/benchmarks.md, "Money by the batch").
+ */
+const goals = { statements: 1.5, walRecords: 35, commits: 0.2 }
+const bounds = { statements: 1.7, walRecords: 56, commits: 0.6 }
 
 const dataDir = makeDataDir("coffer-counts-")
 let current: ServiceProcess | undefined
 afterAll(() => cleanUpNow(current, dataDir))
 
-const devKey = () => ({
-  keyId: JSON.parse(readFileSync(join(dataDir, "dev-tenant.json"), "utf8")).keyId as string,
-  privateKey: createPrivateKey(readFileSync(join(dataDir, "dev-api-key.pem")))
-})
+/** A tenant of its own, its key's rate cap far above the load (the development tenant's would answer 429s). */
+let tenant: BenchTenant | undefined
 const opsToken = () => readFileSync(join(dataDir, "ops-token"), "utf8").trim()
 
 const tenantCall = async (service: ServiceProcess, method: string, target: string, body = "") => {
-  const signed = signRequest({ ...devKey(), target, body, nowSeconds: Math.floor(Date.now() / 1000) })
+  const signed = signRequest({ ...tenant!.keys[0]!, target, body, nowSeconds: Math.floor(Date.now() / 1000) })
   const response = await fetch(`${service.publicUrl}${target}`, {
     method,
     headers: { ...(body.length > 0 ? { "content-type": "application/json" } : {}), ...signed },
@@ -72,13 +80,14 @@ describe("what a transfer costs the database (issue 34)", () => {
   it.live(`statements, WAL records and commits per transfer at ${inFlight} in flight`, () =>
     Effect.promise(async () => {
       const [port, opsPort] = [await freePort(), await freePort()]
-      const service = spawnService({ dataDir, port, opsPort, env: { COFFER_PG_STATEMENTS: "1" } })
+      const service = spawnService({ dataDir, port, opsPort, env: { COFFER_PG_STATEMENTS: "1", AUTO_SWEEPS: "false" } })
       current = service
       while (!existsSync(join(dataDir, "ops-token"))) {
         if (service.child.exitCode !== null) throw new Error(`the service exited:\n${service.output()}`)
         await sleep(25)
       }
       await waitForHealth(service, opsToken(), 120_000)
+      tenant = await provisionTenant(service.opsUrl, opsToken(), "counts", 1, 1000)
 
       const wallets: Array<string> = []
       for (let index = 0; index < payers; index++) {
@@ -139,43 +148,66 @@ describe("what a transfer costs the database (issue 34)", () => {
           await sleep(1_500)
           await db.query("SELECT pg_stat_clear_snapshot()")
         }
+        /**
+         * The counters of the statements since the last reset, and the server's WAL records and transaction ids ever,
+         * settled first: each backend reports its statistics about once a second.
+         */
+        const statementRows = async () => {
+          await settled()
+          return (await db.query(`
+            SELECT queryid::text AS id, calls::text AS calls, wal_records::text AS wal, query LIKE '%NEW.%' AS deferred,
+              left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS text
+            FROM pg_stat_statements
+            WHERE toplevel AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+              AND query NOT LIKE '%pg_stat_%' AND query NOT LIKE '%pg_current_snapshot%'
+            ORDER BY calls DESC`)).rows as Array<{ id: string; calls: string; wal: string; deferred: boolean; text: string }>
+        }
+        const server = async () => {
+          const { rows: [row] } = await db.query(
+            "SELECT wal_records::text AS wal, pg_snapshot_xmax(pg_current_snapshot())::text AS xid FROM pg_stat_wal")
+          return { wal: BigInt(row.wal), xid: BigInt(row.xid) }
+        }
+        // The background's statements: those that also run in a window as long with nothing to do (the watchers'
+        // polls, heartbeats, the outbox dispatcher). Everything else in the measured window is the transfers' own.
         await settled()
         await db.query("SELECT pg_stat_statements_reset()")
-        const before = (await db.query(
-          "SELECT wal_records::text AS wal, pg_snapshot_xmax(pg_current_snapshot())::text AS xid FROM pg_stat_wal"
-        )).rows[0]
+        const serverBefore = await server()
+        const startedAt = performance.now()
         await transfers(measured, "counted")
-        await settled()
-        const after = (await db.query(
-          "SELECT wal_records::text AS wal, pg_snapshot_xmax(pg_current_snapshot())::text AS xid FROM pg_stat_wal"
-        )).rows[0]
-        const statements = (await db.query(`
-          SELECT coalesce(sum(calls) FILTER (WHERE query NOT LIKE '%NEW.%'), 0)::text AS calls,
-            coalesce(sum(calls) FILTER (WHERE query LIKE '%NEW.%'), 0)::text AS deferred
-          FROM pg_stat_statements
-          WHERE toplevel AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-            AND query NOT LIKE '%pg_stat_%' AND query NOT LIKE '%pg_current_snapshot%'`)).rows[0]
-        const top = (await db.query(`
-          SELECT calls::text AS calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS text
-          FROM pg_stat_statements
-          WHERE toplevel AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-            AND query NOT LIKE '%pg_stat_%' AND query NOT LIKE '%pg_current_snapshot%'
-          ORDER BY calls DESC LIMIT 12`)).rows
-        const per = (value: string | number | bigint) => Number(value) / measured
+        const duration = performance.now() - startedAt
+        const busy = await statementRows()
+        const serverAfter = await server()
+        await db.query("SELECT pg_stat_statements_reset()")
+        await sleep(duration)
+        const background = new Set((await statementRows()).map((row) => row.id))
+        const own = busy.filter((row) => !background.has(row.id))
+        const sum = (rows: typeof own, value: (row: (typeof own)[number]) => number) =>
+          rows.reduce((total, row) => total + value(row), 0)
+        const per = (value: number | bigint) => Number(value) / measured
+        const clientStatements = own.filter((row) => !row.deferred)
+        // Every writing statement of the transfers runs in its own implicit transaction (no BEGIN on their path): its
+        // calls are its commits, and each commit writes one more WAL record (the commit record). A writing statement
+        // writes at least one record per call; a read may write a few (pruning a page), far fewer than its calls.
+        const commits = sum(own.filter((row) => Number(row.wal) >= Number(row.calls)), (row) => Number(row.calls))
         const counts = {
-          statements: per(statements.calls),
-          deferred: per(statements.deferred),
-          walRecords: per(BigInt(after.wal) - BigInt(before.wal)),
-          commits: per(BigInt(after.xid) - BigInt(before.xid))
+          statements: per(sum(clientStatements, (row) => Number(row.calls))),
+          deferred: per(sum(own.filter((row) => row.deferred), (row) => Number(row.calls))),
+          walRecords: per(sum(own, (row) => Number(row.wal)) + commits),
+          commits: per(commits),
+          serverWal: per(serverAfter.wal - serverBefore.wal),
+          serverXids: per(serverAfter.xid - serverBefore.xid)
         }
-        console.log(`statements per transfer: ${counts.statements.toFixed(2)} (and ${counts.deferred.toFixed(2)} ` +
+        console.log(`statements per transfer: ${counts.statements.toFixed(2)} (goal ${goals.statements}; and ${counts.deferred.toFixed(2)} ` +
           `of deferred constraint triggers at COMMIT)`)
-        console.log(`wal records per transfer: ${counts.walRecords.toFixed(1)}`)
-        console.log(`commits per transfer: ${counts.commits.toFixed(3)}`)
-        for (const row of top) console.log(`  ${row.calls.padStart(6)}  ${row.text}`)
-        assert.isAtMost(counts.statements, transferCountBounds.statements, "statements per transfer")
-        assert.isAtMost(counts.walRecords, transferCountBounds.walRecords, "wal records per transfer")
-        assert.isAtMost(counts.commits, transferCountBounds.commits, "commits per transfer")
+        console.log(`wal records per transfer: ${counts.walRecords.toFixed(1)} (goal ${goals.walRecords}; the whole server's, background ` +
+          `included: ${counts.serverWal.toFixed(1)})`)
+        console.log(`commits per transfer: ${counts.commits.toFixed(3)} (goal ${goals.commits}; transaction ids the whole server assigned: ` +
+          `${counts.serverXids.toFixed(3)})`)
+        console.log("the transfers' statements (calls, WAL records):")
+        for (const row of own) console.log(`  ${row.calls.padStart(6)} ${row.wal.padStart(7)}  ${row.text}`)
+        assert.isAtMost(counts.statements, bounds.statements, "statements per transfer")
+        assert.isAtMost(counts.walRecords, bounds.walRecords, "wal records per transfer")
+        assert.isAtMost(counts.commits, bounds.commits, "commits per transfer")
       } finally {
         await db.end()
         await killHard(service)
