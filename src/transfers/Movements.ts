@@ -30,6 +30,12 @@
  * the limit never all pass, shared or not. A shared statement that fails (a refusal, an overdraft, a lost
  * idempotency claim, a deadlock with another process) is written again one movement at a time, so each request gets
  * its own answer, the same as alone.
+ *
+ * Money by the batch (issue 34): movements whose rows are all data (internal transfers: their transaction, events and
+ * idempotency receipt) are written by `createTransfers`, one statement whose text is the same for any number of them
+ * (JSON arrays; planned once per connection), with every hold in one call (`hold_payers_or_refuse`) and the ledger's
+ * statement trigger applying each account's summed change once (sql/0031_ledger_statement_triggers.sql). There is one
+ * queue (`movementQueues`): with a statement that costs little more per member, the largest batches are the cheapest.
  */
 import { Context, Effect, Exit, Layer } from "effect"
 import { SqlClient, type SqlError, type Statement } from "effect/sql"
@@ -101,7 +107,10 @@ export interface NewMovement<A> {
   readonly receipt?: { readonly answer: A; readonly store: StoreInStatement<A> } | undefined
 }
 
-/** Queues of movements (by the payer's user), each writing its own statements: at most this many at once. */
+/**
+ * Queues of movements (by the payer's user), each writing its own statements: at most this many at once. One since
+ * issue 34 (module comment); four before, when each statement's cost grew with its members' rows and triggers.
+ */
 const movementQueues = 1
 /** Movements per shared statement at most. */
 const movementBatchMax = 64
