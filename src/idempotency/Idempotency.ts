@@ -98,8 +98,24 @@ export interface Commit {
  */
 export type StoreInStatement<A> = <B, E, R>(
   answer: A,
-  write: (store: Statement.Fragment) => Effect.Effect<B, E, R>
+  write: (store: Statement.Fragment, receipt?: ReceiptRow) => Effect.Effect<B, E, R>
 ) => Effect.Effect<B, E, R>
+
+/**
+ * The same UPDATE as `store`, as data: for a statement of fixed text that stores many receipts at once
+ * (transfers/Movements.ts, `receiptsStatement` there). It sets the record COMPLETED with this response only where the
+ * record still has this claim (`claim_id`), exactly as `store` does.
+ */
+export interface ReceiptRow {
+  readonly tenant_id: string
+  readonly key_id: string
+  readonly endpoint: string
+  readonly idempotency_key: string
+  readonly claim_id: string
+  readonly response_status: number
+  readonly response_body: string
+  readonly updated_at: string
+}
 
 /** What runs under a key: an effect, or one that stores its response in its own transaction through `commit`. */
 export type Execute<E, R> =
@@ -313,10 +329,21 @@ export class Idempotency extends Context.Service<Idempotency, {
           }).pipe(Effect.orDie)
         const inStatement: StoreInStatement<StoredResponse> = (response, write) =>
           Effect.gen(function*() {
-            const store = storeResponse(scope, claimId, response, yield* Clock.currentTimeMillis)
+            const now = yield* Clock.currentTimeMillis
+            const store = storeResponse(scope, claimId, response, now)
+            const receipt: ReceiptRow = {
+              tenant_id: scope.tenantId,
+              key_id: scope.keyId,
+              endpoint: recordEndpoint(scope),
+              idempotency_key: scope.key,
+              claim_id: claimId,
+              response_status: response.status,
+              response_body: response.body,
+              updated_at: new Date(now).toISOString()
+            }
             // The statement is the commit: before it nothing of the effect is written, after it everything is.
             yield* crash.reach("before-commit")
-            const written = yield* write(store)
+            const written = yield* write(store, receipt)
             onCommitted(response)
             yield* crash.reach("after-commit")
             return written

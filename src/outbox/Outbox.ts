@@ -24,6 +24,33 @@ export interface OutboxEvent {
   readonly data: unknown
 }
 
+/**
+ * An event as its `outbox_events` row, its id and time given: what a statement of fixed text inserts for many
+ * events at once (`insertOutboxRows`; transfers/Movements.ts).
+ */
+export interface OutboxRow {
+  readonly id: string
+  readonly tenant_id: string
+  readonly event_type: string
+  readonly subject_id: string
+  readonly dedupe_key: string
+  readonly data: unknown
+  readonly created_at: string
+}
+
+/**
+ * The INSERT of `rows` (`Outbox.rowOf`) as a query for the caller's own statement: one JSON parameter, the same text
+ * whatever their number, answering each new row's `id`; a dedupe key used before inserts nothing.
+ */
+export const insertOutboxRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<OutboxRow>): Statement.Fragment =>
+  sql`INSERT INTO outbox_events (id, tenant_id, event_type, subject_id, dedupe_key, data, created_at)
+    SELECT e.id, e.tenant_id, e.event_type, e.subject_id, e.dedupe_key, e.data, e.created_at
+    FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+      AS e(id uuid, tenant_id uuid, event_type text, subject_id text, dedupe_key text, data jsonb, created_at timestamptz)
+    ORDER BY e.id
+    ON CONFLICT ON CONSTRAINT outbox_events_dedupe_key DO NOTHING
+    RETURNING id`
+
 // Compiled once (db/RowSchemas.ts): the inserted event's id, decoded at this edge.
 const insertedEvent = decodeFirstRow(Schema.Struct({ id: Text }), "Outbox.recordReturningId")
 
@@ -47,6 +74,11 @@ export class Outbox extends Context.Service<Outbox, {
    * know when that is.
    */
   readonly recordWhen: (event: OutboxEvent, when: Statement.Fragment) => Effect.Effect<Statement.Fragment>
+  /**
+   * The event as its row, with a new id and the time now, for `insertOutboxRows` in the caller's own statement; the
+   * caller runs `committed` once its statement has run.
+   */
+  readonly rowOf: (event: OutboxEvent) => Effect.Effect<OutboxRow>
   /**
    * Wakes the dispatcher when the caller's transaction commits (at once outside one): what `recordWhen`'s caller runs
    * after its statement. The other methods do it themselves.
@@ -89,6 +121,19 @@ export class Outbox extends Context.Service<Outbox, {
             RETURNING id`
         })
 
+      const rowOf = (event: OutboxEvent): Effect.Effect<OutboxRow> =>
+        Effect.gen(function*() {
+          return {
+            id: yield* ids.uuidV7,
+            tenant_id: event.tenantId,
+            event_type: event.type,
+            subject_id: event.subjectId,
+            dedupe_key: event.dedupeKey,
+            data: event.data,
+            created_at: new Date(yield* Clock.currentTimeMillis).toISOString()
+          }
+        })
+
       const record = (event: OutboxEvent): Effect.Effect<boolean> =>
         Effect.map(recordReturningId(event), (id) => id !== undefined)
 
@@ -119,7 +164,7 @@ export class Outbox extends Context.Service<Outbox, {
           return inserted.length
         })
 
-      return Outbox.of({ record, recordMany, recordReturningId, recordWhen, committed })
+      return Outbox.of({ record, recordMany, recordReturningId, recordWhen, rowOf, committed })
     })
   ).pipe(Layer.provideMerge(OutboxSignal.layer))
 }

@@ -110,6 +110,13 @@ export const insertTransactions = (
 export const insertTransactionStatement = (sql: SqlClient.SqlClient, record: NewTransaction) =>
   sql`${insertStatement(sql, [record], {})} RETURNING id`
 
+/**
+ * `insertTransactionStatement` for many new rows: the same text whatever their number (one JSON parameter), answering
+ * each row's id; for a statement of fixed text that creates many movements (transfers/Movements.ts).
+ */
+export const insertTransactionsStatement = (sql: SqlClient.SqlClient, records: ReadonlyArray<NewTransaction>) =>
+  sql`${insertStatement(sql, records, {})} RETURNING id`
+
 /** A party's user as the transaction object names it (joined from `users` when a row is read). */
 export interface PartyUser {
   readonly customerRefId: string

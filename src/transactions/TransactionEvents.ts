@@ -8,7 +8,7 @@
 import { Context, Effect, Layer } from "effect"
 import type { Statement } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
-import { Outbox } from "../outbox/Outbox.ts"
+import { Outbox, type OutboxRow } from "../outbox/Outbox.ts"
 import type { SubStatus, Transaction, TransactionStatus } from "./Transaction.ts"
 import { TransactionRepository } from "./TransactionRepository.ts"
 import { transactionObject } from "./TransactionView.ts"
@@ -31,6 +31,8 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
    * as the creation writes it (NewTransaction.ts `transactionAsInserted`).
    */
   readonly createdWhen: (transaction: Transaction, when: Statement.Fragment) => Effect.Effect<Statement.Fragment>
+  /** The same event as its row (Outbox `rowOf`), for a statement that inserts many at once (transfers/Movements.ts). */
+  readonly createdRow: (transaction: Transaction) => Effect.Effect<OutboxRow>
   /**
    * TRANSACTION_STATUS_UPDATED for a transaction its changer already holds as the database has it after the change (an UPDATE's
    * returned row, `transactionSelectFrom`); the event names the status and sub-status it carries.
@@ -75,6 +77,7 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
         Effect.asVoid(outbox.record(eventOf(transaction, "TRANSACTION_CREATED", "created")))
       const createdWhen = (transaction: Transaction, when: Statement.Fragment) =>
         outbox.recordWhen(eventOf(transaction, "TRANSACTION_CREATED", "created"), when)
+      const createdRow = (transaction: Transaction) => outbox.rowOf(eventOf(transaction, "TRANSACTION_CREATED", "created"))
       const statusUpdatedAs = (transaction: Transaction) =>
         Effect.asVoid(outbox.record(
           eventOf(transaction, "TRANSACTION_STATUS_UPDATED", statusKey(transaction.status, transaction.subStatus))
@@ -110,6 +113,7 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
         createdAs,
         statusUpdatedAs,
         createdWhen,
+        createdRow,
         statusUpdatedWhen,
         committed: outbox.committed,
         statusUpdated,

@@ -30,14 +30,25 @@
  * the limit never all pass, shared or not. A shared statement that fails (a refusal, an overdraft, a lost
  * idempotency claim, a deadlock with another process) is written again one movement at a time, so each request gets
  * its own answer, the same as alone.
+ *
+ * Money by the batch (issue 34): movements whose rows are all data (internal transfers: their transaction, events and
+ * idempotency receipt) are written by `createTransfers`, one statement whose text is the same for any number of them
+ * (JSON arrays; planned once per connection), with every hold in one call (`hold_payers_or_refuse`) and the ledger's
+ * statement trigger applying each account's summed change once (sql/0033_ledger_statement_triggers.sql). There is one
+ * queue (`movementQueues`): with a statement that costs little more per member, the largest batches are the cheapest.
  */
 import { Context, Effect, Exit, Layer } from "effect"
 import { SqlClient, type SqlError, type Statement } from "effect/sql"
 import { makeGroupCommit, outsideTransaction, stripeOf, togetherOrAlone } from "../db/GroupCommit.ts"
 import { Forbidden, type InsufficientBalance, LimitExceeded, NotFound, WalletNotActive } from "../domain/ApiError.ts"
 import { Ledger, mergePrepared, type PostResult, type PreparedEntries, sqlStateOf } from "../ledger/Ledger.ts"
-import type { StoreInStatement } from "../idempotency/Idempotency.ts"
-import { insertTransactionStatement, type NewTransaction } from "../transactions/NewTransaction.ts"
+import type { ReceiptRow, StoreInStatement } from "../idempotency/Idempotency.ts"
+import { insertOutboxRows, type OutboxRow } from "../outbox/Outbox.ts"
+import {
+  insertTransactionsStatement,
+  insertTransactionStatement,
+  type NewTransaction
+} from "../transactions/NewTransaction.ts"
 import { userFrozenMessage } from "../users/UserRules.ts"
 import { dailyLimitExceededMessage, dailyLimitLockKey, utcDay } from "./DailyLimit.ts"
 
@@ -66,6 +77,15 @@ interface Movement {
   readonly rows: ReadonlyArray<Statement.Fragment>
   /** The movement's one ledger entry (`Ledger.prepare`, read before the statement). */
   readonly entry: PreparedEntries
+  /**
+   * The same rows as data, when all of them can be (an internal transfer: its transaction, its events, its receipt):
+   * such movements are written by the statement of fixed text (`transfersStatement`), the others by `rows`.
+   */
+  readonly asData?: {
+    readonly transaction: NewTransaction
+    readonly events: ReadonlyArray<OutboxRow>
+    readonly receipt: ReceiptRow | undefined
+  } | undefined
 }
 
 /** A movement to create (`Movements.create`). */
@@ -74,6 +94,11 @@ export interface NewMovement<A> {
   readonly transaction: NewTransaction
   /** Its other rows (its event, a withdrawal's own row): data-modifying queries, each answering a row it wrote. */
   readonly rows: ReadonlyArray<Statement.Fragment>
+  /**
+   * Its events as rows (Outbox `rowOf`), inserted with it. A movement whose other rows are all events, given here
+   * with `rows` empty, goes through the statement of fixed text (module comment).
+   */
+  readonly events?: ReadonlyArray<OutboxRow> | undefined
   /** Its one ledger entry (`Ledger.prepare`, read before the statement). */
   readonly entry: PreparedEntries
   /** The daily limit it counts against, if any (TransferQuotes.ts). */
@@ -82,8 +107,11 @@ export interface NewMovement<A> {
   readonly receipt?: { readonly answer: A; readonly store: StoreInStatement<A> } | undefined
 }
 
-/** Queues of movements (by the payer's user), each writing its own statements: at most this many at once. */
-const movementQueues = 4
+/**
+ * Queues of movements (by the payer's user), each writing its own statements: at most this many at once. One since
+ * issue 34 (module comment); four before, when each statement's cost grew with its members' rows and triggers.
+ */
+const movementQueues = 1
 /** Movements per shared statement at most. */
 const movementBatchMax = 64
 
@@ -132,6 +160,13 @@ export class Movements extends Context.Service<Movements, {
           Effect.provideService(Ledger, ledger)
         )
 
+      /** The same, for movements whose rows are all data (`transfersStatement`). */
+      const writeAsData = (movements: ReadonlyArray<Movement>) =>
+        createTransfers(movements).pipe(
+          Effect.provideService(SqlClient.SqlClient, sql),
+          Effect.provideService(Ledger, ledger)
+        )
+
       /**
        * A flush: the movements in one statement, or, when that fails whole, each in its own (so each request gets
        * its own answer). In the order of their payers' users, then their daily limits (`lockOrder`): what a
@@ -145,7 +180,16 @@ export class Movements extends Context.Service<Movements, {
             return x < y ? -1 : x > y ? 1 : a - b
           })
           const results: Array<Written> = new Array(batch.length)
-          for (const chunk of statementChunks(order)) {
+          // Movements whose rows are all data: one statement of fixed text, whatever their number.
+          const asData = order.filter((index) => batch[index]!.asData !== undefined)
+          if (asData.length > 0) {
+            const written = yield* togetherOrAlone(asData.map((index) => batch[index]!), writeAsData)
+            asData.forEach((index, position) => {
+              results[index] = written[position]!
+            })
+          }
+          const others = order.filter((index) => batch[index]!.asData === undefined)
+          for (const chunk of statementChunks(others)) {
             const written = yield* togetherOrAlone(chunk.map((index) => batch[index]!), write)
             chunk.forEach((index, position) => {
               results[index] = written[position]!
@@ -168,7 +212,8 @@ export class Movements extends Context.Service<Movements, {
           if (walletId === undefined || walletId === null || userId === undefined || userId === null) {
             return yield* Effect.die(new Error(`movement ${transaction.id} has no paying wallet and user`))
           }
-          const write = (receiptRow?: Statement.Fragment) =>
+          const events = movement.events ?? []
+          const write = (receiptRow?: Statement.Fragment, receiptData?: ReceiptRow) =>
             Effect.flatten(queueOf(userId)({
               hold: {
                 walletId,
@@ -182,9 +227,14 @@ export class Movements extends Context.Service<Movements, {
               rows: [
                 insertTransactionStatement(sql, transaction),
                 ...movement.rows,
+                ...(events.length === 0 ? [] : [insertOutboxRows(sql, events)]),
                 ...(receiptRow === undefined ? [] : [receiptRow])
               ],
-              entry: movement.entry
+              entry: movement.entry,
+              // A receipt given only as a query (a caller's own) cannot travel as data.
+              asData: movement.rows.length === 0 && (receiptRow === undefined || receiptData !== undefined)
+                ? { transaction, events, receipt: receiptData }
+                : undefined
             }))
           const receipt = movement.receipt
           return yield* receipt === undefined ? write() : receipt.store(receipt.answer, write)
@@ -255,6 +305,64 @@ const holdPayerAndCreate = (
     const { first, results } = yield* ledger.postPreparedAfter(prepared, before).pipe(
       Effect.catchTag("SqlError", refusalOf)
     )
+    if (first === undefined || results.length !== movements.length) {
+      return yield* Effect.die(new Error("the payers' holds answered no row"))
+    }
+    return results
+  })
+
+/**
+ * The statement of fixed text (module comment, "Money by the batch"): the movements' transactions, events and
+ * receipts each inserted (or, for the receipts, updated under their claims) by one set-based query over a JSON array,
+ * then every hold at once (`hold_payers_or_refuse`, sql/0033_ledger_statement_triggers.sql: the limits' locks, the
+ * payers' rows, the checks), then all entries and postings (Ledger `postPreparedAfter`), whose statement trigger sums
+ * each account's change, applies it once in account id order, refuses an overdraft and checks that every entry
+ * balances. The text is the same for one movement and for sixty-four: PostgreSQL plans it once per connection.
+ * A row missing (a receipt whose claim was taken over) fails the statement whole (CF014), as in `holdPayerAndCreate`.
+ */
+const createTransfers = (
+  movements: ReadonlyArray<Movement>
+): Effect.Effect<ReadonlyArray<PostResult>, HoldRefusal | InsufficientBalance, SqlClient.SqlClient | Ledger> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const ledger = yield* Ledger
+    const data = movements.map((movement) => movement.asData!)
+    const transactions = data.map((movement) => movement.transaction)
+    const events = data.flatMap((movement) => movement.events)
+    const receipts = data.flatMap((movement) => movement.receipt === undefined ? [] : [movement.receipt])
+    const members = movements.map(({ hold }, ord) => ({
+      ord,
+      movement_id: hold.movementId,
+      wallet_id: hold.walletId,
+      user_id: hold.userId,
+      asset_id: hold.assetId,
+      amount: hold.amount.toString(),
+      lock_key: hold.dailyLimit === undefined ? null : dailyLimitLockKey(hold),
+      daily_limit: hold.dailyLimit === undefined ? null : hold.dailyLimit.toString(),
+      day: utcDay(hold.nowMillis)
+    }))
+    const before = sql`
+      movement_transactions AS (${insertTransactionsStatement(sql, transactions)}),
+      movement_events AS (${insertOutboxRows(sql, events)}),
+      movement_receipts AS (
+        UPDATE idempotency_records r SET state = 'COMPLETED', response_status = x.response_status,
+          response_body = x.response_body, owner_instance = NULL, claim_id = NULL, updated_at = x.updated_at
+        FROM jsonb_to_recordset(${JSON.stringify(receipts)}::jsonb) AS x(tenant_id uuid, key_id text, endpoint text,
+          idempotency_key text, claim_id uuid, response_status integer, response_body text, updated_at timestamptz)
+        WHERE r.tenant_id = x.tenant_id AND r.key_id = x.key_id AND r.endpoint = x.endpoint
+          AND r.idempotency_key = x.idempotency_key AND r.state = 'IN_PROGRESS' AND r.claim_id = x.claim_id
+        RETURNING 1
+      ),
+      first AS MATERIALIZED (
+        SELECT hold_payers_or_refuse(${JSON.stringify(members)}::jsonb,
+          (SELECT count(*) FROM movement_transactions) = ${transactions.length}
+            AND (SELECT count(*) FROM movement_events) = ${events.length}
+            AND (SELECT count(*) FROM movement_receipts) = ${receipts.length}) AS held
+      )`
+    const { first, results } = yield* ledger.postPreparedAfter(
+      mergePrepared(movements.map((movement) => movement.entry)),
+      before
+    ).pipe(Effect.catchTag("SqlError", refusalOf))
     if (first === undefined || results.length !== movements.length) {
       return yield* Effect.die(new Error("the payers' holds answered no row"))
     }

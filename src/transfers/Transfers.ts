@@ -307,14 +307,15 @@ export class Transfers extends Context.Service<Transfers, {
           at: now
         }
         // One statement (Movements.ts): the transfer's rows, the payer's hold, the entry. Its event is built from
-        // what the statement writes, the receipt is what the call answers.
-        const event = yield* transactionEvents.createdWhen(
-          transactionAsInserted(record, { source: payer, destination: recipient }),
-          sql`true`
+        // what the statement writes, the receipt is what the call answers; both as data, so the transfer shares the
+        // statement of fixed text with the others of its batch.
+        const event = yield* transactionEvents.createdRow(
+          transactionAsInserted(record, { source: payer, destination: recipient })
         )
         yield* movements.create({
           transaction: record,
-          rows: [event],
+          rows: [],
+          events: [event],
           entry: yield* ledger.prepare(entryRequest(tenant.id, id, entry)),
           dailyLimit: quote.dailyLimit,
           receipt: request.recordReceipt === undefined ? undefined : { answer: receipt, store: request.recordReceipt }

@@ -155,7 +155,7 @@ export const runTransfersPhase = async (options: {
     const explainFrom = options.explainLog === undefined ? undefined : explainMark(options.explainLog)
     if (options.statements !== true) {
       const result = await run()
-      if (explainFrom !== undefined) printTriggerCounts(options.explainLog!, explainFrom, name, "WITH movement_0 AS")
+      if (explainFrom !== undefined) printTriggerCounts(options.explainLog!, explainFrom, name, "WITH movement_transactions AS")
       return result
     }
     await startStatements(options.db)

@@ -12,7 +12,8 @@
  *   below that, something else in the authentication path (the nonce insert, the key lookup, parsing) costs time too.
  * deposits (DepositsPhase.ts): `deposits/raw-insert ratio`
  * transfers (TransfersPhase.ts, after the deposits phase, whose wallets it spends): `transfers/raw ratio`,
- *   `one-payer/raw ratio`, then the ledger audit
+ *   `one-payer/raw ratio`, then the ledger audit; then by CPU (TransferCpuPhase.ts, issue 34): `transfers cpu/raw`,
+ *   `fee-account cpu/raw` (at most 2.0 and 2.2), service and raw baseline in alternating slices
  * deliveries (DeliveriesPhase.ts): `deliveries/raw-post ratio`
  * withdrawals (WithdrawalsPhase.ts, own anvil and service): `withdrawals/raw-send ratio`, `--withdrawals <n>` (200)
  * addresses (DepositAddressPhase.ts, own service): `deposit_address p99 ms (20k)`, the worst p99 of any block of
@@ -93,6 +94,7 @@ import { runNoisyNeighbourPhase } from "./NoisyNeighbourPhase.ts"
 import { printProcessesFigures, runProcessesPhase } from "./ProcessesPhase.ts"
 import { type LoadResult, runLoad } from "./HttpLoad.ts"
 import { summarizeProfile } from "./ProfileSummary.ts"
+import { runTransferCpuPhase } from "./TransferCpuPhase.ts"
 import { runTransfersPhase } from "./TransfersPhase.ts"
 import { runWithdrawalsPhase } from "./WithdrawalsPhase.ts"
 
@@ -335,9 +337,12 @@ const goals = {
   "deposits/raw-insert ratio": { atLeast: 0.30, profile: "deposits" },
   "transfers/raw ratio": { atLeast: 0.50, profile: "transfers" },
   "one-payer/raw ratio": { atLeast: 0.25, profile: "transfers" },
+  // Issue 34: CPU per transfer against the raw two-row transfer's, at most (TransferCpuPhase.ts).
+  "transfers cpu/raw": { atMost: 2.0, profile: "transfers" },
+  "fee-account cpu/raw": { atMost: 2.2, profile: "transfers" },
   "deliveries/raw-post ratio": { atLeast: 0.50, profile: "deliveries" },
   "withdrawals/raw-send ratio": { atLeast: 0.30, profile: "withdrawals" }
-} as const satisfies Record<string, { readonly atLeast: number; readonly profile: string }>
+} as const satisfies Record<string, ({ readonly atLeast: number } | { readonly atMost: number }) & { readonly profile: string }>
 type GoalLine = keyof typeof goals
 
 /**
@@ -399,9 +404,11 @@ const main = async () => {
   const figure = (line: string) => console.log(line)
   const missed: Array<GoalLine> = []
   const goalFigure = (line: GoalLine, value: number) => {
-    const { atLeast } = goals[line]
-    if (value < atLeast) missed.push(line)
-    figure(`${line}: ${value.toFixed(2)} (goal ${atLeast.toFixed(2)}${value < atLeast ? ", missed" : ""})`)
+    const goal: { readonly atLeast?: number; readonly atMost?: number } = goals[line]
+    const miss = goal.atLeast !== undefined ? !(value >= goal.atLeast) : !(value <= goal.atMost!)
+    if (miss) missed.push(line)
+    const stated = goal.atLeast !== undefined ? goal.atLeast.toFixed(2) : `at most ${goal.atMost!.toFixed(2)}`
+    figure(`${line}: ${value.toFixed(2)} (goal ${stated}${miss ? ", missed" : ""})`)
   }
   let database: ReturnType<typeof makeDatabase> | undefined
   try {
@@ -584,6 +591,20 @@ const main = async () => {
         if (profilePhase === "transfers") profileWindow = transfers.window
         goalFigure("transfers/raw ratio", transfers.transfers / transfers.raw)
         goalFigure("one-payer/raw ratio", transfers.onePayer / transfers.raw)
+        const byCpu = await runTransferCpuPhase({
+          db,
+          dataDir,
+          servicePid: serverPid,
+          opsUrl: service.opsUrl,
+          opsToken,
+          tenant,
+          wallets: result.wallets,
+          host: "127.0.0.1",
+          port,
+          connections
+        })
+        goalFigure("transfers cpu/raw", byCpu.transfersCpuRatio)
+        goalFigure("fee-account cpu/raw", byCpu.feeAccountCpuRatio)
       }
     }
 
