@@ -10,10 +10,11 @@
  *   and REVERSED deposits are no longer on the chain;
  * - operating receipts (`platform_receipts`, PlatformReceipts.ts) at or below `asOf` that are none of the service's
  *   own signed versions: +amount (money put on HOT, SWEEP or a GAS wallet from outside);
- * - every send (`outgoing_sends`: withdrawals, sweeps, top-ups, nonce fills) included at or below `asOf`: the sending
- *   address pays the network fee in the native coin, and a CONFIRMED one its amount; a CONFIRMED sweep or top-up
- *   gives its amount to its destination (HOT/SWEEP, a deposit address). A withdrawal's destination is outside, or a
- *   deposit address whose deposit is counted above.
+ * - every send (`outgoing_sends`: withdrawals, sweeps, top-ups, nonce fills) included at or below `asOf`: its fee
+ *   payer (the sending address, or a SOL send's separate fee payer) pays the network fee and the rent of accounts
+ *   it created (`account_cost`) in the native coin, the sending address a CONFIRMED one's amount; a CONFIRMED sweep
+ *   or top-up gives its amount to its destination (HOT/SWEEP, a deposit address). A withdrawal's destination is
+ *   outside, or a deposit address whose deposit is counted above.
  *
  * What cannot be known exactly is in flight, with how far it may move the chain's figure: a send still PENDING or
  * FILLING may already be in a block (its address may hold up to amount + the highest fee signed less, its sweep
@@ -138,11 +139,20 @@ const movements = (sql: SqlClient.SqlClient, networkKeys: ReadonlyArray<string>)
           AS from_role,
         (s.included_height IS NOT NULL AND (cut.as_of IS NULL OR s.included_height <= cut.as_of)) AS included,
         (SELECT max(v.network_fee_max) FROM outgoing_versions v WHERE v.send_id = s.id) AS fee_max,
-        -- The signed bytes of a version with another fee payer: its address is in them (the audit holds no key).
-        (SELECT v.raw FROM outgoing_versions v WHERE v.send_id = s.id AND v.parameters ? 'feePayer'
-          ORDER BY v.version DESC LIMIT 1) AS fee_payer_raw,
+        -- The version that pays: the included one, else the latest (what a block may hold next). When it was signed
+        -- with another fee payer, its signed bytes name that payer's address (the audit holds no key) and its
+        -- parameters the payer's key, for the role.
+        payer.raw AS fee_payer_raw,
+        CASE payer.parameters->'feePayer'->>'_tag' WHEN 'Platform' THEN payer.parameters->'feePayer'->>'role'
+          WHEN 'Gas' THEN 'GAS' WHEN 'Wallet' THEN 'DEPOSIT' END AS fee_payer_role,
         replace(lower(s.purpose), '_', '-') || ' ' || s.owner_id AS owner_name
       FROM outgoing_sends s JOIN cut ON cut.network_key = s.network_key
+      LEFT JOIN LATERAL (
+        SELECT v.raw, v.parameters FROM outgoing_versions v
+        WHERE v.send_id = s.id AND v.parameters ? 'feePayer'
+          AND (s.included_tx_hash IS NULL OR v.tx_hash = s.included_tx_hash)
+        ORDER BY v.version DESC LIMIT 1
+      ) payer ON true
     )
     -- Deposits on the chain at the cut: in a block the watcher processed and not dropped or reversed.
     SELECT t.network_key, t.destination_address AS address, t.asset_id, 'DEPOSIT' AS role,
@@ -172,10 +182,14 @@ const movements = (sql: SqlClient.SqlClient, networkKeys: ReadonlyArray<string>)
       CASE WHEN state = 'PENDING' THEN owner_name || ' (send PENDING)' END, NULL
     FROM sends WHERE amount > 0
     UNION ALL
-    -- ... and its network fee, in the native coin, whatever the outcome once included: paid by the sending address,
-    -- or by the fee payer its versions were signed with (a SOL token sweep's GAS wallet; fee_payer_raw, below).
-    SELECT network_key, from_address, native_asset_id, CASE WHEN fee_payer_raw IS NULL THEN from_role ELSE 'GAS' END,
-      CASE WHEN included THEN -coalesce(network_fee, 0) ELSE 0 END::text,
+    -- ... and its costs, in the native coin, whatever the outcome once included: the network fee and what it paid
+    -- into accounts it created (account_cost: SOL rent of a new token account, which meta.fee leaves out), both
+    -- recorded by OutgoingSends.markFinal and both paid by the fee payer: the sending address, or the payer the
+    -- included version was signed with (a SOL token sweep's GAS wallet; fee_payer_raw, below). One rule with
+    -- createdTokenAccountsRent (SolWithdrawals.ts), which counts rent only the fee payer can have paid. In flight,
+    -- fee_max covers both: a SOL version's signed networkFee includes the rent of the account it would create.
+    SELECT network_key, from_address, native_asset_id, coalesce(fee_payer_role, from_role),
+      CASE WHEN included THEN -(coalesce(network_fee, 0) + coalesce(account_cost, 0)) ELSE 0 END::text,
       CASE WHEN state IN ('PENDING', 'FILLING') THEN coalesce(fee_max, 0) ELSE 0 END::text, '0',
       CASE WHEN state IN ('PENDING', 'FILLING') THEN owner_name || ' (send ' || state || ')' END,
       fee_payer_raw

@@ -8,12 +8,9 @@
  * deposits (chain ok); SOL and USDC withdrawals from HOT (to a recipient that has a token account), in flight
  * until final, then equal; sweeps of both, the USDC one paid for by the tenant's GAS wallet as fee payer (its fee is
  * GAS's in the books, read from the signed bytes, not the deposit address's); a reorganization that removes a
- * receipt's block; SOL sent from HOT with HOT's key directly on the node: exit 1.
- *
- * Separate, waiting on the costs branch (i35costs): a USDC withdrawal to a wallet without a token account makes HOT
- * pay the account's rent (2,039,280 lamports), which no record the chain books read holds yet (decisions.md books
- * `meta.fee` only; docs/sol.md). The check reports it, as it must: HOT's SOL line short by exactly the rent. Once the
- * rent is booked where the chain books read it, that case turns `ok` and its assertion is to be flipped.
+ * receipt's block; a USDC withdrawal to a wallet without a token account, where HOT pays the account's rent
+ * (2,039,280 lamports) beside `meta.fee`: recorded on the send (`account_cost`) and taken from HOT by the books,
+ * chain ok; SOL sent from HOT with HOT's key directly on the node: exit 1.
  */
 import { assert, layer } from "@effect/vitest"
 import { Connection, Keypair } from "@solana/web3.js"
@@ -63,7 +60,6 @@ const lineOf = (run: CheckRun, assetId: string, address: string) => {
   const found = run.stdout.split("\n").find((line) => line.startsWith(`${networkKey}  ${assetId}  ${address}  `))
   return found ?? assert.fail(`no line for ${assetId} ${address} in:\n${run.stdout}${run.stderr}`)
 }
-const differenceOf = (line: string) => BigInt(/  difference \+?(-?\d+)  /.exec(line)![1]!)
 /** Exit 0 with `chain ok`, every line compared at the head and none `not compared`. */
 const assertChainOk = (run: CheckRun) => {
   assert.strictEqual(run.code, 0, run.stdout + run.stderr)
@@ -167,7 +163,22 @@ layer(
       assertChainOk(yield* check())
     }), timeout)
 
-  let hotSolDifference = 0n
+  it.effect("a USDC withdrawal that creates the recipient's token account: HOT pays fee and rent, both in the books, chain ok", () =>
+    Effect.gen(function*() {
+      const before = front.lamports(hot)
+      const id = yield* withdrawAccepted(tenant, alice.walletId, usdc, recipient(), 30_000_000n, "books-sol-rent")
+      yield* waitFor(tenant, id, "CONFIRMING")
+      yield* mine(finalityDepth + 1)
+      yield* confirm
+      yield* waitFor(tenant, id, "COMPLETED", null)
+      // The case is the one meant: HOT paid one signature's fee and the new account's rent-exempt minimum.
+      assert.strictEqual(before - front.lamports(hot), 5_000n + tokenAccountRent)
+      const run = yield* check()
+      assertChainOk(run)
+      assert.include(lineOf(run, sol, hot), `  HOT  expected ${front.lamports(hot)}  on chain ${front.lamports(hot)}  difference 0  ok`)
+      assert.include(lineOf(run, usdc, hot), "difference 0  ok")
+    }), timeout)
+
   it.effect("SOL sent from HOT with HOT's key directly on the node: HOT's line is unexplained, exit 1", () =>
     Effect.gen(function*() {
       const connection = new Connection(url, "confirmed")
@@ -188,20 +199,5 @@ layer(
       assert.include(lineOf(run, sol, hot), `  on chain ${front.lamports(hot)}  difference -7005000  UNEXPLAINED`)
       assert.include(lineOf(run, usdc, hot), "difference 0  ok")
       assert.match(run.lastLine, new RegExp(`^chain discrepancy: 1 unexplained difference, first ${networkKey}  ${sol}  ${hot}  HOT`))
-      hotSolDifference = differenceOf(lineOf(run, sol, hot))
-    }), timeout)
-
-  it.effect("waiting on i35costs: a USDC withdrawal that creates the recipient's token account; HOT's SOL is short by the unbooked rent, reported", () =>
-    Effect.gen(function*() {
-      const id = yield* withdrawAccepted(tenant, alice.walletId, usdc, recipient(), 30_000_000n, "books-sol-rent")
-      yield* waitFor(tenant, id, "CONFIRMING")
-      yield* mine(finalityDepth + 1)
-      yield* confirm
-      yield* waitFor(tenant, id, "COMPLETED", null)
-      const run = yield* check()
-      assert.strictEqual(run.code, 1, run.stdout + run.stderr)
-      // Only the rent is new: the fee (meta.fee) is booked; the account's 2,039,280 lamports are not, yet.
-      assert.strictEqual(differenceOf(lineOf(run, sol, hot)) - hotSolDifference, -tokenAccountRent)
-      assert.include(lineOf(run, usdc, hot), "difference 0  ok")
     }), timeout)
 })
