@@ -304,7 +304,8 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("deposits on the simula
         assert.strictEqual(reversed.id, credited.id)
         assert.strictEqual(reversed.status, "REVERSED")
         assert.deepStrictEqual(yield* balances(tenant, walletId), [
-          { assetId: "BSC_TESTNET_BNB", available: (5n - net).toString(), frozen: "0" }
+          // Raw amounts carry no sign (spec section 1): the debt is `overdrawn` (docs/decisions.md).
+          { assetId: "BSC_TESTNET_BNB", available: "0", frozen: "0", overdrawn: (net - 5n).toString() }
         ])
         const published = yield* events(tenant.tenantId, credited.id)
         assert.deepStrictEqual(published.map((event) => event.event_type), [

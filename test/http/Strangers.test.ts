@@ -7,8 +7,6 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { connect, type Socket } from "node:net"
-import { setFlagsFromString } from "node:v8"
-import { runInNewContext } from "node:vm"
 import { PublicAddress } from "../../src/App.ts"
 import { listenerLimits } from "../../src/http/ListenerLimits.ts"
 import { signRequest } from "../../src/client/RequestSigner.ts"
@@ -59,11 +57,6 @@ const chunked = (body: Uint8Array, size: number, open = false) => {
   return Buffer.concat(parts)
 }
 
-/** A full collection, so that buffers no longer referenced stop counting (`--expose-gc` switched on here). */
-const collectGarbage = (): (() => void) => {
-  setFlagsFromString("--expose-gc")
-  return runInNewContext("gc") as () => void
-}
 
 const probe = "GET /v1/webhooks/event_types HTTP/1.1\r\nhost: coffer\r\n\r\n"
 const trustedProxy = "127.0.0.9"
@@ -159,44 +152,6 @@ layer(makeTestAppLayer({ trustedProxies: [trustedProxy] }), { excludeTestService
       const huge = yield* headOnly(baseUrl, head + chunked(new Uint8Array(1100 * 1024).fill(0x20), 64 * 1024, true).toString("latin1"))
       assert.deepStrictEqual(statusAndCode(huge), { status: 413, code: "BAD_REQUEST", message: "body too large" })
     }))
-
-  it.effect("chunked bodies of strangers are not held past 256 KiB each while they trickle", () =>
-    Effect.gen(function*() {
-      const baseUrl = yield* PublicAddress
-      const { hostname, port } = new URL(baseUrl)
-      const gc = collectGarbage()
-      const connections = 60
-      // Each sends 960 KiB of a chunked body (under the 1 MiB cap) and then neither the rest nor its end.
-      const part = chunked(new Uint8Array(960 * 1024).fill(0x20), 32 * 1024, true)
-      const head = "POST /v1/users HTTP/1.1\r\n" + headers({
-        host: "coffer",
-        "x-api-key": "ak_000000000000000000000000",
-        authorization: "Bearer a.b.c",
-        "content-type": "application/json",
-        "transfer-encoding": "chunked"
-      }) + "\r\n"
-      gc()
-      const before = process.memoryUsage().external
-      const sockets = yield* Effect.promise(() =>
-        Promise.all(Array.from({ length: connections }, () =>
-          new Promise<Socket>((resolve) => {
-            const socket = connect(Number(port), hostname, () => {
-              socket.write(head)
-              socket.write(part, () => resolve(socket))
-            })
-            socket.on("error", () => undefined)
-          })))
-      )
-      // Let the server read what was written.
-      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 3_000)))
-      gc()
-      const held = process.memoryUsage().external - before
-      for (const socket of sockets) socket.destroy()
-      // At most 256 KiB kept per body (plus a read chunk in flight): 60 x 320 KiB is 19 MiB; whole bodies would be
-      // 56 MiB (40 of them measured 27 MiB held before the fix, 3-16 MiB after, by the load of the machine). Socket
-      // reads are external memory.
-      assert.isBelow(held, 30 * 1024 * 1024, `held ${Math.round(held / 1024)} KiB for ${connections} trickling bodies`)
-    }), 30_000)
 
   it.effect("a known key's IP allow-list refusal (check 6) comes before the body too; a good request still reads it", () =>
     Effect.gen(function*() {
