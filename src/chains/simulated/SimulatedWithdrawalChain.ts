@@ -17,7 +17,8 @@ import { base58 } from "@scure/base"
 import { Effect, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { SqlClient } from "effect/sql"
-import { parseTransaction } from "viem"
+// From viem/utils, not viem: its package index (its clients) is kept out of a start (test/e2e/StartupModules.test.ts).
+import { parseTransaction } from "viem/utils"
 import { Catalog } from "../../catalog/Catalog.ts"
 import { decodeFirstRow, decodeRows, decodeSingleRow, Nullable, Numeric, Text, Timestamp } from "../../db/RowSchemas.ts"
 import {
