@@ -6,6 +6,10 @@ import { randomUUID } from "node:crypto"
 import pg from "pg"
 import { afterAll, inject } from "vitest"
 
+// Files share a worker (vitest.config.ts, `isolate: false`): what a file sets in the environment must not reach the
+// next file, so the environment is put back as it was before this file after it.
+const environmentBefore = { ...process.env }
+
 const adminUrl = inject("pgAdminUrl")
 const database = `coffer_test_${randomUUID().replaceAll("-", "").slice(0, 16)}`
 
@@ -25,5 +29,7 @@ url.pathname = `/${database}`
 process.env.DATABASE_URL = url.href
 
 afterAll(async () => {
+  for (const name of Object.keys(process.env)) if (!(name in environmentBefore)) delete process.env[name]
+  Object.assign(process.env, environmentBefore)
   await withAdmin((client) => client.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`))
 })

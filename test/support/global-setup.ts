@@ -60,7 +60,37 @@ const withAdmin = async <A>(url: string, use: (client: pg.Client) => Promise<A>)
   }
 }
 
+interface TestServer {
+  readonly admin: string
+  readonly template: string
+  readonly close: () => Promise<void>
+}
+
+/**
+ * Several projects name this file (vitest.config.ts: the shared-worker and the isolated files); they share one server
+ * and one template. Kept on globalThis, since each project may load this module on its own.
+ */
+interface Shared {
+  server: Promise<TestServer> | undefined
+  users: number
+}
+const sharedKey = Symbol.for("coffer.test.server")
+const shared: Shared = ((globalThis as Record<symbol, Shared | undefined>)[sharedKey] ??= { server: undefined, users: 0 })
+
 export default async function setup(project: TestProject) {
+  shared.users += 1
+  const server = await (shared.server ??= startServer())
+  project.provide("pgAdminUrl", server.admin)
+  project.provide("pgTemplate", server.template)
+  return async () => {
+    shared.users -= 1
+    if (shared.users > 0) return
+    shared.server = undefined
+    await server.close()
+  }
+}
+
+const startServer = async (): Promise<TestServer> => {
   const scope = await Effect.runPromise(Scope.make())
   let directory: string | undefined
   // A server the tests may create databases on: TEST_DATABASE_URL, else DATABASE_URL (both superuser URLs).
@@ -89,13 +119,14 @@ export default async function setup(project: TestProject) {
   )
   await withAdmin(admin, (client) => client.query(`ALTER DATABASE ${template} WITH ALLOW_CONNECTIONS false`))
 
-  project.provide("pgAdminUrl", admin)
-  project.provide("pgTemplate", template)
-
-  return async () => {
-    await withAdmin(admin, (client) => client.query(`DROP DATABASE IF EXISTS ${template} WITH (FORCE)`))
-      .catch(() => undefined)
-    await Effect.runPromise(Scope.close(scope, Exit.void))
-    if (directory !== undefined && existsSync(directory)) await rm(directory, { recursive: true, force: true })
+  return {
+    admin,
+    template,
+    close: async () => {
+      await withAdmin(admin, (client) => client.query(`DROP DATABASE IF EXISTS ${template} WITH (FORCE)`))
+        .catch(() => undefined)
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+      if (directory !== undefined && existsSync(directory)) await rm(directory, { recursive: true, force: true })
+    }
   }
 }
