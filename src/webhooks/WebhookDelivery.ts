@@ -318,8 +318,10 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
        * A round: batches of due deliveries, at most `deliveryConcurrencyPerEndpoint` POSTs in flight. The next batch is
        * claimed (with the endpoint read again, so a disabled or changed endpoint stops or moves within a batch, as
        * before) once every delivery of the current one has started: the last POSTs of a batch overlap the next claim
-       * instead of leaving the endpoint idle in between (WebhookTimings.claimLeaseMillis allows for that). The round
-       * ends after a short batch or `roundBatchesMax`, once every attempt's record is written.
+       * instead of leaving the endpoint idle in between (WebhookTimings.claimLeaseMillis allows for that; the next claim
+       * leaves out the deliveries this round took, whose records may not be written yet). The round ends after a short
+       * batch or `roundBatchesMax`, once every attempt's record is written. `holder` is the entity instance whose lease
+       * the round uses; while another holder's lease lasts, the round sends nothing and answers when it ends.
        */
       const deliverDue = Effect.fn("WebhookDelivery.deliverDue")(function*(endpointId: string, holder: string) {
         const slots = yield* Semaphore.make(deliveryConcurrencyPerEndpoint)
