@@ -16,7 +16,10 @@ import { runLoad } from "./HttpLoad.ts"
 const rounds = 3
 const sliceWarmupMs = 300
 const sliceMs = 2_000
-/** Tokens per signed slice: the signed rate measured before, times the slice's length, times this margin. */
+/**
+ * Tokens per signed slice: the higher of the signed rate measured before and the unsigned slice's just before it (a
+ * signed request is never cheaper), times the slice's length, times this margin.
+ */
 const tokenMargin = 1.5
 
 export const runAuthCpuPhase = async (options: {
@@ -31,7 +34,7 @@ export const runAuthCpuPhase = async (options: {
   readonly signedPerSecond: number
   readonly verifyMicros: number
 }) => {
-  const slice = async (nextRequest: () => Buffer | undefined): Promise<Slice> => {
+  const slice = async (nextRequest: () => Buffer | undefined): Promise<Slice & { readonly perSecond: number }> => {
     let spent = () => 0
     let cpu = 0
     const result = await runLoad({
@@ -49,14 +52,20 @@ export const runAuthCpuPhase = async (options: {
       }
     })
     if (result.exhausted) log("  auth by CPU: a signed slice's tokens ran out (its window was shortened)")
-    return { units: result.ok, cpuSeconds: cpu }
+    if (result.failedByStatus.size > 0 || result.socketErrors > 0) {
+      log(`  auth by CPU: a slice's failures: ${[...result.failedByStatus].map(([status, count]) => `${count} × HTTP ${status}`).join(", ")}` +
+        `${result.socketErrors > 0 ? `, ${result.socketErrors} socket errors` : ""}`)
+    }
+    return { units: result.ok, cpuSeconds: cpu, perSecond: result.requestsPerSecond }
   }
   const unsigned: Array<Slice> = []
   const signed: Array<Slice> = []
   for (let round = 0; round < rounds; round++) {
-    unsigned.push(await slice(() => options.unsignedRequest))
+    const before = await slice(() => options.unsignedRequest)
+    unsigned.push(before)
+    const perSecond = Math.max(options.signedPerSecond, before.perSecond)
     const requests = options.presignSigned(
-      Math.ceil(options.signedPerSecond * ((sliceWarmupMs + sliceMs) / 1000) * tokenMargin) + options.connections
+      Math.ceil(perSecond * ((sliceWarmupMs + sliceMs) / 1000) * tokenMargin) + options.connections
     )
     let next = 0
     signed.push(await slice(() => requests[next++]))
