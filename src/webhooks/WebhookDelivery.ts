@@ -291,7 +291,13 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
           const claimed = yield* sql`
             WITH taken_lease AS (
               INSERT INTO webhook_delivery_leases AS l (endpoint_id, holder, leased_until)
-              VALUES (${endpointId}, ${holder}, ${new Date(now + timings.claimLeaseMillis)})
+              SELECT ${endpointId}, ${holder}, ${new Date(now + timings.claimLeaseMillis)}
+              -- Not even tried while this holder's lease is fresh or another's lasts: a tried upsert locks the row
+              -- (a WAL record) even when it changes nothing. The conflict's condition below stays the authority.
+              WHERE NOT EXISTS (
+                SELECT 1 FROM webhook_delivery_leases c WHERE c.endpoint_id = ${endpointId}
+                  AND (c.holder = ${holder} AND c.leased_until >= ${new Date(now + timings.claimLeaseMillis * leaseRenewShare)}
+                    OR c.holder <> ${holder} AND c.leased_until > ${new Date(now)}))
               ON CONFLICT (endpoint_id) DO UPDATE SET holder = excluded.holder, leased_until = excluded.leased_until
               WHERE l.leased_until <= ${new Date(now)}
                 OR (l.holder = excluded.holder AND l.leased_until < ${new Date(now + timings.claimLeaseMillis * leaseRenewShare)})
