@@ -32,8 +32,16 @@ export const webhookEndpointEntityLayer = (options: { readonly maxIdleTime?: Dur
       const delivery = yield* WebhookDelivery
       // One pending wake is enough: a round reads every due delivery anyway.
       const wakes = yield* Queue.sliding<void>(1)
+      // This instance's hold on the endpoint's lease (WebhookDelivery.ts, claim): another instance, here or in another
+      // process, sends nothing of this endpoint while it lasts.
+      const holder = yield* delivery.newHolder
+      let inRound = false
+      // Deactivated between rounds (passivation, a shard move), the lease is given up so the next instance starts at
+      // once; deactivated mid-round, its attempts may be in flight, so the lease is left to expire as after a crash.
+      // Added before the fiber is forked, so it runs after the fiber is interrupted.
+      yield* Effect.addFinalizer(() => inRound ? Effect.void : delivery.release(entityId, holder))
 
-      const round = delivery.deliverDue(entityId).pipe(
+      const round = delivery.deliverDue(entityId, holder).pipe(
         Effect.catchCause((cause) =>
           Cause.hasInterruptsOnly(cause)
             ? Effect.failCause(cause)
@@ -54,7 +62,9 @@ export const webhookEndpointEntityLayer = (options: { readonly maxIdleTime?: Dur
 
       const run = Effect.gen(function*() {
         for (;;) {
+          inRound = true
           const nextDueMillis = yield* round
+          inRound = false
           yield* Effect.raceFirst(nextDueMillis === undefined ? Effect.never : sleepUntil(nextDueMillis), Queue.take(wakes))
         }
       })

@@ -33,11 +33,12 @@ export const testEventMessage = "This is a test event from Coffer."
 
 export interface WebhookTimingsShape {
   /**
-   * While an attempt is in flight its delivery is leased until now + this; a process that dies mid-attempt loses the
-   * lease and the delivery is due again (at least once). A batch is claimed while the previous batch's last attempts
-   * are still in flight, so this must outlast those plus the batch itself (one delivery timeout, then
-   * deliveryBatchMax / deliveryConcurrencyPerEndpoint waves of at most the delivery timeout: 10 s + 5 × 10 s = 60 s),
-   * or a live attempt could be taken twice.
+   * The lease a round holds on its endpoint (WebhookDelivery.ts, claim): taken for now + this, renewed by a claim once
+   * less than three quarters are left. A process that dies mid-attempt leaves it to expire, and the endpoint's
+   * deliveries it had not recorded are due again (at least once). A batch is claimed while the previous batch's last
+   * attempts are still in flight, so what is left at a claim (at least three quarters, 67.5 s) must outlast those plus
+   * the batch itself (one delivery timeout, then deliveryBatchMax / deliveryConcurrencyPerEndpoint waves of at most the
+   * delivery timeout: 10 s + 5 × 10 s = 60 s), or a live attempt could be taken twice.
    */
   readonly claimLeaseMillis: number
   /** How often the sweeper looks for due deliveries of endpoints whose entity is not running (restart, passivation). */

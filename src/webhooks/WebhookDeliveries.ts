@@ -89,7 +89,8 @@ export class WebhookDeliveries extends Context.Service<WebhookDeliveries, {
       const context = yield* Effect.context<Sharding.Sharding>()
 
       const list = Effect.fn("WebhookDeliveries.list")(function*(tenantId: string, filter: DeliveryFilter) {
-        // `nextAt` of a delivery in flight is when its lease ends: when it is due again if the attempt is lost.
+        // `nextAt` of a PENDING delivery is when it is (or was) due; a delivery in flight has passed it (its round holds
+        // the endpoint's lease, not the row: WebhookDelivery.ts); one leased by an older build shows its lease's end.
         // (DELIVERED and DEAD rows have neither column, so it is null for them.)
         const rows = yield* sql`
           SELECT d.id::text AS id, d.event_id, e.event_type, d.endpoint_id, coalesce(d.url, w.url) AS url, d.status,

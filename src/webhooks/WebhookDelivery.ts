@@ -3,10 +3,12 @@
  * from its fiber. PostgreSQL holds the whole state, and every step is a conditional UPDATE, so two instances of one
  * endpoint (a restart, a shard move) at worst send a delivery twice, never record it wrongly:
  *
- * 1. claim: the round's PENDING deliveries that are due (`next_at` passed, no live lease) get a lease (`leased_until`
- *    = now + lease) in one statement, skipping rows another round has locked; a process that dies mid-attempt leaves
- *    the lease to expire and the delivery is due again: at least once. The lease has its own column, in no index, so
- *    the claim's update is heap-only (sql/0024_delivery_lease_column.sql);
+ * 1. claim: one statement takes (or keeps) the endpoint's lease for this instance of its entity and reads a batch of
+ *    its due PENDING deliveries (`next_at` passed). The lease is one row per endpoint (`webhook_delivery_leases`,
+ *    sql/0035_delivery_endpoint_leases.sql), written only when taken or when less than three quarters of it are left,
+ *    so a delivery costs two row writes: the fan-out's insert and the outcome's update. Another instance (another
+ *    process after a crash or a shard move) waits for the lease to end; a process that dies mid-attempt leaves it to
+ *    expire, and every delivery it had not recorded is due again: at least once;
  * 2. send: the body `{eventId, type, tenantId, createdAt, data}` with `data` rendered now (EventData.ts), signed over
  *    `<timestamp>.<body>` with a fresh timestamp (the signature is reused for the same bytes at the same timestamp:
  *    `signedBody`), POSTed with a 10 s limit on Effect's Clock;
@@ -20,6 +22,7 @@ import { makeBoundedCache } from "../domain/BoundedCache.ts"
 import { dueTime, isDue } from "./DeliveryDue.ts"
 import { toRfc3339 } from "../domain/Time.ts"
 import { makeGroupCommitQueue } from "../db/GroupCommit.ts"
+import { Ids } from "../domain/Ids.ts"
 import { countDelivery } from "../observability/ServiceMetrics.ts"
 import { Signer } from "../signer/Signer.ts"
 import {
@@ -57,6 +60,13 @@ type DueRow = typeof DueRow.Type
 const endpointRow = decodeFirstRow(EndpointRow, "WebhookDelivery.deliverDue (endpoint)")
 const claimedRows = decodeRows(DueRow, "WebhookDelivery.deliverDue (claim)")
 const nextDueRow = decodeSingleRow(Schema.Struct({ next_at: Nullable(Timestamp) }), "WebhookDelivery.deliverDue (next)")
+
+/**
+ * A claim renews the endpoint's lease once less than this share of it is left. What is left at a claim must outlast
+ * the attempts of the batch it reads (WebhookTimings.claimLeaseMillis: 60 s of the default 90 s; three quarters are
+ * 67.5 s), and a busy endpoint writes its lease row once per quarter lease instead of once per batch.
+ */
+const leaseRenewShare = 0.75
 
 /** A delivery's bytes and their signature (the X-Coffer-Signature value's `sig`). */
 interface SignedBody {
@@ -119,7 +129,17 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
    * when its next delivery is due (epoch millis; possibly already), or undefined when there is nothing to wait for
    * (no pending delivery, or the endpoint is DISABLED or gone: re-enabling wakes it).
    */
-  readonly deliverDue: (endpointId: string) => Effect.Effect<number | undefined>
+  readonly deliverDue: (endpointId: string, holder: string) => Effect.Effect<number | undefined>
+  /**
+   * A new holder: one instance of an endpoint's entity. Its rounds share the endpoint's lease; another holder's round
+   * sends nothing until that lease ends.
+   */
+  readonly newHolder: Effect.Effect<string>
+  /**
+   * Ends `holder`'s lease on the endpoint at once (an entity deactivated between rounds: its successor need not wait
+   * for the lease). Only between rounds: an attempt still in flight would then be sent again alongside.
+   */
+  readonly release: (endpointId: string, holder: string) => Effect.Effect<void>
 }>()("coffer/WebhookDelivery") {
   static readonly layer = Layer.effect(
     WebhookDelivery,
@@ -128,6 +148,7 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
       const signer = yield* Signer
       const transport = yield* WebhookTransport
       const renderer = yield* EventDataRenderer
+      const ids = yield* Ids
 
       /**
        * An attempt's outcome, recorded only if the delivery is still the one claimed. Attempts of every endpoint
@@ -258,41 +279,59 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
       }, (effect) => Effect.orDie(effect))
 
       /**
-       * Claims up to `deliveryBatchMax` due deliveries of the endpoint in one statement (a lease each, as one commit):
-       * rows another round holds are skipped, and a row changed since it was due is not taken (it no longer matches).
+       * Up to `deliveryBatchMax` due deliveries of the endpoint, in one statement of fixed text, if `holder` holds the
+       * endpoint's lease: it takes the lease when it is free or has ended, renews its own once less than
+       * `leaseRenewShare` is left, and otherwise writes nothing. Another holder's live lease answers no rows. Deliveries
+       * this round already took (`taken`, attempts perhaps not recorded yet) are left out.
        */
-      const claim = (endpointId: string) =>
+      const claim = (endpointId: string, holder: string, taken: ReadonlyArray<string>) =>
         Effect.gen(function*() {
           const timings = yield* WebhookTimings
           const now = yield* Clock.currentTimeMillis
           const claimed = yield* sql`
-            WITH claimed AS (
-              UPDATE webhook_deliveries d SET leased_until = ${new Date(now + timings.claimLeaseMillis)}, updated_at = ${new Date(now)}
-              FROM (
-                SELECT c.id, c.next_at AS due_at FROM webhook_deliveries c
-                WHERE c.endpoint_id = ${endpointId} AND c.status = 'PENDING' AND ${isDue(sql, "c", new Date(now))}
-                ORDER BY c.next_at, c.id
-                LIMIT ${deliveryBatchMax}
-                FOR UPDATE SKIP LOCKED
-              ) due
-              WHERE d.id = due.id AND d.status = 'PENDING'
-              RETURNING d.id, d.attempt, d.event_id, due.due_at
+            WITH taken_lease AS (
+              INSERT INTO webhook_delivery_leases AS l (endpoint_id, holder, leased_until)
+              SELECT ${endpointId}, ${holder}, ${new Date(now + timings.claimLeaseMillis)}
+              -- Not even tried while this holder's lease is fresh or another's lasts: a tried upsert locks the row
+              -- (a WAL record) even when it changes nothing. The conflict's condition below stays the authority.
+              WHERE NOT EXISTS (
+                SELECT 1 FROM webhook_delivery_leases c WHERE c.endpoint_id = ${endpointId}
+                  AND (c.holder = ${holder} AND c.leased_until >= ${new Date(now + timings.claimLeaseMillis * leaseRenewShare)}
+                    OR c.holder <> ${holder} AND c.leased_until > ${new Date(now)}))
+              ON CONFLICT (endpoint_id) DO UPDATE SET holder = excluded.holder, leased_until = excluded.leased_until
+              WHERE l.leased_until <= ${new Date(now)}
+                OR (l.holder = excluded.holder AND l.leased_until < ${new Date(now + timings.claimLeaseMillis * leaseRenewShare)})
+              RETURNING l.endpoint_id
+            ), held AS (
+              SELECT endpoint_id FROM taken_lease
+              UNION ALL
+              SELECT endpoint_id FROM webhook_delivery_leases
+              WHERE endpoint_id = ${endpointId} AND holder = ${holder}
+                AND leased_until >= ${new Date(now + timings.claimLeaseMillis * leaseRenewShare)}
             )
-            SELECT c.id::text AS id, c.attempt, c.due_at, e.id AS event_id, e.tenant_id, e.event_type, e.subject_id, e.data,
-              e.created_at AS event_created_at
-            FROM claimed c JOIN outbox_events e ON e.id = c.event_id`.pipe(Effect.flatMap(claimedRows))
-          return [...claimed].sort((a, b) => a.due_at.getTime() - b.due_at.getTime() || (a.id < b.id ? -1 : 1))
+            SELECT d.id::text AS id, d.attempt, d.next_at AS due_at, e.id AS event_id, e.tenant_id, e.event_type,
+              e.subject_id, e.data, e.created_at AS event_created_at
+            FROM webhook_deliveries d JOIN outbox_events e ON e.id = d.event_id
+            WHERE EXISTS (SELECT 1 FROM held)
+              AND d.endpoint_id = ${endpointId} AND d.status = 'PENDING' AND ${isDue(sql, "d", new Date(now))}
+              AND d.id <> ALL (${`{${taken.join(",")}}`}::bigint[])
+            ORDER BY d.next_at, d.id
+            LIMIT ${deliveryBatchMax}`.pipe(Effect.flatMap(claimedRows))
+          return claimed
         })
 
       /**
        * A round: batches of due deliveries, at most `deliveryConcurrencyPerEndpoint` POSTs in flight. The next batch is
        * claimed (with the endpoint read again, so a disabled or changed endpoint stops or moves within a batch, as
        * before) once every delivery of the current one has started: the last POSTs of a batch overlap the next claim
-       * instead of leaving the endpoint idle in between (WebhookTimings.claimLeaseMillis allows for that). The round
-       * ends after a short batch or `roundBatchesMax`, once every attempt's record is written.
+       * instead of leaving the endpoint idle in between (WebhookTimings.claimLeaseMillis allows for that; the next claim
+       * leaves out the deliveries this round took, whose records may not be written yet). The round ends after a short
+       * batch or `roundBatchesMax`, once every attempt's record is written. `holder` is the entity instance whose lease
+       * the round uses; while another holder's lease lasts, the round sends nothing and answers when it ends.
        */
-      const deliverDue = Effect.fn("WebhookDelivery.deliverDue")(function*(endpointId: string) {
+      const deliverDue = Effect.fn("WebhookDelivery.deliverDue")(function*(endpointId: string, holder: string) {
         const slots = yield* Semaphore.make(deliveryConcurrencyPerEndpoint)
+        const taken: Array<string> = []
         const batches: Array<Fiber.Fiber<ReadonlyArray<Effect.Effect<void>>>> = []
         for (let round = 0; round < roundBatchesMax; round++) {
           const endpoint = yield* sql`
@@ -301,8 +340,9 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
             if (round === 0) return undefined
             break
           }
-          const due = yield* claim(endpointId)
+          const due = yield* claim(endpointId, holder, taken)
           if (due.length === 0) break
+          for (const row of due) taken.push(row.id.toString())
           const allStarted = yield* Deferred.make<void>()
           let started = 0
           const start = Effect.sync(() => {
@@ -318,13 +358,25 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
           yield* Deferred.await(allStarted)
         }
         for (const batch of batches) yield* Effect.all(yield* Fiber.join(batch), { discard: true })
+        // Another holder's live lease (a process that died mid-attempt, or still finishing) holds the endpoint's due
+        // deliveries until it ends.
         const next = yield* sql`
-          SELECT min(${dueTime(sql, "d")}) AS next_at FROM webhook_deliveries d
+          SELECT CASE WHEN min(${dueTime(sql, "d")}) IS NULL THEN NULL ELSE GREATEST(min(${dueTime(sql, "d")}),
+            (SELECT l.leased_until FROM webhook_delivery_leases l WHERE l.endpoint_id = ${endpointId} AND l.holder <> ${holder}))
+            END AS next_at
+          FROM webhook_deliveries d
           WHERE d.endpoint_id = ${endpointId} AND d.status = 'PENDING'`.pipe(Effect.flatMap(nextDueRow))
         return next.next_at === null ? undefined : next.next_at.getTime()
       }, (effect) => Effect.orDie(effect))
 
-      return WebhookDelivery.of({ deliverDue })
+      const release = Effect.fn("WebhookDelivery.release")(function*(endpointId: string, holder: string) {
+        const now = yield* Clock.currentTimeMillis
+        yield* sql`
+          UPDATE webhook_delivery_leases SET leased_until = ${new Date(now)}
+          WHERE endpoint_id = ${endpointId} AND holder = ${holder} AND leased_until > ${new Date(now)}`
+      }, (effect) => Effect.orDie(effect))
+
+      return WebhookDelivery.of({ deliverDue, newHolder: ids.uuidV7, release })
     })
   )
 }

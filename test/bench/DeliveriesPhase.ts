@@ -12,6 +12,15 @@
  *
  * The events are written straight into the outbox (one INSERT, as a burst of committed changes would leave them);
  * the clock runs from that commit to the last fast delivery marked DELIVERED.
+ *
+ * Then by CPU (issue 34), with the slow endpoint switched off, in alternating slices (CpuSlices.ts):
+ *
+ *   deliveries cpu/raw = (service + PostgreSQL CPU per delivery) / (this client's CPU per raw POST), the receiver
+ *                        excluded on both sides; goal at most 2.5
+ *
+ * A service slice is a burst of `cpuSliceEvents` events to the fast endpoints, from before its INSERT to its last
+ * delivery marked DELIVERED (the INSERT and the completion polls, a few µs per delivery, are counted with it); a raw
+ * slice is `rawPosts` for a short window, its CPU divided by every POST it made.
  */
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
@@ -21,6 +30,7 @@ import { createInterface } from "node:readline"
 import { outboxChannel } from "../../src/outbox/OutboxSignal.ts"
 import { deliveryConcurrencyPerEndpoint } from "../../src/webhooks/DeliverySettings.ts"
 import { cpuSeconds, repositoryRoot } from "../e2e/ServiceProcess.ts"
+import { clientCpuSeconds, microsPerUnit, type Slice, startServiceCpu, sumSlices } from "./CpuSlices.ts"
 import {
   type CpuMeter,
   type Database,
@@ -134,8 +144,83 @@ const deliveredCounts = (db: Database, tenantIds: ReadonlyArray<string>) =>
     }
   }))
 
+/** Alternating slices of the CPU lines: this many of each. */
+const cpuRounds = 3
+/** Events per service slice (each to every fast endpoint): about two seconds of deliveries. */
+const cpuSliceEvents = 400
+const rawSliceWarmupMs = 300
+const rawSliceMs = 2_000
+
+/**
+ * `deliveries cpu/raw`: service slices (a burst to the fast endpoints, service and PostgreSQL CPU until its last
+ * delivery is DELIVERED) alternating with raw slices (`rawPosts`, this client's CPU); answers the ratio of their CPU
+ * per unit.
+ */
+const deliveryCpuSlices = async (options: {
+  readonly db: Database
+  readonly dataDir: string
+  readonly servicePid: number
+  readonly receiverPort: number
+  readonly tenantId: string
+  readonly endpointCount: number
+  readonly body: string
+}) => {
+  const { db, tenantId } = options
+  const expected = cpuSliceEvents * options.endpointCount
+  const serviceSlice = async (round: number): Promise<Slice> => {
+    // Only this slice's deliveries are counted: ids above the last one before it (the tenant-status index's range).
+    const [last] = await db.run(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      return yield* sql<{ id: string }>`SELECT coalesce(max(id), 0)::text AS id FROM webhook_deliveries`
+    }))
+    const spent = startServiceCpu(options)
+    await db.run(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`
+        INSERT INTO outbox_events (id, tenant_id, event_type, subject_id, dedupe_key, data, created_at)
+        SELECT uuidv7(), ${tenantId}::uuid, 'WALLET_CREATED', 'cpu-' || ${round} || '-' || n, 'created',
+          ${JSON.stringify(sampleData)}::jsonb, now()
+        FROM generate_series(1, ${cpuSliceEvents}) AS n ORDER BY n`
+      yield* sql`SELECT pg_notify(${outboxChannel}, '')`
+    }))
+    await waitUntil("deliveries of a CPU slice", async () => {
+      const [row] = await db.run(Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        return yield* sql<{ delivered: number }>`
+          SELECT count(*)::int AS delivered FROM webhook_deliveries
+          WHERE tenant_id = ${tenantId} AND status = 'DELIVERED' AND id > ${last!.id}::bigint`
+      }))
+      return row!.delivered >= expected
+    }, deliveryTimeoutMs, 50)
+    return { units: expected, cpuSeconds: spent() }
+  }
+  const rawSlice = async (): Promise<Slice> => {
+    const before = clientCpuSeconds()
+    const raw = await rawPosts(options.receiverPort, options.body, options.endpointCount * deliveryConcurrencyPerEndpoint, {
+      warmupMs: rawSliceWarmupMs,
+      durationMs: rawSliceMs
+    })
+    if (raw.failed > 0) throw new Error(`raw POSTs: ${raw.failed} failed`)
+    return { units: raw.total, cpuSeconds: clientCpuSeconds() - before }
+  }
+  const service: Array<Slice> = []
+  const raw: Array<Slice> = []
+  for (let round = 0; round < cpuRounds; round++) {
+    service.push(await serviceSlice(round))
+    raw.push(await rawSlice())
+  }
+  const [delivered, posted] = [sumSlices(service), sumSlices(raw)]
+  log(`  deliveries by CPU, ${cpuRounds} alternating slices: service + PostgreSQL ${microsPerUnit(delivered).toFixed(0)} µs ` +
+    `per delivery (${delivered.units}); raw client ${microsPerUnit(posted).toFixed(0)} µs per POST (${posted.units}); ` +
+    `per slice ${service.map((slice) => microsPerUnit(slice).toFixed(0)).join("/")} against ` +
+    `${raw.map((slice) => microsPerUnit(slice).toFixed(0)).join("/")}`)
+  return microsPerUnit(delivered) / microsPerUnit(posted)
+}
+
 export const runDeliveriesPhase = async (options: {
   readonly db: Database
+  readonly dataDir: string
+  readonly servicePid: number
   readonly signedFetch: SignedFetch
   /** The tenant of the slow endpoint. */
   readonly slowSignedFetch: SignedFetch
@@ -223,7 +308,16 @@ export const runDeliveriesPhase = async (options: {
     log(`  raw POSTs CPU per POST (warm-up included): client ${perPost((client.user + client.system) / 1e6)}, ` +
       `receiver ${perPost(cpuSeconds(receiver.pid) - receiverBefore)}`)
     if (raw.failed > 0) throw new Error(`raw POSTs: ${raw.failed} failed`)
-    return { deliveries: perSecond, raw: raw.perSecond, window }
+    const cpuRatio = await deliveryCpuSlices({
+      db,
+      dataDir: options.dataDir,
+      servicePid: options.servicePid,
+      receiverPort: receiver.port,
+      tenantId,
+      endpointCount,
+      body
+    })
+    return { deliveries: perSecond, raw: raw.perSecond, window, cpuRatio }
   } finally {
     receiver.stop()
   }

@@ -20,6 +20,7 @@ import { FetchHttpClient } from "effect/http"
 import { makeOpsClient } from "../../src/client/OpsClient.ts"
 import { cpuSeconds, postgresPids } from "../e2e/ServiceProcess.ts"
 import { type BenchTenant, type Database, log } from "./BenchSupport.ts"
+import { clientCpuSeconds, microsPerUnit as microsEach, type Slice, startServiceCpu, sumSlices as sum } from "./CpuSlices.ts"
 import { depositAsset, type FundedWallet } from "./DepositsPhase.ts"
 import { runLoad } from "./HttpLoad.ts"
 import { presignTransfers } from "./TransfersPhase.ts"
@@ -31,19 +32,6 @@ const rawAccounts = 1_000
 const transferAmount = "60000"
 /** The fee of the fee-account slices: small beside the wallets' balances, above zero so FEES is posted to. */
 const internalTransferFee = "7"
-
-interface Slice {
-  readonly units: number
-  readonly cpuSeconds: number
-}
-
-const sum = (slices: ReadonlyArray<Slice>) =>
-  slices.reduce((total, slice) => ({ units: total.units + slice.units, cpuSeconds: total.cpuSeconds + slice.cpuSeconds }), {
-    units: 0,
-    cpuSeconds: 0
-  })
-
-const microsEach = (slice: Slice) => slice.units === 0 ? Number.NaN : (slice.cpuSeconds * 1e6) / slice.units
 
 export const runTransferCpuPhase = async (options: {
   readonly db: Database
@@ -72,7 +60,7 @@ export const runTransferCpuPhase = async (options: {
     const requests = presignTransfers(hostHeader, options.tenant, options.wallets, 20_000,
       (index) => index % options.wallets.length)
     let next = 0
-    let start = { service: 0, postgres: 0, pids: [] as ReadonlyArray<number> }
+    let spent = () => 0
     let cpu = 0
     const result = await runLoad({
       host: options.host,
@@ -82,12 +70,10 @@ export const runTransferCpuPhase = async (options: {
       durationMs: sliceMs,
       nextRequest: () => requests[next++],
       onWindowStart: () => {
-        const pids = postgresPids(options.dataDir)
-        start = { service: cpuSeconds(options.servicePid), postgres: pids.reduce((s, pid) => s + cpuSeconds(pid), 0), pids }
+        spent = startServiceCpu(options)
       },
       onWindowEnd: () => {
-        cpu = cpuSeconds(options.servicePid) - start.service +
-          start.pids.reduce((s, pid) => s + cpuSeconds(pid), 0) - start.postgres
+        cpu = spent()
       }
     })
     return { units: result.ok, cpuSeconds: cpu }
@@ -123,10 +109,7 @@ export const runTransferCpuPhase = async (options: {
       const windowEnd = windowStart + sliceMs
       let counted = 0
       let start: { client: number; postgres: number; pids: ReadonlyArray<number> } | undefined
-      const clientSeconds = () => {
-        const usage = process.cpuUsage()
-        return (usage.user + usage.system) / 1e6
-      }
+      const clientSeconds = clientCpuSeconds
       let cpu = 0
       const worker = Effect.gen(function*() {
         while (performance.now() < windowEnd) {

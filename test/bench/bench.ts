@@ -10,11 +10,14 @@
  *   efficiency = signed × (1/unsigned + 1/verify)
  *   Efficiency 1.00 means a signed request costs the server exactly one unsigned request plus one signature check;
  *   below that, something else in the authentication path (the nonce insert, the key lookup, parsing) costs time too.
+ *   Then by CPU (AuthCpuPhase.ts, issue 34): `auth overhead µs`, the service's CPU per signed request minus per
+ *   unsigned minus one verify, in alternating slices (at most 60)
  * deposits (DepositsPhase.ts): `deposits/raw-insert ratio`
  * transfers (TransfersPhase.ts, after the deposits phase, whose wallets it spends): `transfers/raw ratio`,
  *   `one-payer/raw ratio`, then the ledger audit; then by CPU (TransferCpuPhase.ts, issue 34): `transfers cpu/raw`,
  *   `fee-account cpu/raw` (at most 2.0 and 2.2), service and raw baseline in alternating slices
- * deliveries (DeliveriesPhase.ts): `deliveries/raw-post ratio`
+ * deliveries (DeliveriesPhase.ts): `deliveries/raw-post ratio`; then by CPU (issue 34), `deliveries cpu/raw` (at most
+ *   2.5), service and raw POSTs in alternating slices, the receiver excluded
  * withdrawals (WithdrawalsPhase.ts, own anvil and service): `withdrawals/raw-send ratio`, `--withdrawals <n>` (200)
  * addresses (DepositAddressPhase.ts, own service): `deposit_address p99 ms (20k)`, the worst p99 of any block of
  *   `--address-block <n>` (2000) calls among `--addresses <n>` (20000) at `--address-in-flight <n>` (32), with the
@@ -87,6 +90,7 @@ import {
   requestBytes
 } from "./BenchSupport.ts"
 import { parseScriptArgs, usageError } from "../../src/ScriptArgs.ts"
+import { runAuthCpuPhase } from "./AuthCpuPhase.ts"
 import { runDeliveriesPhase } from "./DeliveriesPhase.ts"
 import { runDepositAddressPhase } from "./DepositAddressPhase.ts"
 import { runDepositsPhase } from "./DepositsPhase.ts"
@@ -334,6 +338,8 @@ const depositAddressP99GoalMs = 1_000
 const goals = {
   "efficiency": { atLeast: 1.05, profile: "signed" },
   "efficiency by CPU time": { atLeast: 0.72, profile: "signed" },
+  // Issue 34: service CPU of a signed request minus an unsigned one minus one verify, in µs, at most (AuthCpuPhase.ts).
+  "auth overhead µs": { atMost: 60, profile: "signed" },
   "deposits/raw-insert ratio": { atLeast: 0.30, profile: "deposits" },
   "transfers/raw ratio": { atLeast: 0.50, profile: "transfers" },
   "one-payer/raw ratio": { atLeast: 0.25, profile: "transfers" },
@@ -341,6 +347,8 @@ const goals = {
   "transfers cpu/raw": { atMost: 2.0, profile: "transfers" },
   "fee-account cpu/raw": { atMost: 2.2, profile: "transfers" },
   "deliveries/raw-post ratio": { atLeast: 0.50, profile: "deliveries" },
+  // Issue 34: service + PostgreSQL CPU per delivery against a raw POST's client CPU, at most (DeliveriesPhase.ts).
+  "deliveries cpu/raw": { atMost: 2.5, profile: "deliveries" },
   "withdrawals/raw-send ratio": { atLeast: 0.30, profile: "withdrawals" }
 } as const satisfies Record<string, ({ readonly atLeast: number } | { readonly atMost: number }) & { readonly profile: string }>
 type GoalLine = keyof typeof goals
@@ -556,6 +564,18 @@ const main = async () => {
           `(steadier than req/s on a shared machine)`)
         goalFigure("efficiency", signed * (1 / unsigned + 1 / verifyRates.nodeCrypto))
         goalFigure("efficiency by CPU time", byCpu)
+        const auth = await runAuthCpuPhase({
+          servicePid: serverPid,
+          dataDir,
+          host: "127.0.0.1",
+          port,
+          connections,
+          unsignedRequest: requestBytes(hostHeader, "GET", "/v1/webhooks/event_types"),
+          presignSigned: (count) => presign(provisioned, hostHeader, Math.min(tokensMax, count)),
+          signedPerSecond: signed,
+          verifyMicros
+        })
+        goalFigure("auth overhead µs", auth.overhead)
       }
     }
 
@@ -612,6 +632,8 @@ const main = async () => {
       const slowTenant = await provisionTenant(service.opsUrl, opsToken, "bench-slow", 1, rateLimitPerSecond)
       const result = await runDeliveriesPhase({
         db,
+        dataDir,
+        servicePid: serverPid,
         signedFetch,
         slowSignedFetch: makeSignedFetch(service.publicUrl, slowTenant),
         slowTenantId: slowTenant.tenantId,
@@ -625,6 +647,7 @@ const main = async () => {
       })
       if (profilePhase === "deliveries") profileWindow = result.window
       goalFigure("deliveries/raw-post ratio", result.deliveries / result.raw)
+      goalFigure("deliveries cpu/raw", result.cpuRatio)
     }
 
     if (runs("noisy") && profileDirectory === undefined) {

@@ -166,14 +166,20 @@ describe("webhook delivery under TestClock", () => {
       assert.strictEqual(leased.status, "PENDING")
       assert.strictEqual(leased.attempt, 0, "the lost attempt is not counted")
       assert.strictEqual(leased.next_at!.getTime(), startMillis, "still due since the fan-out")
-      assert.strictEqual(leased.leased_until!.getTime(), startMillis + 90_000, "leased for 90 s")
-      // A new "process": its sweeper finds nothing due while the lease lasts, then wakes the endpoint.
+      assert.isNull(leased.leased_until, "no lease on the delivery itself")
+      const sql = yield* SqlClient.SqlClient
+      const [lease] = yield* sql<{ leased_until: Date }>`
+        SELECT leased_until FROM webhook_delivery_leases WHERE endpoint_id = ${endpointId}`
+      assert.strictEqual(lease!.leased_until.getTime(), startMillis + 90_000, "the endpoint leased for 90 s")
+      // A new "process": its sweeper finds the delivery due and wakes the endpoint, whose new instance sends nothing
+      // while the dead one's lease lasts.
       yield* Effect.gen(function*() {
-        assert.notInclude(yield* sweepDue, endpointId)
-        yield* TestClock.adjust("89 seconds")
-        assert.notInclude(yield* sweepDue, endpointId)
-        yield* TestClock.adjust("1 second")
         assert.include(yield* sweepDue, endpointId)
+        yield* realSleep(200)
+        yield* TestClock.adjust("89 seconds")
+        yield* realSleep(300)
+        assert.strictEqual(receiver.requests.length, 1, "nothing sent again while the lease lasts")
+        yield* TestClock.adjust("1 second")
         const delivered = yield* deliveryWhen(endpointId, "delivered", (row) => row.status === "DELIVERED")
         assert.strictEqual(delivered.attempt, 1)
         assert.strictEqual(delivered.last_attempt_at!.getTime(), startMillis + 90_000)
@@ -183,13 +189,19 @@ describe("webhook delivery under TestClock", () => {
       assert.strictEqual(receiver.requests[0]!.headers["x-coffer-event-id"], receiver.requests[1]!.headers["x-coffer-event-id"])
     }).pipe(Effect.provide(baseLayer())))
 
-  it.effect("two instances delivering one endpoint at once send each delivery once (claims are conditional)", () =>
+  it.effect("two instances delivering one endpoint at once send each delivery once (one holds the lease)", () =>
     Effect.gen(function*() {
       const receiver = yield* makeReceiver()
       const { endpointId } = yield* setup(receiver.url, 8)
+      const startMillis = yield* Clock.currentTimeMillis
       yield* fanOutBatch
       const delivery = yield* WebhookDelivery
-      yield* Effect.all([delivery.deliverDue(endpointId), delivery.deliverDue(endpointId)], { concurrency: 2 })
+      const holders = [yield* delivery.newHolder, yield* delivery.newHolder]
+      const nexts = yield* Effect.all(holders.map((holder) => delivery.deliverDue(endpointId, holder)), { concurrency: 2 })
+      // The one that sent them has nothing left to wait for; the other, if it looked before they were all recorded,
+      // waits for that lease to end.
+      assert.include(nexts, undefined)
+      for (const next of nexts) assert.include([undefined, startMillis + 90_000], next)
       const rows = yield* deliveryRows(endpointId)
       assert.strictEqual(rows.length, 8)
       for (const row of rows) {
