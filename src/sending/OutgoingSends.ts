@@ -1159,17 +1159,17 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       const reservedPart = (networkKey: string, from: string): ReadPart<ReadonlyMap<string, bigint>> => {
         const nativeAssetId = catalog.network(networkKey)!.nativeAssetId
         return {
+          // Driven from the first versions never broadcast (sql/0036_unsent_versions.sql), not from the address's
+          // PENDING sends, most of which wait for their blocks: each unsent send gives its amount and its fee.
           columns: sql`(
             SELECT json_agg(json_build_object('asset_id', r.asset_id, 'amount', r.amount)) FROM (
-              SELECT s.asset_id, s.amount::text AS amount FROM outgoing_sends s
-              WHERE s.network_key = ${networkKey} AND s.from_address = ${from} AND s.state = 'PENDING'
-                AND NOT EXISTS (SELECT 1 FROM outgoing_versions v WHERE v.send_id = s.id AND v.broadcasts > 0)
-              UNION ALL
-              SELECT ${nativeAssetId}, v.network_fee_max::text FROM outgoing_sends s
-                JOIN outgoing_versions v ON v.send_id = s.id AND v.version = 1
-              WHERE s.network_key = ${networkKey} AND s.from_address = ${from} AND s.state = 'PENDING'
+              SELECT s.id, s.asset_id, s.amount, v.network_fee_max FROM outgoing_versions v
+                JOIN outgoing_sends s ON s.id = v.send_id
+              WHERE v.network_key = ${networkKey} AND v.broadcasts = 0 AND v.version = 1
+                AND s.network_key = ${networkKey} AND s.from_address = ${from} AND s.state = 'PENDING'
                 AND NOT EXISTS (SELECT 1 FROM outgoing_versions w WHERE w.send_id = s.id AND w.broadcasts > 0)
-            ) r) AS reserved_sends`,
+            ) u CROSS JOIN LATERAL (VALUES (u.asset_id, u.amount::text), (${nativeAssetId}, u.network_fee_max::text))
+              AS r(asset_id, amount)) AS reserved_sends`,
           decode: (row) =>
             Effect.map(reservedRow(row), ({ reserved_sends }) => {
               const sums = new Map<string, bigint>()
