@@ -37,10 +37,12 @@ const warmUp = 48
 const measured = 160
 
 /**
- * Measured on 2026-11-29 after this issue's changes (statements 13.3-13.5, WAL records 57-60 per withdrawal; before
- * them 16 and more), with a margin below one statement: one more statement per withdrawal fails here.
+ * Measured on 2026-11-29 (load average 14-18): 9.30 statements and 124 WAL records per withdrawal, against 10.31 and
+ * 127 before the broadcast claim was given back by the CONFIRMING transition's count. The margin (0.7 statement)
+ * takes the submission's batches being smaller on a quieter machine (its three statements are shared, 0.29 each
+ * here); one more statement per withdrawal fails, as does a row written per withdrawal on a table with indexes.
  */
-const bounds = { statements: 14.2, walRecords: 70 }
+const bounds = { statements: 10.0, walRecords: 135 }
 
 const dataDir = makeDataDir("coffer-withdrawal-counts-")
 let current: ServiceProcess | undefined
