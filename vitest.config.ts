@@ -11,6 +11,7 @@ const processTests = [
   "test/e2e/TwoProcesses.test.ts",
   "test/e2e/TracesAcrossProcesses.test.ts",
   "test/e2e/TransferCounts.test.ts",
+  "test/e2e/WithdrawalCounts.test.ts",
   "test/e2e/Start.test.ts"
 ]
 

@@ -299,7 +299,8 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
    * As `broadcast`, except that when the node took the bytes in this call their count (`outgoing_versions.broadcasts`,
    * which `reserved` reads) is not written here: it comes back as `count`, a data-modifying statement the caller runs
    * in its next statement (as a WITH part, which runs whatever that statement's outcome). One round trip less, and no
-   * longer a gap: the count waited for a round trip after the node's answer before too.
+   * longer a gap: the count waited for a round trip after the node's answer before too. The broadcast's claim is
+   * given back by that same `count` (one round trip less again); in every other case it is given back here.
    */
   readonly broadcastCountedByCaller: (send: Send) => Effect.Effect<{
     readonly outcome: BroadcastOutcome
@@ -687,6 +688,16 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
 
       const countStatement = (send: Send, version: SendVersion) =>
         sql`UPDATE outgoing_versions SET broadcasts = broadcasts + 1 WHERE send_id = ${send.id} AND version = ${version.version}`
+      /**
+       * The count of a broadcast the node took, and the claim `token` given back in the same UPDATE of the same row
+       * (`releaseBroadcast`'s rule: only while the claim is still this call's): for `broadcastCountedByCaller`, whose
+       * caller runs it in its next statement, one statement less per withdrawal (issue 34). Were that statement
+       * never run (a crash), the claim lapses after its grace, and the next claimer asks the node first.
+       */
+      const countAndRelease = (send: Send, version: SendVersion, token: number) =>
+        sql`UPDATE outgoing_versions SET broadcasts = broadcasts + 1,
+            broadcast_claimed_at = CASE WHEN broadcast_claims = ${token} THEN NULL ELSE broadcast_claimed_at END
+          WHERE send_id = ${send.id} AND version = ${version.version}`
       const countBroadcast = (send: Send, version: SendVersion) => Effect.orDie(countStatement(send, version))
 
       /** The first included version of the send on the current chain, if any. */
@@ -795,7 +806,9 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         send: Send,
         version: SendVersion,
         token: number,
-        onSent: Effect.Effect<void, never, R>
+        onSent: Effect.Effect<void, never, R>,
+        /** Once the node took the bytes, the claim is given back by the caller's count (`countAndRelease`). */
+        releasedByCaller = false
       ): Effect.Effect<boolean, ChainUnavailable | BroadcastRejected, R> =>
         Effect.gen(function*() {
           if (!(yield* stillClaimed(send, version, token))) {
@@ -804,7 +817,9 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
             return false
           }
           yield* sendingChain(send.network_key).chain.broadcast(signedOf(send, version)).pipe(
-            Effect.ensuring(releaseBroadcast(send, version, token))
+            releasedByCaller
+              ? Effect.onError(() => releaseBroadcast(send, version, token))
+              : Effect.ensuring(releaseBroadcast(send, version, token))
           )
           yield* onSent
           return true
@@ -897,9 +912,10 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
             token,
             countByCaller
               ? Effect.sync(() => {
-                count = countStatement(send, version)
+                count = countAndRelease(send, version, token)
               })
-              : countBroadcast(send, version)
+              : countBroadcast(send, version),
+            countByCaller
           )
           const outcome = yield* sent.pipe(
             Effect.flatMap((called) =>
@@ -1159,17 +1175,20 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       const reservedPart = (networkKey: string, from: string): ReadPart<ReadonlyMap<string, bigint>> => {
         const nativeAssetId = catalog.network(networkKey)!.nativeAssetId
         return {
+          // Driven from the first versions never broadcast (sql/0036_unsent_versions.sql), not from the address's
+          // PENDING sends, most of which wait for their blocks: each unsent send gives its amount and its fee. Its
+          // send and its other versions are reached by key (scalar subqueries): on tables not analyzed yet the planner
+          // otherwise chose to scan the address's open sends once per unsent version (7 ms in the bench's burst).
           columns: sql`(
-            SELECT json_agg(json_build_object('asset_id', r.asset_id, 'amount', r.amount)) FROM (
-              SELECT s.asset_id, s.amount::text AS amount FROM outgoing_sends s
-              WHERE s.network_key = ${networkKey} AND s.from_address = ${from} AND s.state = 'PENDING'
-                AND NOT EXISTS (SELECT 1 FROM outgoing_versions v WHERE v.send_id = s.id AND v.broadcasts > 0)
-              UNION ALL
-              SELECT ${nativeAssetId}, v.network_fee_max::text FROM outgoing_sends s
-                JOIN outgoing_versions v ON v.send_id = s.id AND v.version = 1
-              WHERE s.network_key = ${networkKey} AND s.from_address = ${from} AND s.state = 'PENDING'
-                AND NOT EXISTS (SELECT 1 FROM outgoing_versions w WHERE w.send_id = s.id AND w.broadcasts > 0)
-            ) r) AS reserved_sends`,
+            SELECT json_agg(json_build_object('asset_id', r.asset_id, 'amount', r.amount))
+            FROM outgoing_versions v
+              CROSS JOIN LATERAL (SELECT (SELECT s FROM outgoing_sends s WHERE s.id = v.send_id) AS s OFFSET 0) x
+              CROSS JOIN LATERAL (VALUES ((x.s).asset_id, (x.s).amount::text), (${nativeAssetId}, v.network_fee_max::text))
+                AS r(asset_id, amount)
+            WHERE v.network_key = ${networkKey} AND v.broadcasts = 0 AND v.version = 1
+              AND (x.s).network_key = ${networkKey} AND (x.s).from_address = ${from} AND (x.s).state = 'PENDING'
+              AND (SELECT max(w.broadcasts) FROM outgoing_versions w WHERE w.send_id = v.send_id) = 0
+            ) AS reserved_sends`,
           decode: (row) =>
             Effect.map(reservedRow(row), ({ reserved_sends }) => {
               const sums = new Map<string, bigint>()

@@ -85,6 +85,8 @@ interface Movement {
     readonly transaction: NewTransaction
     readonly events: ReadonlyArray<OutboxRow>
     readonly receipt: ReceiptRow | undefined
+    /** An on-chain withdrawal: its `withdrawals` row is inserted too. */
+    readonly withdrawal: boolean
   } | undefined
 }
 
@@ -94,6 +96,11 @@ export interface NewMovement<A> {
   readonly transaction: NewTransaction
   /** Its other rows (its event, a withdrawal's own row): data-modifying queries, each answering a row it wrote. */
   readonly rows: ReadonlyArray<Statement.Fragment>
+  /**
+   * An on-chain withdrawal: its `withdrawals` row (the transaction's id alone) is inserted with it, as data, so a
+   * withdrawal whose other rows are events shares the statement of fixed text with transfers (issue 34).
+   */
+  readonly withdrawal?: boolean | undefined
   /**
    * Its events as rows (Outbox `rowOf`), inserted with it. A movement whose other rows are all events, given here
    * with `rows` empty, goes through the statement of fixed text (module comment).
@@ -226,6 +233,9 @@ export class Movements extends Context.Service<Movements, {
               },
               rows: [
                 insertTransactionStatement(sql, transaction),
+                ...(movement.withdrawal === true
+                  ? [sql`INSERT INTO withdrawals (transaction_id) VALUES (${transaction.id}) RETURNING transaction_id`]
+                  : []),
                 ...movement.rows,
                 ...(events.length === 0 ? [] : [insertOutboxRows(sql, events)]),
                 ...(receiptRow === undefined ? [] : [receiptRow])
@@ -233,7 +243,7 @@ export class Movements extends Context.Service<Movements, {
               entry: movement.entry,
               // A receipt given only as a query (a caller's own) cannot travel as data.
               asData: movement.rows.length === 0 && (receiptRow === undefined || receiptData !== undefined)
-                ? { transaction, events, receipt: receiptData }
+                ? { transaction, events, receipt: receiptData, withdrawal: movement.withdrawal === true }
                 : undefined
             }))
           const receipt = movement.receipt
@@ -312,8 +322,8 @@ const holdPayerAndCreate = (
   })
 
 /**
- * The statement of fixed text (module comment, "Money by the batch"): the movements' transactions, events and
- * receipts each inserted (or, for the receipts, updated under their claims) by one set-based query over a JSON array,
+ * The statement of fixed text (module comment, "Money by the batch"): the movements' transactions, events,
+ * withdrawals' rows and receipts each inserted (or, for the receipts, updated under their claims) by one set-based query over a JSON array,
  * then every hold at once (`hold_payers_or_refuse`, sql/0033_ledger_statement_triggers.sql: the limits' locks, the
  * payers' rows, the checks), then all entries and postings (Ledger `postPreparedAfter`), whose statement trigger sums
  * each account's change, applies it once in account id order, refuses an overdraft and checks that every entry
@@ -330,6 +340,7 @@ const createTransfers = (
     const transactions = data.map((movement) => movement.transaction)
     const events = data.flatMap((movement) => movement.events)
     const receipts = data.flatMap((movement) => movement.receipt === undefined ? [] : [movement.receipt])
+    const withdrawals = data.flatMap((movement) => movement.withdrawal ? [movement.transaction.id] : [])
     const members = movements.map(({ hold }, ord) => ({
       ord,
       movement_id: hold.movementId,
@@ -344,6 +355,11 @@ const createTransfers = (
     const before = sql`
       movement_transactions AS (${insertTransactionsStatement(sql, transactions)}),
       movement_events AS (${insertOutboxRows(sql, events)}),
+      movement_withdrawals AS (
+        INSERT INTO withdrawals (transaction_id)
+        SELECT x.id::uuid FROM jsonb_array_elements_text(${JSON.stringify(withdrawals)}::jsonb) AS x(id)
+        RETURNING 1
+      ),
       movement_receipts AS (
         UPDATE idempotency_records r SET state = 'COMPLETED', response_status = x.response_status,
           response_body = x.response_body, owner_instance = NULL, claim_id = NULL, updated_at = x.updated_at
@@ -357,6 +373,7 @@ const createTransfers = (
         SELECT hold_payers_or_refuse(${JSON.stringify(members)}::jsonb,
           (SELECT count(*) FROM movement_transactions) = ${transactions.length}
             AND (SELECT count(*) FROM movement_events) = ${events.length}
+            AND (SELECT count(*) FROM movement_withdrawals) = ${withdrawals.length}
             AND (SELECT count(*) FROM movement_receipts) = ${receipts.length}) AS held
       )`
     const { first, results } = yield* ledger.postPreparedAfter(

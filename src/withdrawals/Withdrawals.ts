@@ -175,11 +175,14 @@ export class Withdrawals extends Context.Service<Withdrawals, {
         if (freeze === undefined || more.length > 0) {
           return yield* Effect.die(new Error("a withdrawal's creation books exactly one entry, its freeze"))
         }
-        // One statement (Movements.ts): the withdrawal's rows, the payer's hold, the freeze.
-        const event = yield* transactionEvents.createdWhen(transactionAsInserted(record, { source: payer }), sql`true`)
+        // One statement (Movements.ts): the withdrawal's rows, the payer's hold, the freeze. Its own row and its event
+        // as data, so it shares the statement of fixed text with the transfers and withdrawals of its batch (issue 34).
+        const event = yield* transactionEvents.createdRow(transactionAsInserted(record, { source: payer }))
         yield* movements.create({
           transaction: record,
-          rows: [sql`INSERT INTO withdrawals (transaction_id) VALUES (${id}) RETURNING transaction_id`, event],
+          rows: [],
+          withdrawal: true,
+          events: [event],
           entry: yield* ledger.prepare(entryRequest(tenant.id, id, freeze)),
           dailyLimit: submission.dailyLimit,
           receipt: submission.recordReceipt === undefined

@@ -320,13 +320,21 @@ export const measureCpu = (processes: { readonly service: number; readonly dataD
   })
   const before = take()
   return {
+    /** Prints the CPU per unit of each process and answers it in milliseconds. */
     stop: (phase: string, units: number, unit: string) => {
       const after = take()
-      const per = (seconds: number) => ((seconds * 1000) / units).toFixed(2)
-      log(`  ${phase}: CPU per ${unit} (ms): service ${per(after.service - before.service)}, PostgreSQL ` +
-        `${per(after.postgres - before.postgres)}` +
-        (processes.node === undefined ? "" : `, node ${per(after.node - before.node)}`) +
-        `, bench ${per(after.bench - before.bench)}`)
+      const millis = (seconds: number) => (seconds * 1000) / units
+      const each = {
+        service: millis(after.service - before.service),
+        postgres: millis(after.postgres - before.postgres),
+        node: millis(after.node - before.node),
+        bench: millis(after.bench - before.bench)
+      }
+      log(`  ${phase}: CPU per ${unit} (ms): service ${each.service.toFixed(2)}, PostgreSQL ` +
+        `${each.postgres.toFixed(2)}` +
+        (processes.node === undefined ? "" : `, node ${each.node.toFixed(2)}`) +
+        `, bench ${each.bench.toFixed(2)}`)
+      return each
     }
   }
 }

@@ -213,7 +213,7 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
       await sleep(100)
     }
     // Which process binds the burst: CPU per withdrawal of the service, its PostgreSQL, anvil and this client.
-    cpu.stop("withdrawals", options.count, "withdrawal")
+    const cpuEach = cpu.stop("withdrawals", options.count, "withdrawal")
     await activity?.stop()
     // Where the time went, per withdrawal: submission (created) → signed → CONFIRMING (the broadcast's transition).
     const [steps] = await query((sql) =>
@@ -255,7 +255,13 @@ export const runWithdrawalsPhase = async (options: WithdrawalsPhaseOptions) => {
 
     log(`  withdrawals: ${options.count} broadcast in ${seconds(serviceSeconds * 1000)} (${rate(servicePerSecond)}/s); ` +
       `raw eth_sendRawTransaction: ${rate(rawPerSecond)}/s (${options.inFlight} in flight)`)
-    return { ratio: servicePerSecond / rawPerSecond, servicePerSecond, rawPerSecond }
+    return {
+      ratio: servicePerSecond / rawPerSecond,
+      servicePerSecond,
+      rawPerSecond,
+      // Issue 34's line: the service's and its PostgreSQL's CPU per withdrawal, the node and the bench excluded.
+      cpuMillis: cpuEach.service + cpuEach.postgres
+    }
   } finally {
     if (service !== undefined && process.env.COFFER_SLOW_SPANS_MS !== undefined) {
       // src/observability/SlowSpans.ts: what the service reported, grouped by span.

@@ -18,7 +18,9 @@
  *   `fee-account cpu/raw` (at most 2.0 and 2.2), service and raw baseline in alternating slices
  * deliveries (DeliveriesPhase.ts): `deliveries/raw-post ratio`; then by CPU (issue 34), `deliveries cpu/raw` (at most
  *   2.5), service and raw POSTs in alternating slices, the receiver excluded
- * withdrawals (WithdrawalsPhase.ts, own anvil and service): `withdrawals/raw-send ratio`, `--withdrawals <n>` (200)
+ * withdrawals (WithdrawalsPhase.ts, own anvil and service): `withdrawals/raw-send ratio`, `--withdrawals <n>` (200);
+ *   `withdrawal cpu ms`, the service's and its PostgreSQL's CPU per withdrawal of the burst, the node excluded (issue
+ *   34: at most 8)
  * addresses (DepositAddressPhase.ts, own service): `deposit_address p99 ms (20k)`, the worst p99 of any block of
  *   `--address-block <n>` (2000) calls among `--addresses <n>` (20000) at `--address-in-flight <n>` (32), with the
  *   service's resident memory and live heap after them (issue 39)
@@ -349,7 +351,8 @@ const goals = {
   "deliveries/raw-post ratio": { atLeast: 0.50, profile: "deliveries" },
   // Issue 34: service + PostgreSQL CPU per delivery against a raw POST's client CPU, at most (DeliveriesPhase.ts).
   "deliveries cpu/raw": { atMost: 2.5, profile: "deliveries" },
-  "withdrawals/raw-send ratio": { atLeast: 0.30, profile: "withdrawals" }
+  "withdrawals/raw-send ratio": { atLeast: 0.30, profile: "withdrawals" },
+  "withdrawal cpu ms": { atMost: 8, profile: "withdrawals" }
 } as const satisfies Record<string, ({ readonly atLeast: number } | { readonly atMost: number }) & { readonly profile: string }>
 type GoalLine = keyof typeof goals
 
@@ -672,6 +675,7 @@ const main = async () => {
         statements: flags.statements
       })
       goalFigure("withdrawals/raw-send ratio", result.ratio)
+      goalFigure("withdrawal cpu ms", result.cpuMillis)
     }
 
     if (runs("addresses") && profileDirectory === undefined) {

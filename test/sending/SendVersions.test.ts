@@ -99,7 +99,7 @@ const layer = OutgoingSends.layer.pipe(
 
 const head = (height: bigint): ChainHead => ({ height, hash: "head", finalizedHeight: 0n })
 
-const signSend = (ownerId: string, networkKey: string, assetId: string, to: string) =>
+const signSend = (ownerId: string, networkKey: string, assetId: string, to: string, broadcast = true) =>
   Effect.gen(function*() {
     const sends = yield* OutgoingSends
     const signer = yield* Signer
@@ -117,7 +117,7 @@ const signSend = (ownerId: string, networkKey: string, assetId: string, to: stri
     )
     assert.strictEqual(outcome._tag, "Signed")
     const send = (outcome as { readonly send: Send }).send
-    assert.strictEqual(yield* sends.broadcast(send), "SENT")
+    if (broadcast) assert.strictEqual(yield* sends.broadcast(send), "SENT")
     return send
   })
 
@@ -211,5 +211,34 @@ describe("later versions of TRON, SOL and BTC sends", () => {
       assert.strictEqual(control.conflictedAsked.length, before)
       control.unknown = false
       control.conflicted = false
+    }).pipe(Effect.provide(layer)))
+})
+
+describe("what a sending address's sends no node has taken yet will spend (OutgoingSends.reserved)", () => {
+  it.effect("each PENDING send none of whose versions was broadcast counts its amount and its first version's fee; a broadcast one, one whose later version was broadcast, or one no longer PENDING counts nothing (read from the unsent first versions, sql/0036)", () =>
+    Effect.gen(function*() {
+      const sends = yield* OutgoingSends
+      const sql = yield* SqlClient.SqlClient
+      const to = "TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7"
+      const from = (yield* signSend("01a20190-0000-7000-8000-0000000e0101", "TRON_NILE", "TRON_NILE_TRX", to)).from_address
+      // The file's other sends from this address (earlier tests) are the baseline.
+      const before = (yield* sends.reserved("TRON_NILE", from)).get("TRON_NILE_TRX") ?? 0n
+      const unsent = yield* signSend("01a20190-0000-7000-8000-0000000e0102", "TRON_NILE", "TRON_NILE_TRX", to, false)
+      const rejected = yield* signSend("01a20190-0000-7000-8000-0000000e0103", "TRON_NILE", "TRON_NILE_TRX", to, false)
+      const replaced = yield* signSend("01a20190-0000-7000-8000-0000000e0104", "TRON_NILE", "TRON_NILE_TRX", to, false)
+      const each = (send: Send) => send.amount + send.versions[0]!.network_fee_max
+      assert.strictEqual(
+        (yield* sends.reserved("TRON_NILE", from)).get("TRON_NILE_TRX"),
+        before + each(unsent) + each(rejected) + each(replaced)
+      )
+      yield* sql`UPDATE outgoing_sends SET state = 'REJECTED' WHERE id = ${rejected.id}`
+      // A later version given to a node: the send is taken, whatever its first version's count.
+      yield* sql`INSERT INTO outgoing_versions (send_id, version, kind, network_key, tx_hash, raw, network_fee_max,
+          signed_at, parameters, broadcasts)
+        SELECT send_id, 2, kind, network_key, tx_hash || '2', raw, network_fee_max, signed_at, parameters, 1
+        FROM outgoing_versions WHERE send_id = ${replaced.id} AND version = 1`
+      assert.strictEqual((yield* sends.reserved("TRON_NILE", from)).get("TRON_NILE_TRX"), before + each(unsent))
+      assert.strictEqual(yield* sends.broadcast(unsent), "SENT")
+      assert.strictEqual((yield* sends.reserved("TRON_NILE", from)).get("TRON_NILE_TRX") ?? 0n, before)
     }).pipe(Effect.provide(layer)))
 })

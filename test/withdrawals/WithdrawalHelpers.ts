@@ -86,11 +86,14 @@ export const statusEvents = (tenant: TestTenant, id: string) =>
 export const signedOf = (id: string) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    // `broadcasts` as the withdrawal counts them, `sendBroadcasts` as its send's versions do (OutgoingSends.reserved).
-    const [row] = yield* sql<{ signed_raw: string; signed_tx_hash: string; broadcasts: number; sendBroadcasts: number }>`
+    // `broadcasts` as the withdrawal counts them, `sendBroadcasts` as its send's versions do (OutgoingSends.reserved),
+    // `claimsHeld` its versions whose broadcast claim was not given back (sql/0030).
+    const [row] = yield* sql<{ signed_raw: string; signed_tx_hash: string; broadcasts: number; sendBroadcasts: number; claimsHeld: number }>`
       SELECT w.signed_raw, w.signed_tx_hash, w.broadcasts,
         (SELECT coalesce(sum(v.broadcasts), 0)::int FROM outgoing_sends s JOIN outgoing_versions v ON v.send_id = s.id
-          WHERE s.owner_id = w.transaction_id AND s.purpose = 'WITHDRAWAL') AS "sendBroadcasts"
+          WHERE s.owner_id = w.transaction_id AND s.purpose = 'WITHDRAWAL') AS "sendBroadcasts",
+        (SELECT count(*)::int FROM outgoing_sends s JOIN outgoing_versions v ON v.send_id = s.id
+          WHERE s.owner_id = w.transaction_id AND s.purpose = 'WITHDRAWAL' AND v.broadcast_claimed_at IS NOT NULL) AS "claimsHeld"
       FROM withdrawals w WHERE w.transaction_id = ${id}`
     return row!
   })

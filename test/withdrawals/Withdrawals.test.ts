@@ -195,6 +195,8 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("on-chain withdrawals",
           assert.strictEqual(yield* entryCount(id, "NETWORK_FEE"), 1)
           const counted = yield* signedOf(id)
           assert.deepStrictEqual([counted.broadcasts, counted.sendBroadcasts], [1, 1])
+          // The broadcast's claim was given back once the node took the bytes (by the CONFIRMING transition's count).
+          assert.strictEqual(counted.claimsHeld, 0, "the broadcast claim given back")
         }))
     }
   })
