@@ -43,6 +43,7 @@ import { WalletEntityLayer } from "./entities/WalletEntity.ts"
 import { WithdrawalEntityLayer } from "./entities/WithdrawalEntity.ts"
 import { OutgoingSends } from "./sending/OutgoingSends.ts"
 import { SweepLoop } from "./sweeps/SweepLoop.ts"
+import { ReorganizedSendsLoop } from "./sending/ReorganizedSends.ts"
 import { GasWallets } from "./sweeps/GasWallets.ts"
 import { Sweeps } from "./sweeps/Sweeps.ts"
 import { WithdrawalProcessor } from "./withdrawals/WithdrawalProcessor.ts"
@@ -114,6 +115,7 @@ export const DomainLayer = Layer.mergeAll(
   DepositWatcherSingletons,
   clusterDuty("withdrawal-supervisor", WithdrawalSupervisor),
   clusterDuty("sweeps", SweepLoop),
+  clusterDuty("reorganized-sends", ReorganizedSendsLoop),
   ShardTakeover
 ).pipe(
   Layer.provideMerge(Withdrawals.layer),

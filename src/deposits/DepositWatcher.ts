@@ -49,6 +49,7 @@ import { type Tenant, Tenants } from "../tenants/Tenants.ts"
 import { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
+import { reopenSendsAbove } from "../sending/ReorganizedSends.ts"
 
 // Its home is DepositDecisions.ts; exported here too for the callers that import it from the watcher.
 export { meetsConfirmationRule } from "./DepositDecisions.ts"
@@ -271,6 +272,8 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
           }
           yield* sql`DELETE FROM chain_blocks WHERE network_key = ${client.networkKey} AND height > ${height.toString()}`
           yield* forgetPlatformReceiptsAbove(sql, client.networkKey, height)
+          // Sends final in the forgotten blocks are in flight again (sending/ReorganizedSends.ts).
+          yield* reopenSendsAbove(sql, client.networkKey, height, yield* now)
           return orphaned.length
         })
 

@@ -72,6 +72,18 @@ export const HealthObject = Schema.Struct({
     })),
     heldHere: Schema.String,
     oldestUnprocessedMessageSeconds: Schema.NullOr(Schema.Number)
+  })),
+  /**
+   * Sends final once whose block a reorganization deeper than the confirmation rule removed, broadcast again with
+   * the same bytes until final again (sending/ReorganizedSends.ts); empty almost always, and when the database did
+   * not answer.
+   */
+  reorganizedSends: Schema.Array(Schema.Struct({
+    networkKey: Schema.String,
+    kind: Schema.String,
+    ownerId: Schema.String,
+    txHash: Schema.String,
+    since: Schema.String
   }))
 }).annotate({ identifier: "Health" })
 
