@@ -162,8 +162,8 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
           const at = yield* now
           yield* sql.withTransaction(Effect.gen(function*() {
             const created = yield* sql`
-              INSERT INTO chain_cursors (network_key, height, head_height, updated_at)
-              VALUES (${client.networkKey}, ${start.toString()}, ${head.height.toString()}, ${at})
+              INSERT INTO chain_cursors (network_key, height, head_height, updated_at, started_height)
+              VALUES (${client.networkKey}, ${start.toString()}, ${head.height.toString()}, ${at}, ${start.toString()})
               ON CONFLICT DO NOTHING
               RETURNING network_key`
             // Another process created it first, maybe at another height: its start stands.
