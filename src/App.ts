@@ -43,6 +43,7 @@ import { WalletEntityLayer } from "./entities/WalletEntity.ts"
 import { WithdrawalEntityLayer } from "./entities/WithdrawalEntity.ts"
 import { OutgoingSends } from "./sending/OutgoingSends.ts"
 import { SweepLoop } from "./sweeps/SweepLoop.ts"
+import { ReorganizedSendsLoop } from "./sending/ReorganizedSends.ts"
 import { GasWallets } from "./sweeps/GasWallets.ts"
 import { Sweeps } from "./sweeps/Sweeps.ts"
 import { WithdrawalProcessor } from "./withdrawals/WithdrawalProcessor.ts"
@@ -79,6 +80,8 @@ import { OpsSwitchHandlers } from "./ops/SwitchHandlers.ts"
 import { OpsPriceHandlers } from "./ops/PriceHandlers.ts"
 import { OpsSweepsHandlers } from "./ops/SweepHandlers.ts"
 import { OpsReservesHandlers } from "./ops/ReservesHandlers.ts"
+import { OpsOpeningBalanceHandlers } from "./ops/OpeningBalanceHandlers.ts"
+import { OpeningBalances } from "./ledger/OpeningBalances.ts"
 import { Reserves } from "./ledger/Reserves.ts"
 import { OpsApi } from "./ops/OpsApi.ts"
 import {
@@ -114,6 +117,7 @@ export const DomainLayer = Layer.mergeAll(
   DepositWatcherSingletons,
   clusterDuty("withdrawal-supervisor", WithdrawalSupervisor),
   clusterDuty("sweeps", SweepLoop),
+  clusterDuty("reorganized-sends", ReorganizedSendsLoop),
   ShardTakeover
 ).pipe(
   Layer.provideMerge(Withdrawals.layer),
@@ -121,7 +125,7 @@ export const DomainLayer = Layer.mergeAll(
   Layer.provideMerge(WithdrawalProcessor.layer),
   // Sweeps and GAS wallets (sweeps/), on the sending pipeline.
   // Beside them the proof of reserves (ledger/Reserves.ts), which reads the ledger and the chains and moves nothing.
-  Layer.provideMerge(Layer.mergeAll(Sweeps.layer, GasWallets.layer, Reserves.layer)),
+  Layer.provideMerge(Layer.mergeAll(Sweeps.layer, GasWallets.layer, Reserves.layer, OpeningBalances.layer)),
   // Every transaction the service sends, once (sending/): withdrawals now, sweeps next.
   Layer.provideMerge(OutgoingSends.layer),
   Layer.provideMerge(Layer.mergeAll(
@@ -202,6 +206,7 @@ export const OpsRoutes = Layer.mergeAll(
       OpsDevnetHandlers,
       OpsPriceHandlers,
       OpsReservesHandlers,
+      OpsOpeningBalanceHandlers,
       OpsAuditHandlers,
       OpsMetricsHandlers
     )

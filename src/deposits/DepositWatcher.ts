@@ -49,6 +49,7 @@ import { type Tenant, Tenants } from "../tenants/Tenants.ts"
 import { SubStatus, TransactionStatus } from "../transactions/Transaction.ts"
 import { TransactionEvents } from "../transactions/TransactionEvents.ts"
 import { PlatformAddresses } from "../wallets/PlatformAddresses.ts"
+import { reopenSendsAbove } from "../sending/ReorganizedSends.ts"
 
 // Its home is DepositDecisions.ts; exported here too for the callers that import it from the watcher.
 export { meetsConfirmationRule } from "./DepositDecisions.ts"
@@ -161,8 +162,8 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
           const at = yield* now
           yield* sql.withTransaction(Effect.gen(function*() {
             const created = yield* sql`
-              INSERT INTO chain_cursors (network_key, height, head_height, updated_at)
-              VALUES (${client.networkKey}, ${start.toString()}, ${head.height.toString()}, ${at})
+              INSERT INTO chain_cursors (network_key, height, head_height, updated_at, started_height)
+              VALUES (${client.networkKey}, ${start.toString()}, ${head.height.toString()}, ${at}, ${start.toString()})
               ON CONFLICT DO NOTHING
               RETURNING network_key`
             // Another process created it first, maybe at another height: its start stands.
@@ -271,6 +272,8 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
           }
           yield* sql`DELETE FROM chain_blocks WHERE network_key = ${client.networkKey} AND height > ${height.toString()}`
           yield* forgetPlatformReceiptsAbove(sql, client.networkKey, height)
+          // Sends final in the forgotten blocks are in flight again (sending/ReorganizedSends.ts).
+          yield* reopenSendsAbove(sql, client.networkKey, height, yield* now)
           return orphaned.length
         })
 

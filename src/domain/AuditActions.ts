@@ -17,7 +17,8 @@ export const auditActions = [
   "NETWORK_SWITCHED",
   "ASSET_SWITCHED",
   "WALLET_SWITCHED",
-  "PRICES_SET"
+  "PRICES_SET",
+  "OPENING_BALANCE_RECORDED"
 ] as const
 export type AuditAction = (typeof auditActions)[number]
 
@@ -29,6 +30,7 @@ export const auditTargetTypes = [
   "NETWORK",
   "ASSET",
   "WALLET",
-  "PRICES"
+  "PRICES",
+  "ADDRESS"
 ] as const
 export type AuditTargetType = (typeof auditTargetTypes)[number]

@@ -10,6 +10,8 @@
  *   and REVERSED deposits are no longer on the chain;
  * - operating receipts (`platform_receipts`, PlatformReceipts.ts) at or below `asOf` that are none of the service's
  *   own signed versions: +amount (money put on HOT, SWEEP or a GAS wallet from outside);
+ * - opening balances (`opening_balances`, OpeningBalances.ts) at or below `asOf`: what an operating address held at
+ *   the block the watcher started from, +amount;
  * - every send (`outgoing_sends`: withdrawals, sweeps, top-ups, nonce fills) included at or below `asOf`: its fee
  *   payer (the sending address, or a SOL send's separate fee payer) pays the network fee and the rent of accounts
  *   it created (`account_cost`) in the native coin, the sending address a CONFIRMED one's amount; a CONFIRMED sweep
@@ -169,6 +171,11 @@ const movements = (sql: SqlClient.SqlClient, networkKeys: ReadonlyArray<string>)
     FROM platform_receipts r JOIN cut ON cut.network_key = r.network_key
     WHERE (cut.as_of IS NULL OR r.block_height <= cut.as_of)
       AND NOT EXISTS (SELECT 1 FROM own WHERE own.network_key = r.network_key AND own.tx_hash = r.tx_hash)
+    UNION ALL
+    -- What an operating address held at the block the watcher started from (OpeningBalances.ts, sql/0037).
+    SELECT o.network_key, o.address, o.asset_id, o.role, o.amount::text, '0', '0', NULL, NULL
+    FROM opening_balances o JOIN cut ON cut.network_key = o.network_key
+    WHERE o.txid IS NULL AND (cut.as_of IS NULL OR o.height <= cut.as_of)
     UNION ALL
     -- Operating receipts the service sent itself still name the address's role (a SWEEP address never sends).
     SELECT r.network_key, r.to_address, r.asset_id, r.role, '0', '0', '0', NULL, NULL

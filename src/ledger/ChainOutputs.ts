@@ -98,6 +98,11 @@ export const readOutputBooks = (sql: SqlClient.SqlClient, networkKeys: ReadonlyA
         SELECT r.network_key, r.to_address, r.role, r.tx_hash, r.output_index, r.amount, false, NULL
         FROM platform_receipts r JOIN cut ON cut.network_key = r.network_key
         WHERE cut.as_of IS NULL OR r.block_height <= cut.as_of
+        UNION ALL
+        -- An operating address's unspent outputs at the block the watcher started from (OpeningBalances.ts).
+        SELECT o.network_key, o.address, o.role, o.txid, o.vout, o.amount, false, NULL
+        FROM opening_balances o JOIN cut ON cut.network_key = o.network_key
+        WHERE o.txid IS NOT NULL AND (cut.as_of IS NULL OR o.height <= cut.as_of)
       ), inputs AS (
         SELECT s.network_key, s.state, i.value->>'txid' AS txid, (i.value->>'vout')::int AS vout,
           (s.included_tx_hash = v.tx_hash AND s.included_height IS NOT NULL

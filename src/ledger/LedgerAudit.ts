@@ -585,7 +585,9 @@ const runChecks = Effect.gen(function*() {
     let examined = 0
     for (;;) {
       const page = yield* sql`
-        SELECT s.id, s.purpose, s.state, s.network_fee::text AS network_fee, s.account_cost::text AS account_cost,
+        -- A send a reorganization reopened (sql/0037) keeps the entries of the state it had: nothing was booked back.
+        SELECT s.id, s.purpose, coalesce(s.reorganized_from_state, s.state) AS state,
+          s.network_fee::text AS network_fee, s.account_cost::text AS account_cost,
           n.native_asset_id,
           CASE WHEN s.purpose = 'WITHDRAWAL' THEN t.tenant_id ELSE w.tenant_id END AS tenant_id,
           t.status AS withdrawal_status, t.network_fee::text AS withdrawal_network_fee

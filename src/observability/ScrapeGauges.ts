@@ -57,6 +57,8 @@ export const databasePoolConnectionsInUse = gauge("coffer_db_pool_connections_in
   "This process's pool sessions lent out now: a statement running, a transaction open, a connection reserved or listening")
 export const databasePoolCheckoutsWaiting = gauge("coffer_db_pool_checkouts_waiting",
   "Fibers of this process waiting for a pool session (every session lent out)")
+export const sendsReorganizedOpen = gauge("coffer_sends_reorganized_open",
+  "Sends final once whose block a reorganization removed, by network, broadcast again until final again (sending/ReorganizedSends.ts); 0 when none")
 export const metricsDatabaseUp = gauge("coffer_metrics_database_up",
   "1 when this scrape's database statements answered in time, else 0 (the database gauges then keep their last values)")
 
@@ -78,6 +80,7 @@ const sessionRows = decodeRows(
   Schema.Struct({ state: Text, count: Int4, waiting: Int4 }),
   "ScrapeGauges (pg_stat_activity)"
 )
+const reorganizedRows = decodeRows(Schema.Struct({ network_key: Text, count: Int4 }), "ScrapeGauges (reorganized sends)")
 const limitRow = decodeSingleRow(Schema.Struct({ max_connections: Int4 }), "ScrapeGauges (max_connections)")
 
 /** The states pg_stat_activity reports for a client session, listed so a state that empties reads 0. */
@@ -187,6 +190,17 @@ export class ScrapeGauges extends Context.Service<ScrapeGauges, {
         yield* Metric.update(databasePoolConnectionsMax, poolConnectionsMax)
       })
 
+      // The partial index outgoing_sends_reorganized_idx: almost always empty.
+      const reorganized = Effect.gen(function*() {
+        const rows = yield* sql`
+          SELECT network_key, count(*)::int AS count FROM outgoing_sends
+          WHERE reorganized_from_state IS NOT NULL GROUP BY network_key`.pipe(Effect.flatMap(reorganizedRows))
+        const found = new Map(rows.map((row) => [row.network_key, row.count]))
+        for (const networkKey of new Set([...clients.networkKeys, ...found.keys()])) {
+          yield* set(sendsReorganizedOpen, { network: networkKey }, found.get(networkKey) ?? 0)
+        }
+      })
+
       // In this process's memory, not read from the database: refreshed first, also when the database does not answer
       // (a pool with every session lent and fibers waiting is then what an operator most needs to see).
       const poolUse = Option.flatMap(yield* Effect.serviceOption(PgClient.PgClient), (client) => Option.fromUndefinedOr(poolUseOf(client)))
@@ -198,7 +212,7 @@ export class ScrapeGauges extends Context.Service<ScrapeGauges, {
 
       const refresh = Effect.fn("ScrapeGauges.refresh")(function*() {
         yield* pool
-        const answered = yield* Effect.all([chains, outbox, withdrawals, webhooks, sessions], { discard: true }).pipe(
+        const answered = yield* Effect.all([chains, outbox, withdrawals, webhooks, sessions, reorganized], { discard: true }).pipe(
           Effect.timeout(Duration.millis(refreshTimeoutMillis)),
           Effect.as(true),
           Effect.catchCause((cause) => Effect.as(Effect.logWarning("metrics: the database gauges were not refreshed", cause), false))

@@ -72,6 +72,18 @@ export const HealthObject = Schema.Struct({
     })),
     heldHere: Schema.String,
     oldestUnprocessedMessageSeconds: Schema.NullOr(Schema.Number)
+  })),
+  /**
+   * Sends final once whose block a reorganization deeper than the confirmation rule removed, broadcast again with
+   * the same bytes until final again (sending/ReorganizedSends.ts); empty almost always, and when the database did
+   * not answer.
+   */
+  reorganizedSends: Schema.Array(Schema.Struct({
+    networkKey: Schema.String,
+    kind: Schema.String,
+    ownerId: Schema.String,
+    txHash: Schema.String,
+    since: Schema.String
   }))
 }).annotate({ identifier: "Health" })
 
@@ -390,6 +402,53 @@ export class OpsPricesApi extends HttpApiGroup.make("prices")
   .annotateMerge(OpenApi.annotations({ title: "Prices" }))
 {}
 
+export const OpeningBalanceObject = Schema.Struct({
+  id: Schema.String,
+  networkKey: Schema.String,
+  address: Schema.String,
+  role: Schema.Literals(["HOT", "SWEEP", "GAS"]),
+  assetId: Schema.String,
+  amountRaw: Schema.String,
+  /** The block it was held at: the one the network's deposit watcher started from. */
+  height: Schema.String,
+  /** BTC: the output (else null). */
+  txid: Schema.NullOr(Schema.String),
+  vout: Schema.NullOr(Schema.Number),
+  recordedAt: Schema.String,
+  recordedBy: Schema.String,
+  requestId: Schema.String
+}).annotate({ identifier: "OpeningBalance" })
+
+/**
+ * Opening balances (docs/ledger.md "Opening balances"): what an operating address held at the block the network's
+ * deposit watcher started from, so the chain books explain it. Recorded once, audited, never changed.
+ */
+export class OpsOpeningBalancesApi extends HttpApiGroup.make("openingBalances")
+  .add(
+    HttpApiEndpoint.get("list", "/ops/networks/:networkKey/opening_balances", {
+      params: { networkKey: Schema.String },
+      success: Schema.Struct({ items: Schema.Array(OpeningBalanceObject) }),
+      error: [NotFoundWire]
+    }),
+    HttpApiEndpoint.post("record", "/ops/networks/:networkKey/opening_balances", {
+      params: { networkKey: Schema.String },
+      payload: storable(Schema.Struct({
+        address: Schema.String,
+        assetId: Schema.String,
+        /** Account families: what the address held. */
+        amountRaw: Schema.optional(RawAmount),
+        /** BTC: the address's unspent outputs at that block. */
+        outputs: Schema.optional(Schema.Array(Schema.Struct({ txid: Schema.String, vout: Schema.Number, valueRaw: RawAmount }))),
+        /** The watcher's start block: confirms it, or names it where the database predates its record. */
+        height: Schema.optional(RawAmount)
+      })),
+      success: Schema.Struct({ items: Schema.Array(OpeningBalanceObject) }).pipe(HttpApiSchema.status(201)),
+      error: [NotFoundWire, BadRequestWire, InvalidStateWire]
+    })
+  )
+  .annotateMerge(OpenApi.annotations({ title: "Opening balances" }))
+{}
+
 const TreeRootObject = Schema.Struct({
   /** SHA-256 of the root node, hex (docs/reserves.md). */
   hash: Schema.String,
@@ -456,6 +515,7 @@ export class OpsApi extends HttpApi.make("coffer-ops")
   .add(OpsDevnetApi)
   .add(OpsPricesApi)
   .add(OpsReservesApi)
+  .add(OpsOpeningBalancesApi)
   .add(OpsAuditApi)
   .add(OpsMetricsApi)
   .middleware(OpsAuth)

@@ -31,6 +31,7 @@ import { PgClient } from "@effect/sql-pg"
 import { announceConfigChange } from "../auth/ConfigChanges.ts"
 import { auditOrigin } from "./AuditOrigin.ts"
 import { OperatorAudit } from "./OperatorAudit.ts"
+import { reorganizedSendsReport } from "../sending/ReorganizedSends.ts"
 
 export const tenantObject = (tenant: Tenant): TenantObject => ({
   id: tenant.id,
@@ -294,12 +295,16 @@ export const OpsPlatformHandlers = HttpApiBuilder.group(OpsApi, "platform", (han
         const cluster = database === "ok"
           ? Option.getOrNull(yield* clusterHealth.report.pipe(Effect.timeoutOption("2 seconds")))
           : null
+        const reorganized = database === "ok"
+          ? Option.getOrElse(yield* reorganizedSendsReport(sql).pipe(Effect.timeoutOption("2 seconds")), () => [])
+          : []
         return {
           status: database === "ok" ? "ok" as const : "degraded" as const,
           database,
           chains,
           signer: signerStatus,
-          cluster
+          cluster,
+          reorganizedSends: reorganized.map((send) => ({ ...send, since: toRfc3339(send.since) }))
         }
       }))
   }))

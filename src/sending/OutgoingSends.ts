@@ -315,6 +315,13 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
    * (`feeBookedBySend`); call it in the owner's transition's database transaction.
    */
   readonly markFinal: (send: Send, final: FinalInclusion) => Effect.Effect<void>
+  /**
+   * Where a send stands that a reorganization reopened after it was final (ReorganizedSends.ts): Final once a version
+   * is in a block that meets the confirmation rule again, else Waiting, after giving a node that does not know them
+   * the bytes of `txHash` (the version that was on the chain) again, under the broadcast claim. It never signs: no
+   * replacement, renewal or fill of a send whose inclusion the journal has booked already.
+   */
+  readonly recheckReorganized: (send: Send, head: ChainHead, txHash: string) => Effect.Effect<CheckOutcome, ChainUnavailable>
   /** Records a `Conflicted` check (the send is REJECTED); call it in the owner's transition's database transaction. */
   readonly markRejected: (send: Send) => Effect.Effect<void>
   /**
@@ -1142,6 +1149,40 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         return { _tag: "Waiting" } as CheckOutcome
       })
 
+      const recheckReorganized = Effect.fn("OutgoingSends.recheckReorganized")(function*(send: Send, head: ChainHead, txHash: string) {
+        const { chain, client, network } = sendingChain(send.network_key)
+        const found = yield* included(chain, send)
+        if (found !== undefined) {
+          if (!meetsConfirmationRule(network, head, found.inclusion.height)) {
+            return { _tag: "Waiting", includedAt: found.inclusion.height } as CheckOutcome
+          }
+          return {
+            _tag: "Final",
+            succeeded: found.inclusion.succeeded,
+            txHash: found.version.tx_hash,
+            height: found.inclusion.height,
+            networkFee: found.inclusion.networkFee ?? found.version.network_fee_max,
+            accountCost: found.inclusion.accountCost ?? 0n,
+            kind: found.version.kind
+          } as CheckOutcome
+        }
+        const version = send.versions.find((each) => each.tx_hash === txHash) ?? latest(send)
+        if ((yield* client.transactionState(version.tx_hash)) === "UNKNOWN") {
+          yield* rebroadcast(send, version).pipe(
+            Effect.tap((sent) =>
+              sent
+                ? Effect.logWarning(`${send.purpose.toLowerCase()} ${send.owner_id}: rebroadcast ${version.tx_hash}, ` +
+                  "reorganized away after it was final")
+                : Effect.void
+            ),
+            Effect.catchCause((cause) =>
+              Effect.logWarning(`${send.purpose.toLowerCase()} ${send.owner_id}: rebroadcast of ${version.tx_hash} failed`, cause)
+            )
+          )
+        }
+        return { _tag: "Waiting" } as CheckOutcome
+      })
+
       // The fee is booked in the statement's transaction (the owner's): recorded final and booked, or neither. The
       // tenant is the payer's: a withdrawal's, or the sweep's (its deposit address or GAS wallet is the tenant's).
       const markFinal = (send: Send, final: FinalInclusion) =>
@@ -1152,7 +1193,8 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
                 state = ${final.kind === "FILL" ? "REJECTED" : final.succeeded ? "CONFIRMED" : "REVERTED"},
                 included_tx_hash = ${final.txHash}, included_height = ${final.height.toString()},
                 network_fee = ${final.networkFee.toString()}, account_cost = ${final.accountCost.toString()}
-              WHERE id = ${send.id} AND state IN ('PENDING', 'FILLING')
+              -- A send reopened by a reorganization is restored by ReorganizedSends.ts, which books nothing again.
+              WHERE id = ${send.id} AND state IN ('PENDING', 'FILLING') AND reorganized_from_state IS NULL
               RETURNING purpose, owner_id
             )
             SELECT CASE m.purpose
@@ -1205,7 +1247,8 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         const client = clients.get(networkKey)
         if (client?.withdrawals === undefined) return 0
         const filling = yield* sql`SELECT ${sendColumns(sql)} FROM outgoing_sends s
-          WHERE s.network_key = ${networkKey} AND s.state = 'FILLING' ORDER BY s.nonce LIMIT 100`
+          WHERE s.network_key = ${networkKey} AND s.state = 'FILLING' AND s.reorganized_from_state IS NULL
+          ORDER BY s.nonce LIMIT 100`
           .pipe(Effect.orDie, Effect.flatMap(sendRows))
         if (filling.length === 0) return 0
         const head = yield* client.head
@@ -1222,7 +1265,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       }, (effect) => effect.pipe(Effect.catchTag("ChainUnavailable", (error) =>
         Effect.as(Effect.logWarning(`nonce fills: ${error.message}`), 0))))
 
-      return OutgoingSends.of({ forOwner, sign, broadcast, broadcastCountedByCaller, check, markFinal, markRejected, reserved, reservedPart, settleFills })
+      return OutgoingSends.of({ forOwner, sign, broadcast, broadcastCountedByCaller, check, markFinal, markRejected, reserved, reservedPart, settleFills, recheckReorganized })
     })
   ).pipe(Layer.provide(CrashPoints.layer), Layer.orDie)
 }

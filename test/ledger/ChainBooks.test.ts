@@ -5,8 +5,11 @@
  * as an operator would.
  *
  * Held here: HOT funded from outside by real transfers is recorded by the watcher (platform_receipts) and booked;
- * after ETH and ERC-20 deposits and withdrawals the check passes (exit 0) with every line equal; a withdrawal in a
- * block but not yet final is an explained in-flight line (exit 0); an out-of-band change on chain (anvil
+ * money SWEEP held before the watcher saw it (anvil setBalance: carried over) is in the books once the operator
+ * records its opening balance (issue 35); after ETH and ERC-20 deposits and withdrawals the check passes (exit 0)
+ * with every line equal; a withdrawal in a block but not yet final is an explained in-flight line (exit 0); an ETH
+ * sweep from the deposit address to HOT is in flight on both lines until final, then both equal the node with its
+ * fee booked (issue 35: the sweep step of the comparison); an out-of-band change on chain (anvil
  * setBalance) on HOT, then on a deposit address, is reported with that address and exits 1; the node's URL (and its
  * credentials) is never printed, also when the node cannot be reached (exit 2).
  */
@@ -19,8 +22,8 @@ import { Catalog } from "../../src/catalog/Catalog.ts"
 import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
 import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
 import { anvilAccounts, cloneTokenAt, deployToken, erc20Artifact, startAnvil } from "../support/Anvil.ts"
-import { deposits } from "../support/NetworkCalls.ts"
-import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
+import { deposits, networkCalls } from "../support/NetworkCalls.ts"
+import { makeTestAppLayer, opsRequest, provisionTenant, type TestTenant } from "../support/TestApp.ts"
 import { hotAddress, waitFor, walletOf, withdraw } from "../withdrawals/WithdrawalHelpers.ts"
 import { type CheckRun, runLedgerCheck } from "./LedgerCheck.ts"
 
@@ -29,6 +32,7 @@ const { client: node } = anvil
 const eth = "ETH_SEPOLIA_ETH"
 const usdt = "ETH_SEPOLIA_USDT"
 const sender = anvilAccounts[0]
+const { pass, sweepsOf, operating } = networkCalls("ETH_SEPOLIA")
 
 beforeAll(() => Effect.runPromise(anvil.ready))
 
@@ -68,8 +72,8 @@ const lineOf = (run: CheckRun, assetId: string, address: string) => {
 const ethBalance = (address: string) => Effect.promise(() => node.getBalance({ address: address as Hex }))
 
 layer(
-  // Sweeps off (AUTO_SWEEPS=false): these expectations follow deposits and withdrawals alone; the sweeps' books are
-  // held by test/ledger/ChainBooksQuery.test.ts and their movements by test/sweeps/EvmSweeps.test.ts.
+  // Sweeps off (AUTO_SWEEPS=false): no background pass; the one sweep below is a pass the test runs, so the
+  // expectations around it are exact. Their movements in detail: test/sweeps/EvmSweeps.test.ts.
   makeTestAppLayer({ chainRpcUrls: { ETH_SEPOLIA: Redacted.make(anvil.url) }, autoSweeps: false }),
   { excludeTestServices: true, timeout: 240_000 }
 )("ledger:check --chain on an EVM node (anvil)", (it) => {
@@ -77,12 +81,17 @@ layer(
   let hot: string
   let deposit: { walletId: string; address: string }
   let contract: Hex
+  let sweepAddress: string
 
   it.effect("HOT funded from outside and a tenant's ETH and USDT deposits: booked from what the watcher saw, the check passes", () =>
     Effect.gen(function*() {
       contract = (yield* Catalog).asset(usdt)!.contract!.toLowerCase() as Hex
       const source = yield* deployToken(anvil, 10n ** 24n)
       yield* cloneTokenAt(anvil, source, contract, sender, 10n ** 15n)
+      // Money on SWEEP the watcher never sees arrive (carried over from a previous system): no line until its
+      // opening balance is recorded (below).
+      sweepAddress = yield* operating("SWEEP")
+      yield* Effect.promise(() => node.setBalance({ address: sweepAddress as Hex, value: parseEther("4") }))
       // The watcher starts at the head it first sees: what came before is history.
       yield* mine()
       hot = yield* hotAddress("ETH_SEPOLIA")
@@ -125,6 +134,20 @@ layer(
         "expected 500000000  on chain 500000000  difference 0  ok")
       assert.match(run.lastLine, /^chain ok: 4 lines, 0 in flight$/)
       assert.notInclude(run.stdout + run.stderr, anvil.url)
+
+      // The operator records SWEEP's opening balance (what it held at the block the watcher started from): the
+      // books count it, and the line is compared like any other.
+      const opening = yield* opsRequest("POST", "/ops/networks/ETH_SEPOLIA/opening_balances", {
+        address: sweepAddress,
+        assetId: eth,
+        amountRaw: parseEther("4").toString()
+      }, { "x-operator": "auditor" })
+      assert.strictEqual(opening.status, 201, opening.text)
+      const opened = yield* check()
+      assert.strictEqual(opened.code, 0, opened.stdout + opened.stderr)
+      assert.strictEqual(lineOf(opened, eth, sweepAddress), `ETH_SEPOLIA  ${eth}  ${sweepAddress}  SWEEP  ` +
+        "expected 4000000000000000000  on chain 4000000000000000000  difference 0  ok")
+      assert.match(opened.lastLine, /^chain ok: 5 lines, 0 in flight$/)
     }), timeout)
 
   it.effect("ETH and USDT withdrawals from HOT: in a block but not final, explained in flight (exit 0); final, HOT's books equal the node to the wei", () =>
@@ -148,7 +171,7 @@ layer(
         `withdrawal ${usdtWithdrawal.json.withdrawalId} \\(send PENDING\\)\\)$`))
       assert.strictEqual(lineOf(inFlight, usdt, hot), `ETH_SEPOLIA  ${usdt}  ${hot}  HOT  expected 1000000000  on chain 880000000  ` +
         `difference -120000000  in flight (explained: withdrawal ${usdtWithdrawal.json.withdrawalId} (send PENDING))`)
-      assert.match(inFlight.lastLine, /^chain ok: 4 lines, 2 in flight$/)
+      assert.match(inFlight.lastLine, /^chain ok: 5 lines, 2 in flight$/)
 
       yield* mine(11)
       yield* confirm
@@ -164,7 +187,39 @@ layer(
       assert.strictEqual(lineOf(run, usdt, hot), `ETH_SEPOLIA  ${usdt}  ${hot}  HOT  expected 880000000  on chain 880000000  difference 0  ok`)
       // The deposit address keeps its coins: withdrawals are paid from HOT (no sweep ran).
       assert.include(lineOf(run, eth, deposit.address), "expected 2000000000000000000  on chain 2000000000000000000  difference 0  ok")
-      assert.match(run.lastLine, /^chain ok: 4 lines, 0 in flight$/)
+      assert.match(run.lastLine, /^chain ok: 5 lines, 0 in flight$/)
+    }), timeout)
+
+  it.effect("an ETH sweep of the deposit address to HOT: in flight on both lines while not final; final, both equal the node and its fee is in the journal", () =>
+    Effect.gen(function*() {
+      const hotBefore = yield* ethBalance(hot)
+      const deposited = yield* ethBalance(deposit.address)
+      // HOT is below the hot target (10 ETH), so the sweep goes there (decisions.md); a native sweep pays its own fee.
+      yield* pass
+      const sweep = (yield* sweepsOf(deposit.address)).find((entry) => entry.assetId === eth)
+      assert.deepInclude(sweep, { kind: "SWEEP", from: deposit.address, to: hot })
+      yield* mine()
+      const inFlight = yield* check()
+      assert.strictEqual(inFlight.code, 0, inFlight.stdout + inFlight.stderr)
+      assert.match(lineOf(inFlight, eth, deposit.address), new RegExp(`  DEPOSIT  expected ${deposited}  on chain 0  ` +
+        `difference -${deposited}  in flight \\(explained: sweep ${sweep!.id} \\(send PENDING\\)\\)$`))
+      assert.match(lineOf(inFlight, eth, hot), new RegExp(`  HOT  expected ${hotBefore}  on chain \\d+  difference \\+\\d+  ` +
+        `in flight \\(explained: sweep ${sweep!.id} \\(send PENDING, incoming\\)\\)$`))
+
+      yield* mine(11)
+      yield* pass
+      const [done] = (yield* sweepsOf(deposit.address)).filter((entry) => entry.id === sweep!.id)
+      assert.strictEqual(done!.status, "COMPLETED")
+      const swept = BigInt(done!.amountRaw)
+      assert.strictEqual(swept + BigInt(done!.networkFeeRaw!), deposited, "the address's whole balance: amount + fee")
+      const run = yield* check()
+      // The ledger half passed too: the sweep's fee is booked once (sendFeesBooked).
+      assert.strictEqual(run.code, 0, run.stdout + run.stderr)
+      assert.strictEqual(lineOf(run, eth, deposit.address), `ETH_SEPOLIA  ${eth}  ${deposit.address}  DEPOSIT  ` +
+        "expected 0  on chain 0  difference 0  ok")
+      assert.strictEqual(lineOf(run, eth, hot), `ETH_SEPOLIA  ${eth}  ${hot}  HOT  expected ${hotBefore + swept}  ` +
+        `on chain ${hotBefore + swept}  difference 0  ok`)
+      assert.match(run.lastLine, /^chain ok: 5 lines, 0 in flight$/)
     }), timeout)
 
   it.effect("a reorganization that removes a receipt's block forgets the receipt with it; the books still equal the node", () =>
@@ -206,8 +261,9 @@ layer(
       const depositChanged = yield* check()
       assert.strictEqual(depositChanged.code, 1, depositChanged.stdout + depositChanged.stderr)
       assert.include(lineOf(depositChanged, eth, hot), "difference 0  ok")
+      // Swept to HOT above: the books say 0.
       assert.strictEqual(lineOf(depositChanged, eth, deposit.address), `ETH_SEPOLIA  ${eth}  ${deposit.address}  DEPOSIT  ` +
-        "expected 2000000000000000000  on chain 1500000000000000000  difference -500000000000000000  UNEXPLAINED")
+        "expected 0  on chain 1500000000000000000  difference +1500000000000000000  UNEXPLAINED")
       assert.include(depositChanged.lastLine, `chain discrepancy: 1 unexplained difference, first ETH_SEPOLIA  ${eth}  ${deposit.address}`)
     }), timeout)
 
