@@ -5,6 +5,7 @@
  */
 import { Layer } from "effect"
 import { clusterDuty } from "../entities/ClusterDuties.ts"
+import { ServiceInstance } from "../idempotency/ServiceInstance.ts"
 import { WebhookEndpointEntityLayer } from "../entities/WebhookEndpointEntity.ts"
 import { WebhookDispatcher } from "./Dispatcher.ts"
 import { WebhookDeliveries } from "./WebhookDeliveries.ts"
@@ -19,6 +20,7 @@ export const WebhooksLayer = Layer.mergeAll(
   clusterDuty("webhook-dispatcher", WebhookDispatcher)
 ).pipe(
   Layer.provideMerge(WebhookEndpointEntityLayer),
-  Layer.provideMerge(WebhookDelivery.layer),
+  // The same ServiceInstance.layer the idempotency engine uses (one process, one instance: layers are memoized).
+  Layer.provideMerge(WebhookDelivery.layer.pipe(Layer.provide(ServiceInstance.layer))),
   Layer.provideMerge(WebhookTransport.layer)
 )
