@@ -111,7 +111,7 @@ const describeSamples = (samples: ReadonlyArray<Sample>) => {
  */
 const freezeDump = async (
   db: pg.Client,
-  survivors: ReadonlyArray<ServiceProcess>,
+  survivors: ReadonlyArray<readonly [name: string, service: ServiceProcess]>,
   opsToken: string,
   underWay: ReadonlyArray<{ readonly service: string; readonly route: string; readonly startedAt: number }>,
   frozenAt: number,
@@ -124,19 +124,20 @@ const freezeDump = async (
       round(extract(epoch FROM clock_timestamp() - xact_start) * 1000)::int AS xact_ms,
       round(extract(epoch FROM clock_timestamp() - state_change) * 1000)::int AS state_ms,
       left(regexp_replace(query, '\\s+', ' ', 'g'), 160) AS query
-    FROM pg_stat_activity WHERE pid <> pg_backend_pid() ORDER BY xact_start NULLS LAST, pid`).catch((error) => ({ rows: [{ error: String(error) }] }))
+    FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'
+    ORDER BY xact_start NULLS LAST, pid`).catch((error) => ({ rows: [{ error: String(error) }] }))
   lines.push("pg_stat_activity:", ...activity.rows.map((row) => `  ${JSON.stringify(row)}`))
   const locks = await db.query(`
     SELECT pid, locktype, mode, relation::regclass::text AS relation, pg_blocking_pids(pid) AS blocked_by
     FROM pg_locks WHERE NOT granted`).catch((error) => ({ rows: [{ error: String(error) }] }))
   lines.push("pg_locks not granted:", ...locks.rows.map((row) => `  ${JSON.stringify(row)}`))
-  for (const service of survivors) {
+  for (const [name, service] of survivors) {
     const metrics = await fetch(`${service.opsUrl}/metrics`, {
       headers: { authorization: `Bearer ${opsToken}` },
       signal: AbortSignal.timeout(2_000)
     }).then((response) => response.text()).catch((error) => `metrics: ${String(error)}`)
     const pool = metrics.split("\n").filter((line) => line.startsWith("coffer_db_pool_") || line.startsWith("metrics:"))
-    lines.push(`pool of ${service.publicUrl}: ${pool.join("; ")}`)
+    lines.push(`pool of ${name}: ${pool.join("; ")}`)
   }
   return lines.join("\n")
 }
@@ -303,7 +304,7 @@ describe("three processes, one cluster", () => {
             const now = performance.now()
             const stuck = [...underWay].filter((entry) => entry.service !== "second" && now - entry.startedAt > 3_000)
             if (stuck.length > 0 && dumps.length < 3) {
-              dumps.push(await freezeDump(db, [first, restarted], harness.opsToken(), [...underWay], frozenAt, now))
+              dumps.push(await freezeDump(db, [["first", first], ["restarted", restarted]], harness.opsToken(), [...underWay], frozenAt, now))
             }
           }
         })()
