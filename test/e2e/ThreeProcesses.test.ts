@@ -361,7 +361,8 @@ describe("three processes, one cluster", () => {
         assert.strictEqual(versions.rows.length, ids.length, "one send per withdrawal")
         for (const row of versions.rows) assert.strictEqual(row.versions, 1, `versions of ${row.id}`)
         const broadcasts = await db.query(
-          `SELECT v.tx_hash, b.broadcasts FROM outgoing_sends s JOIN outgoing_versions v ON v.send_id = s.id
+          `SELECT s.owner_id::text AS id, v.tx_hash, b.broadcasts, v.broadcast_claims
+           FROM outgoing_sends s JOIN outgoing_versions v ON v.send_id = s.id
            JOIN devnet_broadcasts b ON b.tx_hash = v.tx_hash WHERE s.owner_id::text = ANY($1)`,
           [ids]
         )
@@ -369,7 +370,17 @@ describe("three processes, one cluster", () => {
         // One call to the node per transaction: every broadcast is claimed in the database (sql/0030), and the claim is
         // looked at again right before the bytes leave, so a process that claimed, froze and woke after another took
         // the version over sends nothing (src/sending/OutgoingSends.ts; test/sending/BroadcastClaims.test.ts).
-        for (const row of broadcasts.rows) assert.strictEqual(row.broadcasts, 1, `broadcasts of ${row.tx_hash}`)
+        // On a miss: which phase the withdrawal was of, its claims, and what the processes logged about it.
+        const phaseOf = (id: string) =>
+          killIds.includes(id) ? "after the kill" : stopIds.includes(id) ? "through the frozen process" : "during the freeze"
+        const logged = (id: string, txHash: string) =>
+          [["first", first], ["second", second], ["restarted", restarted]].flatMap(([name, service]) =>
+            (service as ServiceProcess).output().split("\n").filter((line) => line.includes(id) || line.includes(txHash))
+              .map((line) => `  ${name as string}: ${line.slice(0, 400)}`))
+        for (const row of broadcasts.rows) {
+          assert.strictEqual(row.broadcasts, 1, `broadcasts of ${row.tx_hash}, withdrawal ${row.id} ${phaseOf(row.id)}, ${
+            row.broadcast_claims} claims\n${logged(row.id, row.tx_hash).join("\n")}`)
+        }
         const freezes = await db.query(
           `SELECT reference_id::text AS id, count(*)::int AS n FROM ledger_entries
            WHERE kind = 'WITHDRAWAL_FREEZE' AND reference_id::text = ANY($1) GROUP BY reference_id`,
