@@ -7,7 +7,8 @@
  *    kill (the survivors log the shards they took over).
  * 2. `SIGSTOP` of another right after withdrawals were submitted through it (their entities' work partly in its
  *    memory), then `SIGCONT`: the survivors take its shards and finish every withdrawal during the freeze, their
- *    request latency p99 meanwhile (signed reads of a wallet's balances and of the withdrawals' statuses) is under 5 s,
+ *    request latency p99 meanwhile (signed reads of a wallet's balances and of the withdrawals' statuses, withdrawals
+ *    submitted through them) is under 5 s,
  *    and after it wakes nothing is done twice: one signed version (one nonce, one transaction), one call to the node
  *    with its bytes, and one freeze entry per withdrawal, one credit per deposit. When the p99 misses, the test prints
  *    the slow requests and what the database (sessions, waits, blockers, locks) and the survivors' pools showed while
