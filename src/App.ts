@@ -41,6 +41,7 @@ import { clusterDuty, ShardTakeover } from "./entities/ClusterDuties.ts"
 import { ClusterHealth } from "./entities/ClusterHealth.ts"
 import { WalletEntityLayer } from "./entities/WalletEntity.ts"
 import { WithdrawalEntityLayer } from "./entities/WithdrawalEntity.ts"
+import { ClaimGraceAgreement } from "./sending/ClaimGraceAgreement.ts"
 import { OutgoingSends } from "./sending/OutgoingSends.ts"
 import { SweepLoop } from "./sweeps/SweepLoop.ts"
 import { ReorganizedSendsLoop } from "./sending/ReorganizedSends.ts"
@@ -108,7 +109,8 @@ export const DomainLayer = Layer.mergeAll(
   WebhooksLayer,
   Wallets.layer,
   Transfers.layer,
-  Idempotency.layer,
+  // This process's broadcast claim grace against the other live processes' (each recorded by its ServiceInstance).
+  Layer.provideMerge(ClaimGraceAgreement, Idempotency.layer),
   // Background duties, each once in the cluster (entities/ClusterDuties.ts); the watcher once per network.
   clusterDuty("provisioning-supervisor", ProvisioningSupervisor),
   clusterDuty("cluster-retention", ClusterRetention),

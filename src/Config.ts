@@ -45,8 +45,15 @@ export interface AppConfigShape {
    * `RUNNER_HOST` (default 127.0.0.1: every process on one machine) and `RUNNER_PORT` (default 0: a free port is
    * taken and the bound one advertised), or both at once as `RUNNER_ADDRESS=host:port`. `RUNNER_LISTEN_HOST` is the
    * interface the runner port listens on: by default the advertised host when it is loopback, else every interface.
+   * `RUNNER_SECRET`: the cluster's shared secret; set, runners speak TLS with a key derived from it (TLS-PSK,
+   * entities/RunnerTransport.ts) and a peer without it cannot connect. Required when the port listens beyond loopback.
    */
-  readonly runner: { readonly host: string; readonly port: number; readonly listenHost: string }
+  readonly runner: {
+    readonly host: string
+    readonly port: number
+    readonly listenHost: string
+    readonly secret: Option.Option<Redacted.Redacted<string>>
+  }
   /**
    * Shards of the cluster (`CLUSTER_SHARDS`, default 60): every process of a cluster must use the same number, and
    * one with another refuses to start (entities/Cluster.ts, `checkClusterSettings`).
@@ -101,12 +108,16 @@ export const defaultClusterShards = 60
 
 const isLoopback = (host: string) => host === "localhost" || host === "::1" || /^127\./.test(host)
 
+/** The shortest `RUNNER_SECRET` taken: the key of every runner connection is derived from it. */
+export const runnerSecretMinLength = 32
+
 /** The runner's advertised and listening address from `RUNNER_ADDRESS` or `RUNNER_HOST`/`RUNNER_PORT` (above). */
 export const parseRunnerAddress = (settings: {
   readonly runnerAddress: Option.Option<string>
   readonly runnerHost: Option.Option<string>
   readonly runnerPort: number
   readonly runnerListenHost: Option.Option<string>
+  readonly runnerSecret: Option.Option<Redacted.Redacted<string>>
 }): Effect.Effect<AppConfigShape["runner"], ConfigInvalid> => {
   let host = Option.getOrElse(settings.runnerHost, () => "127.0.0.1")
   let port = settings.runnerPort
@@ -122,7 +133,19 @@ export const parseRunnerAddress = (settings: {
     return Effect.fail(new ConfigInvalid({ message: "RUNNER_PORT: expected a port from 0 to 65535" }))
   }
   const listenHost = Option.getOrElse(settings.runnerListenHost, () => isLoopback(host) ? host : "0.0.0.0")
-  return Effect.succeed({ host, port, listenHost })
+  const secret = settings.runnerSecret
+  if (Option.isSome(secret) && Redacted.value(secret.value).length < runnerSecretMinLength) {
+    return Effect.fail(new ConfigInvalid({ message: `RUNNER_SECRET: expected at least ${runnerSecretMinLength} characters` }))
+  }
+  // The runner port takes the cluster's messages and runs entity handlers on request: reachable from other machines,
+  // only peers that hold the secret may speak to it (docs/operations.md, "The runner port").
+  if (Option.isNone(secret) && !isLoopback(listenHost)) {
+    return Effect.fail(new ConfigInvalid({
+      message: `RUNNER_SECRET: required when the runner port listens beyond loopback (on ${listenHost}); ` +
+        "set the same secret of at least 32 characters on every process of the cluster"
+    }))
+  }
+  return Effect.succeed({ host, port, listenHost, secret })
 }
 
 export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("coffer/AppConfig") {
@@ -147,6 +170,7 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("cof
         runnerHost: Config.String("RUNNER_HOST").pipe(Config.option),
         runnerPort: Config.Int("RUNNER_PORT").pipe(Config.withDefault(0)),
         runnerListenHost: Config.String("RUNNER_LISTEN_HOST").pipe(Config.option),
+        runnerSecret: Config.Redacted("RUNNER_SECRET").pipe(Config.option),
         clusterShards: Config.Int("CLUSTER_SHARDS").pipe(Config.withDefault(defaultClusterShards)),
         broadcastClaimGraceMillis: Config.Int("BROADCAST_CLAIM_GRACE_MS").pipe(
           Config.withDefault(broadcastClaimGraceDefaultMillis)
@@ -159,7 +183,14 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("cof
       if (config.broadcastClaimGraceMillis < 1_000 || config.broadcastClaimGraceMillis > 3_600_000) {
         return yield* new ConfigInvalid({ message: "BROADCAST_CLAIM_GRACE_MS: expected milliseconds from 1000 to 3600000" })
       }
-      const { runnerAddress: _address, runnerHost: _host, runnerPort: _port, runnerListenHost: _listen, ...rest } = config
+      const {
+        runnerAddress: _address,
+        runnerHost: _host,
+        runnerPort: _port,
+        runnerListenHost: _listen,
+        runnerSecret: _secret,
+        ...rest
+      } = config
       return AppConfig.of({
         ...rest,
         runner,
@@ -188,7 +219,7 @@ export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("cof
       simulatedChains: true,
       chainRpcUrls: {},
       autoSweeps: true,
-      runner: { host: "127.0.0.1", port: 0, listenHost: "127.0.0.1" },
+      runner: { host: "127.0.0.1", port: 0, listenHost: "127.0.0.1", secret: Option.none() },
       clusterShards: defaultClusterShards,
       broadcastClaimGraceMillis: broadcastClaimGraceDefaultMillis,
       ...overrides

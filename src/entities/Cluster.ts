@@ -13,8 +13,6 @@
  * so the cluster tables stay bounded.
  */
 import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
-import { layerClientProtocol } from "@effect/platform-node/NodeClusterSocket"
-import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import { Clock, Data, Duration, Effect, Layer, Logger, Option, Schedule, Schema } from "effect"
 import {
   MachineId,
@@ -36,6 +34,7 @@ import { AppConfig } from "../Config.ts"
 import { writeFileAtomically } from "../domain/AtomicFile.ts"
 import { decodeRows, Text } from "../db/RowSchemas.ts"
 import { pollingLoop, PollingLoop } from "../domain/Polling.ts"
+import { listenRunner, pskOf, runnerClientProtocol } from "./RunnerTransport.ts"
 
 export const clusterMessageRetentionDays = 7
 export const clusterRetentionIntervalMillis = 60 * 60 * 1000
@@ -138,14 +137,14 @@ const boundPort = (address: SocketServer.SocketServer["Service"]["address"]) =>
 const RunnerServerLayer = Layer.effect(SocketServer.SocketServer, Effect.gen(function*() {
   const config = yield* AppConfig
   const host = config.runner.listenHost
-  if (config.runner.port !== 0) return yield* NodeSocketServer.make({ host, port: config.runner.port })
+  const psk = pskOf(config.runner.secret)
+  const listen = (port: number) => listenRunner({ host, port, psk })
+  if (config.runner.port !== 0) return yield* listen(config.runner.port)
   const portFile = join(config.dataDir, "runner-port")
   const previous = existsSync(portFile) ? Number(readFileSync(portFile, "utf8").trim()) : 0
   const server = Number.isSafeInteger(previous) && previous > 0 && previous < 65_536
-    ? yield* NodeSocketServer.make({ host, port: previous }).pipe(
-      Effect.catch(() => NodeSocketServer.make({ host, port: 0 }))
-    )
-    : yield* NodeSocketServer.make({ host, port: 0 })
+    ? yield* listen(previous).pipe(Effect.catch(() => listen(0)))
+    : yield* listen(0)
   const bound = boundPort(server.address)
   if (bound !== previous && existsSync(config.dataDir)) {
     yield* Effect.sync(() => writeFileAtomically(portFile, `${bound}\n`, 0o644)).pipe(
@@ -171,13 +170,16 @@ const RunnerLayer = Layer.unwrap(Effect.gen(function*() {
     runnerAddress: Option.some(RunnerAddress.make(config.runner.host, port)),
     runnerListenAddress: Option.some(RunnerAddress.make(config.runner.listenHost, port))
   })
-  yield* Effect.logInfo(`cluster runner on ${config.runner.host}:${port} (listening on ${config.runner.listenHost})`)
+  const psk = pskOf(config.runner.secret)
+  yield* Effect.logInfo(`cluster runner on ${config.runner.host}:${port} (listening on ${config.runner.listenHost}, ${
+    psk === undefined ? "plain TCP: loopback only" : "TLS with RUNNER_SECRET"})`)
+  const clientProtocol = runnerClientProtocol(psk)
   return SocketRunner.layer.pipe(
-    Layer.provide(RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(layerClientProtocol))),
+    Layer.provide(RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(clientProtocol))),
     Layer.provideMerge(SqlMessageStorage.layer),
     // Merged: /ops/health lists the runners (ClusterHealth.ts).
     Layer.provideMerge(Layer.orDie(SqlRunnerStorage.layer)),
-    Layer.provide(layerClientProtocol),
+    Layer.provide(clientProtocol),
     // Merged: ClusterDuties.ts reads the shard count, /ops/health the timings.
     Layer.provideMerge(shardingConfig),
     Layer.provide(RpcSerialization.layerSchemaBinary())
