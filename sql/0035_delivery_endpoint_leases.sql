@@ -7,8 +7,8 @@
 -- `holder` is one instance of the endpoint's entity: its rounds share the lease, another instance (another process
 -- after a crash or a shard move) takes it only once it has ended, as the deliveries' own leases did. A process that dies
 -- mid-attempt leaves it to expire, and every delivery it had not recorded is due again: at least once.
--- `instance` is the holder's process (service_instances, sql/0011): a lease whose process is no longer live (its
--- advisory lock gone, or its heartbeat stale) counts as ended, so a kill -9 holds the endpoint for the seconds the
+-- `instance` is the holder's process (service_instances, sql/0011): a lease whose process no longer holds its
+-- advisory lock (gone in any way, kill -9 included) counts as ended, so a kill -9 holds the endpoint for the seconds the
 -- cluster takes to move its shard, not for the rest of the lease (issue 32, failover in seconds).
 -- webhook_deliveries.leased_until stays: rows leased by an older build are due once it passes (webhooks/DeliveryDue.ts).
 CREATE TABLE webhook_delivery_leases (

@@ -31,17 +31,28 @@ const reconnectPauseMillis = 1_000
 const registeredRow = decodeSingleRow(Schema.Struct({ lock_key: Int4 }), "ServiceInstance (register)")
 const releasedRow = decodeSingleRow(Schema.Struct({ count: Int4 }), "ServiceInstance (release stopped owners)")
 
+/** The advisory-lock half of liveness: a session of `owner` holds its lock (sql/0011). */
+const lockHeldBy = (sql: SqlClient.SqlClient, owner: Statement.Fragment | string) =>
+  sql`SELECT 1 FROM service_instances i
+      JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+        AND l.classid = ${instanceLockClassId}::oid AND l.objid = i.lock_key::oid
+    WHERE i.id = ${owner}`
+
 /**
  * A SQL condition: the instance `owner` (a uuid column or value) is live at `nowMillis`. It reads `pg_locks`, which
  * shows every session's locks of every database, hence the database filter (tests run many databases on one server).
  */
 export const ownerIsLive = (sql: SqlClient.SqlClient, owner: Statement.Fragment | string, nowMillis: number) =>
-  sql`EXISTS (
-    SELECT 1 FROM service_instances i
-      JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-        AND l.classid = ${instanceLockClassId}::oid AND l.objid = i.lock_key::oid
-    WHERE i.id = ${owner} AND i.heartbeat_at > ${new Date(nowMillis - heartbeatStaleMillis)})`
+  sql`EXISTS (${lockHeldBy(sql, owner)} AND i.heartbeat_at > ${new Date(nowMillis - heartbeatStaleMillis)})`
+
+/**
+ * A SQL condition: the instance `owner` still holds its lock, whatever its heartbeat. For holds that end on their own
+ * anyway (a webhook endpoint's lease): a process that died in any way, kill -9 included, lost its lock the moment the
+ * kernel closed its connection; one whose host vanished keeps it until TCP gives up, and the hold's own end bounds that.
+ */
+export const ownerHoldsLock = (sql: SqlClient.SqlClient, owner: Statement.Fragment | string) =>
+  sql`EXISTS (${lockHeldBy(sql, owner)})`
 
 export class ServiceInstance extends Context.Service<ServiceInstance, {
   /** This process's instance id, for `idempotency_records.owner_instance`. */

@@ -23,7 +23,7 @@ import { dueTime, isDue } from "./DeliveryDue.ts"
 import { toRfc3339 } from "../domain/Time.ts"
 import { makeGroupCommitQueue } from "../db/GroupCommit.ts"
 import { Ids } from "../domain/Ids.ts"
-import { ownerIsLive, ServiceInstance } from "../idempotency/ServiceInstance.ts"
+import { ownerHoldsLock, ServiceInstance } from "../idempotency/ServiceInstance.ts"
 import { countDelivery } from "../observability/ServiceMetrics.ts"
 import { Signer } from "../signer/Signer.ts"
 import {
@@ -292,24 +292,24 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
           const now = yield* Clock.currentTimeMillis
           const claimed = yield* sql`
             WITH taken_lease AS (
-              INSERT INTO webhook_delivery_leases AS l (endpoint_id, holder, instance, leased_until)
+              INSERT INTO webhook_delivery_leases AS lease (endpoint_id, holder, instance, leased_until)
               SELECT ${endpointId}, ${holder}, ${instance.id}, ${new Date(now + timings.claimLeaseMillis)}
               -- Not even tried while this holder's lease is fresh or another's lasts: a tried upsert locks the row
               -- (a WAL record) even when it changes nothing. The conflict's condition below stays the authority.
-              -- Another holder's lease lasts only while its process is live (sql/0035): after a kill -9 the endpoint
-              -- is taken over as soon as its entity runs elsewhere. The liveness read (pg_locks) is the costliest
+              -- Another holder's lease lasts only while its process holds its instance lock (sql/0035): after a kill -9
+              -- the endpoint is taken over as soon as its entity runs elsewhere. The liveness read (pg_locks) is the costliest
               -- condition, so PostgreSQL evaluates it last, only for a lease another holder still has.
               WHERE NOT EXISTS (
                 SELECT 1 FROM webhook_delivery_leases c WHERE c.endpoint_id = ${endpointId}
                   AND (c.holder = ${holder} AND c.leased_until >= ${new Date(now + timings.claimLeaseMillis * leaseRenewShare)}
                     OR c.holder <> ${holder} AND c.leased_until > ${new Date(now)}
-                      AND ${ownerIsLive(sql, sql.literal("c.instance"), now)}))
+                      AND ${ownerHoldsLock(sql, sql.literal("c.instance"))}))
               ON CONFLICT (endpoint_id) DO UPDATE
                 SET holder = excluded.holder, instance = excluded.instance, leased_until = excluded.leased_until
-              WHERE l.leased_until <= ${new Date(now)}
-                OR (l.holder = excluded.holder AND l.leased_until < ${new Date(now + timings.claimLeaseMillis * leaseRenewShare)})
-                OR (l.holder <> excluded.holder AND NOT ${ownerIsLive(sql, sql.literal("l.instance"), now)})
-              RETURNING l.endpoint_id
+              WHERE lease.leased_until <= ${new Date(now)}
+                OR (lease.holder = excluded.holder AND lease.leased_until < ${new Date(now + timings.claimLeaseMillis * leaseRenewShare)})
+                OR (lease.holder <> excluded.holder AND NOT ${ownerHoldsLock(sql, sql.literal("lease.instance"))})
+              RETURNING lease.endpoint_id
             ), held AS (
               SELECT endpoint_id FROM taken_lease
               UNION ALL

@@ -12,6 +12,7 @@ import { EventDataRenderer } from "../../src/webhooks/EventData.ts"
 import { retryScheduleSeconds } from "../../src/webhooks/EventTypes.ts"
 import { WebhookDeliveries } from "../../src/webhooks/WebhookDeliveries.ts"
 import { WebhookDelivery } from "../../src/webhooks/WebhookDelivery.ts"
+import { ServiceInstance } from "../../src/idempotency/ServiceInstance.ts"
 import { Signer } from "../../src/signer/Signer.ts"
 import { SqlClient } from "effect/sql"
 import { recordEvent } from "../../src/outbox/Outbox.ts"
@@ -210,6 +211,31 @@ describe("webhook delivery under TestClock", () => {
       }
       assert.strictEqual(receiver.requests.length, 8)
       assert.strictEqual(new Set(receiver.requests.map((request) => request.headers["x-coffer-event-id"])).size, 8)
+    }).pipe(Effect.provide(runnerLayer), Effect.provide(baseLayer())))
+
+  it.effect("a lease whose process is gone (kill -9) is taken over at once; a live process's lease is waited for", () =>
+    Effect.gen(function*() {
+      const receiver = yield* makeReceiver()
+      const { endpointId } = yield* setup(receiver.url, 2)
+      const startMillis = yield* Clock.currentTimeMillis
+      yield* fanOutBatch
+      const sql = yield* SqlClient.SqlClient
+      const delivery = yield* WebhookDelivery
+      const live = (yield* ServiceInstance).id
+      // Another holder in this (live) process holds the endpoint for 90 s: nothing is sent until it ends.
+      yield* sql`INSERT INTO webhook_delivery_leases (endpoint_id, holder, instance, leased_until)
+        VALUES (${endpointId}, ${yield* delivery.newHolder}, ${live}, ${new Date(startMillis + 90_000)})`
+      const waited = yield* delivery.deliverDue(endpointId, yield* delivery.newHolder)
+      assert.strictEqual(waited, startMillis + 90_000, "a live process's lease is waited for")
+      assert.strictEqual(receiver.requests.length, 0)
+      // The same lease, held by a process that no longer exists (no advisory lock, no heartbeat): taken over now.
+      yield* sql`UPDATE webhook_delivery_leases SET instance = ${"00000000-0000-7000-8000-00000000dead"}
+        WHERE endpoint_id = ${endpointId}`
+      const next = yield* delivery.deliverDue(endpointId, yield* delivery.newHolder)
+      assert.isUndefined(next)
+      const rows = yield* deliveryRows(endpointId)
+      assert.deepStrictEqual(rows.map((row) => row.status), ["DELIVERED", "DELIVERED"])
+      assert.strictEqual(receiver.requests.length, 2)
     }).pipe(Effect.provide(runnerLayer), Effect.provide(baseLayer())))
 
   it.effect("fan-out is idempotent: dispatching again creates no second delivery", () =>
