@@ -124,8 +124,8 @@ export interface ReceiptRow {
   readonly updated_at: string
   /**
    * No claim was taken before the statement (`RunOptions.claimInStatement`): the record is INSERTed COMPLETED by the
-   * statement, `ON CONFLICT DO NOTHING`, and answers no row when the key is held; the statement then fails whole
-   * (`ReceiptNotStored`) and the request goes the way of a held key (replay, 409, or a claim of its own).
+   * statement, and when the key is held the statement fails whole (a unique violation, or no row answered), the writer
+   * raises `ReceiptNotStored` and the request goes the way of a held key (replay, 409, or a claim of its own).
    */
   readonly fresh: boolean
   readonly request_sha256: string

@@ -275,7 +275,7 @@ const refusals: Record<string, () => HoldRefusal> = {
 const refusalOf = (error: SqlError.SqlError): Effect.Effect<never, HoldRefusal> => {
   const state = String(sqlStateOf(error))
   // A receipt's row not written (a claim taken over, a key held): the caller's idempotency run reads the key again.
-  if (state === receiptNotWrittenSqlState) {
+  if (state === receiptNotWrittenSqlState || isHeldKey(error)) {
     const cause: unknown = error.reason.cause
     const message = typeof cause === "object" && cause !== null && "message" in cause ? String(cause.message) : error.message
     return Effect.die(new ReceiptNotStored(message, { cause: error }))
@@ -286,6 +286,17 @@ const refusalOf = (error: SqlError.SqlError): Effect.Effect<never, HoldRefusal> 
 
 /** sql/0021 and sql/0033: not every row of the movement was written (its receipt's, in practice). */
 const receiptNotWrittenSqlState = "CF014"
+
+/**
+ * A record inserted by the statement (`movement_records`) whose key is held: a plain INSERT, not `ON CONFLICT DO
+ * NOTHING`, whose speculative insertion writes one WAL record more per row (its confirmation); the unique violation
+ * fails the statement as a missing row would.
+ */
+const isHeldKey = (error: SqlError.SqlError): boolean => {
+  const cause: unknown = error.reason.cause
+  const constraint = typeof cause === "object" && cause !== null && "constraint" in cause ? cause.constraint : undefined
+  return sqlStateOf(error) === "23505" && typeof constraint === "string" && constraint.startsWith("idempotency_records_")
+}
 
 /** The movement a hold's refusal names (its DETAIL, sql/0033 `hold_payers_or_refuse`), if any. */
 const refusedMovementOf = (error: SqlError.SqlError): string | undefined => {
@@ -402,7 +413,6 @@ const createTransfers = (
         FROM jsonb_to_recordset(${JSON.stringify(records)}::jsonb) AS x(tenant_id uuid, key_id text, endpoint text,
           idempotency_key text, request_sha256 text, response_status integer, response_body text, updated_at timestamptz,
           tenant_wide boolean)
-        ON CONFLICT DO NOTHING
         RETURNING 1
       ),
       first AS MATERIALIZED (
