@@ -459,7 +459,10 @@ export class Idempotency extends Context.Service<Idempotency, {
                   defect instanceof ReceiptNotStored
                     // The key was held when the statement ran: claimed now, it is either held still (stop) or free
                     // again (its holder failed and released it), and the statement is written under the claim.
-                    ? Effect.andThen(takeClaim, makeCommit(scope, requestSha256, claimId!, onCommitted).inStatement(response, write))
+                    ? Effect.andThen(
+                      takeClaim,
+                      Effect.suspend(() => makeCommit(scope, requestSha256, claimId!, onCommitted).inStatement(response, write))
+                    )
                     : Effect.die(defect)
                 ))
                 onCommitted(response)
