@@ -29,12 +29,14 @@
  * before it in the statement with the same limit (user, asset, day): N movements that each fit but together exceed
  * the limit never all pass, shared or not. A shared statement that fails (a refusal, an overdraft, a lost
  * idempotency claim, a deadlock with another process) is written again one movement at a time, so each request gets
- * its own answer, the same as alone.
+ * its own answer, the same as alone; for internal transfers, only the member a refusal names is written alone and the
+ * rest again together (`writeAsData`).
  *
  * Money by the batch (issue 34): movements whose rows are all data (internal transfers: their transaction, events and
  * idempotency receipt) are written by `createTransfers`, one statement whose text is the same for any number of them
  * (JSON arrays; planned once per connection), with every hold in one call (`hold_payers_or_refuse`) and the ledger's
- * statement trigger applying each account's summed change once (sql/0033_ledger_statement_triggers.sql). There is one
+ * statement trigger applying each account's summed change once (sql/0033_ledger_statement_triggers.sql). Their
+ * idempotency records are inserted by it too, with no claim committed before (Idempotency.ts `claimInStatement`). There is one
  * queue (`movementQueues`): with a statement that costs little more per member, the largest batches are the cheapest.
  */
 import { Context, Effect, Exit, Layer } from "effect"
