@@ -26,6 +26,11 @@ export interface IdempotentEndpoint<A> {
   readonly status: number
   /** The wire object of the effect's result; its JSON text is the stored body. */
   readonly body: (answer: A) => unknown
+  /**
+   * No claim before the effect: its one statement inserts the record with the answer (Idempotency.ts
+   * `RunOptions.claimInStatement`); the effect calls `record.claim` before any other write.
+   */
+  readonly claimInStatement?: boolean
 }
 
 /**
@@ -35,6 +40,8 @@ export interface IdempotentEndpoint<A> {
 export interface RecordAnswer<A> {
   (answer: A): Effect.Effect<void>
   readonly inStatement: StoreInStatement<A>
+  /** Idempotency.ts `Commit.claim`. */
+  readonly claim: Effect.Effect<void>
 }
 
 /**
@@ -64,9 +71,10 @@ export const idempotentResponse = <A, E, R>(
       sha256Hex(bytes),
       (commit) => {
         const inStatement: StoreInStatement<A> = (answer, write) => commit.inStatement(render(answer), write)
-        const record = Object.assign((answer: A) => commit(render(answer)), { inStatement })
+        const record = Object.assign((answer: A) => commit(render(answer)), { inStatement, claim: commit.claim })
         return Effect.map(execute(tenant, record), render)
-      }
+      },
+      { claimInStatement: endpoint.claimInStatement === true }
     )
     return HttpServerResponse.text(response.body, { status: response.status, contentType: "application/json" })
   })

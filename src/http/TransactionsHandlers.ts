@@ -78,7 +78,16 @@ export const TransactionsHandlers = HttpApiBuilder.group(Api, "transactions", (h
           if (payload.amountRaw <= 0n) return yield* new BadRequest({ message: "amount must be positive" })
           // The answer is stored in the transaction that moves the funds (Transfers.submit's `recordReceipt`).
           return yield* idempotentResponse(
-            { endpoint: submitEndpoint, key, tenantWide: externalTxId !== undefined, status: 202, body: receiptBody },
+            {
+              endpoint: submitEndpoint,
+              key,
+              tenantWide: externalTxId !== undefined,
+              status: 202,
+              body: receiptBody,
+              // An internal transfer's record is inserted by its one statement (Transfers.submit claims first where
+              // it writes anything else: a two-step code, a withdrawal).
+              claimInStatement: true
+            },
             (tenant, record) =>
               transfers.submit(tenant, {
                 assetId: payload.assetId,
@@ -88,7 +97,8 @@ export const TransactionsHandlers = HttpApiBuilder.group(Api, "transactions", (h
                 externalTxId,
                 note: payload.note ?? undefined,
                 twoFactorCode: headers["x-user-2fa-code"],
-                recordReceipt: record.inStatement
+                recordReceipt: record.inStatement,
+                claimKey: record.claim
               })
           )
         }), { uninterruptible: true })

@@ -88,6 +88,12 @@ export interface Commit {
   (response: StoredResponse): Effect.Effect<void>
   /** The same for an effect written as one statement, with no transaction around it (`StoreInStatement`). */
   readonly inStatement: StoreInStatement<StoredResponse>
+  /**
+   * Takes the key's claim now if it is not held yet (`RunOptions.claimInStatement`); nothing otherwise. An effect
+   * calls it before any write but its one statement's. When the key turns out held (a replay, a conflict) the effect
+   * is stopped here and the run answers as for a held key.
+   */
+  readonly claim: Effect.Effect<void>
 }
 
 /**
@@ -111,10 +117,41 @@ export interface ReceiptRow {
   readonly key_id: string
   readonly endpoint: string
   readonly idempotency_key: string
-  readonly claim_id: string
+  /** The execution's claim; null for a record inserted by the statement itself (`fresh`). */
+  readonly claim_id: string | null
   readonly response_status: number
   readonly response_body: string
   readonly updated_at: string
+  /**
+   * No claim was taken before the statement (`RunOptions.claimInStatement`): the record is INSERTed COMPLETED by the
+   * statement, and when the key is held the statement fails whole (a unique violation, or no row answered), the writer
+   * raises `ReceiptNotStored` and the request goes the way of a held key (replay, 409, or a claim of its own).
+   */
+  readonly fresh: boolean
+  readonly request_sha256: string
+  readonly tenant_wide: boolean
+}
+
+/**
+ * A statement that should have stored a receipt wrote none (its claim taken over, or, for a `fresh` record, the key
+ * held by another request): the statement wrote nothing. Raised as a defect by the writer (transfers/Movements.ts);
+ * a run whose claim is taken in the statement reads the key again and answers as a held key does.
+ */
+export class ReceiptNotStored extends Error {
+  override readonly name = "ReceiptNotStored"
+}
+
+export interface RunOptions {
+  /**
+   * Take no claim before `execute`: the effect's one statement inserts the record COMPLETED with its answer
+   * (`Commit.inStatement`, a `fresh` receipt), one write and one commit per request instead of a claim's commit
+   * before it and the record's update in it. `execute` must call `Commit.claim` before writing anything else (it
+   * then goes on as under a claim taken first). A failure of `execute` before the statement is settled by claiming
+   * the key then: a held key answers as it would have first (a replay, a 409), else the failure is settled as usual
+   * (released, or held for rule 7). Without it, a replay of a finished request would run the effect's reads before
+   * the statement refuses it; with it, it still answers the stored bytes.
+   */
+  readonly claimInStatement?: boolean
 }
 
 /** What runs under a key: an effect, or one that stores its response in its own transaction through `commit`. */
@@ -171,7 +208,8 @@ export class Idempotency extends Context.Service<Idempotency, {
   readonly run: <E, R>(
     scope: IdempotencyScope,
     requestSha256: string,
-    execute: Execute<E, R>
+    execute: Execute<E, R>,
+    options?: RunOptions
   ) => Effect.Effect<StoredResponse, E | IdempotencyConflict, R>
 }>()("coffer/Idempotency") {
   static readonly layer = Layer.effect(
@@ -310,8 +348,40 @@ export class Idempotency extends Context.Service<Idempotency, {
           response_body = ${response.body}, owner_instance = NULL, claim_id = NULL, updated_at = ${new Date(now)}
           WHERE ${claimed(scope, claimId)} RETURNING 1`
 
+      /** The record's INSERT as COMPLETED with `response`, for a run that took no claim first (`freshReceipt`). */
+      const insertResponse = (scope: IdempotencyScope, requestSha256: string, response: StoredResponse, now: number) =>
+        sql`INSERT INTO idempotency_records (tenant_id, key_id, endpoint, idempotency_key, request_sha256, state,
+            response_status, response_body, locked_until, created_at, updated_at, tenant_wide)
+          VALUES (${scope.tenantId}, ${scope.keyId}, ${recordEndpoint(scope)}, ${scope.key}, ${requestSha256}, 'COMPLETED',
+            ${response.status}, ${response.body}, ${new Date(now)}, ${new Date(now)}, ${new Date(now)},
+            ${scope.tenantWide === true})
+          ON CONFLICT DO NOTHING
+          RETURNING 1`
+
+      /** The receipt as data: under the execution's claim (`claimId`), or inserted by the statement (null). */
+      const receiptRow = (
+        scope: IdempotencyScope,
+        requestSha256: string,
+        claimId: string | null,
+        response: StoredResponse,
+        now: number
+      ): ReceiptRow => ({
+        tenant_id: scope.tenantId,
+        key_id: scope.keyId,
+        endpoint: recordEndpoint(scope),
+        idempotency_key: scope.key,
+        claim_id: claimId,
+        response_status: response.status,
+        response_body: response.body,
+        updated_at: new Date(now).toISOString(),
+        fresh: claimId === null,
+        request_sha256: requestSha256,
+        tenant_wide: scope.tenantWide === true
+      })
+
       const makeCommit = (
         scope: IdempotencyScope,
+        requestSha256: string,
         claimId: string,
         onCommitted: (response: StoredResponse) => void
       ): Commit => {
@@ -331,16 +401,7 @@ export class Idempotency extends Context.Service<Idempotency, {
           Effect.gen(function*() {
             const now = yield* Clock.currentTimeMillis
             const store = storeResponse(scope, claimId, response, now)
-            const receipt: ReceiptRow = {
-              tenant_id: scope.tenantId,
-              key_id: scope.keyId,
-              endpoint: recordEndpoint(scope),
-              idempotency_key: scope.key,
-              claim_id: claimId,
-              response_status: response.status,
-              response_body: response.body,
-              updated_at: new Date(now).toISOString()
-            }
+            const receipt = receiptRow(scope, requestSha256, claimId, response, now)
             // The statement is the commit: before it nothing of the effect is written, after it everything is.
             yield* crash.reach("before-commit")
             const written = yield* write(store, receipt)
@@ -348,10 +409,111 @@ export class Idempotency extends Context.Service<Idempotency, {
             yield* crash.reach("after-commit")
             return written
           })
-        return Object.assign(inTransaction, { inStatement })
+        return Object.assign(inTransaction, { inStatement, claim: Effect.void })
       }
 
-      const run = <E, R>(scope: IdempotencyScope, requestSha256: string, execute: Execute<E, R>) =>
+      /**
+       * `RunOptions.claimInStatement`: `execute` runs with no claim; its statement inserts the record with the answer
+       * (a `fresh` receipt), or `Commit.claim` takes the claim on the way. Whatever stops it short of its statement
+       * (the key held: a replay, a conflict; or its own failure) is answered as the key's state says, read by a claim
+       * taken then: a held key as usual (rule 3 before the failure, as when the claim came first), a free one with the
+       * failure, settled as usual.
+       */
+      const runClaimingInStatement = <E, R>(
+        scope: IdempotencyScope,
+        requestSha256: string,
+        execute: (commit: Commit) => Effect.Effect<StoredResponse, E, R>
+      ): Effect.Effect<StoredResponse, E | IdempotencyConflict, R> =>
+        Effect.gen(function*() {
+          // Nothing of the request is written until its statement: a crash here leaves the key free, as after a claim
+          // of a process that is gone.
+          yield* crash.reach("after-claim")
+          let claimId: string | undefined
+          let committed: StoredResponse | undefined
+          // The key turned out held: the answer for it (a replay, a conflict), the effect stopped.
+          // (A holder object: assigned inside closures, which TypeScript's narrowing does not follow.)
+          const key: { held?: Exit.Exit<StoredResponse, IdempotencyConflict> } = {}
+          const stopped = new ReceiptNotStored("the idempotency key is held by another request")
+          /** Claims the key; held, records the answer and stops the effect. */
+          const takeClaim = Effect.flatMap(Effect.exit(claim(scope, requestSha256)), (outcome) => {
+            if (Exit.isSuccess(outcome) && outcome.value._tag === "Execute") {
+              claimId = outcome.value.claimId
+              return Effect.void
+            }
+            key.held = Exit.isSuccess(outcome) && outcome.value._tag === "Replay"
+              ? Exit.succeed(outcome.value.response)
+              : outcome as Exit.Exit<never, IdempotencyConflict>
+            return Effect.die(stopped)
+          })
+          const onCommitted = (response: StoredResponse) => (committed = response)
+          const inStatement: StoreInStatement<StoredResponse> = (response, write) =>
+            Effect.suspend(() => {
+              if (claimId !== undefined) return makeCommit(scope, requestSha256, claimId, onCommitted).inStatement(response, write)
+              return Effect.gen(function*() {
+                const now = yield* Clock.currentTimeMillis
+                yield* crash.reach("before-commit")
+                const written = yield* write(
+                  insertResponse(scope, requestSha256, response, now),
+                  receiptRow(scope, requestSha256, null, response, now)
+                ).pipe(Effect.catchDefect((defect) =>
+                  defect instanceof ReceiptNotStored
+                    // The key was held when the statement ran: claimed now, it is either held still (stop) or free
+                    // again (its holder failed and released it), and the statement is written under the claim.
+                    ? Effect.andThen(
+                      takeClaim,
+                      Effect.suspend(() => makeCommit(scope, requestSha256, claimId!, onCommitted).inStatement(response, write))
+                    )
+                    : Effect.die(defect)
+                ))
+                onCommitted(response)
+                yield* crash.reach("after-commit")
+                return written
+              })
+            })
+          const inTransaction = (response: StoredResponse) =>
+            Effect.suspend(() =>
+              claimId === undefined
+                ? Effect.die(new Error("a response stored in a transaction needs the key claimed first (Commit.claim)"))
+                : makeCommit(scope, requestSha256, claimId, onCommitted)(response)
+            )
+          const commit: Commit = Object.assign(inTransaction, {
+            inStatement,
+            claim: Effect.suspend(() => claimId === undefined ? takeClaim : Effect.void)
+          })
+          const exit = yield* Effect.exit(execute(commit))
+          if (committed !== undefined) {
+            const stored: StoredResponse = committed
+            if (Exit.isFailure(exit)) {
+              yield* Effect.logWarning(`idempotent request ${scope.key} failed after its commit`, exit.cause)
+            } else if (exit.value.status !== stored.status || exit.value.body !== stored.body) {
+              return yield* Effect.die(new Error(`idempotent request ${scope.key} answered other bytes than it stored`))
+            }
+            yield* crash.reach("before-reply")
+            return stored
+          }
+          const heldNow = key.held
+          if (heldNow !== undefined) {
+            yield* crash.reach("before-reply")
+            return yield* heldNow
+          }
+          // Stopped short of its statement with no claim: the key's state decides first, as had it been claimed first.
+          if (claimId === undefined) yield* takeClaim.pipe(Effect.catchDefect(() => Effect.void))
+          const heldAfter = (key as typeof key).held
+          if (heldAfter !== undefined) {
+            yield* crash.reach("before-reply")
+            return yield* heldAfter
+          }
+          yield* settle(scope, claimId!, exit)
+          yield* crash.reach("before-reply")
+          return yield* exit
+        }).pipe(Effect.uninterruptible)
+
+      const run = <E, R>(scope: IdempotencyScope, requestSha256: string, execute: Execute<E, R>, options?: RunOptions) =>
+        options?.claimInStatement === true && !Effect.isEffect(execute)
+          ? runClaimingInStatement(scope, requestSha256, execute)
+          : runClaimingFirst(scope, requestSha256, execute)
+
+      const runClaimingFirst = <E, R>(scope: IdempotencyScope, requestSha256: string, execute: Execute<E, R>) =>
         Effect.gen(function*() {
           const decided = yield* claim(scope, requestSha256)
           if (decided._tag === "Replay") return decided.response
@@ -359,7 +521,7 @@ export class Idempotency extends Context.Service<Idempotency, {
           let committed: StoredResponse | undefined
           const effect = Effect.isEffect(execute)
             ? execute
-            : execute(makeCommit(scope, decided.claimId, (response) => (committed = response)))
+            : execute(makeCommit(scope, requestSha256, decided.claimId, (response) => (committed = response)))
           // Settling must happen whatever the caller does, so the claim and its outcome are one uninterruptible unit.
           const exit = yield* Effect.exit(effect)
           if (committed !== undefined) {

@@ -29,12 +29,14 @@
  * before it in the statement with the same limit (user, asset, day): N movements that each fit but together exceed
  * the limit never all pass, shared or not. A shared statement that fails (a refusal, an overdraft, a lost
  * idempotency claim, a deadlock with another process) is written again one movement at a time, so each request gets
- * its own answer, the same as alone.
+ * its own answer, the same as alone; for internal transfers, only the member a refusal names is written alone and the
+ * rest again together (`writeAsData`).
  *
  * Money by the batch (issue 34): movements whose rows are all data (internal transfers: their transaction, events and
  * idempotency receipt) are written by `createTransfers`, one statement whose text is the same for any number of them
  * (JSON arrays; planned once per connection), with every hold in one call (`hold_payers_or_refuse`) and the ledger's
- * statement trigger applying each account's summed change once (sql/0033_ledger_statement_triggers.sql). There is one
+ * statement trigger applying each account's summed change once (sql/0033_ledger_statement_triggers.sql). Their
+ * idempotency records are inserted by it too, with no claim committed before (Idempotency.ts `claimInStatement`). There is one
  * queue (`movementQueues`): with a statement that costs little more per member, the largest batches are the cheapest.
  */
 import { Context, Effect, Exit, Layer } from "effect"
@@ -42,7 +44,7 @@ import { SqlClient, type SqlError, type Statement } from "effect/sql"
 import { makeGroupCommit, outsideTransaction, stripeOf, togetherOrAlone } from "../db/GroupCommit.ts"
 import { Forbidden, type InsufficientBalance, LimitExceeded, NotFound, WalletNotActive } from "../domain/ApiError.ts"
 import { Ledger, mergePrepared, type PostResult, type PreparedEntries, sqlStateOf } from "../ledger/Ledger.ts"
-import type { ReceiptRow, StoreInStatement } from "../idempotency/Idempotency.ts"
+import { type ReceiptRow, ReceiptNotStored, type StoreInStatement } from "../idempotency/Idempotency.ts"
 import { insertOutboxRows, type OutboxRow } from "../outbox/Outbox.ts"
 import {
   insertTransactionsStatement,
@@ -167,12 +169,31 @@ export class Movements extends Context.Service<Movements, {
           Effect.provideService(Ledger, ledger)
         )
 
-      /** The same, for movements whose rows are all data (`transfersStatement`). */
-      const writeAsData = (movements: ReadonlyArray<Movement>) =>
-        createTransfers(movements).pipe(
-          Effect.provideService(SqlClient.SqlClient, sql),
-          Effect.provideService(Ledger, ledger)
-        )
+      /**
+       * The same, for movements whose rows are all data (`createTransfers`). When the statement fails, the member that
+       * failed it is written alone and the rest again together (`failedMember`); when the failure names no member
+       * (an overdraft names its account, a receipt not stored names none), the batch is halved until it does. Every
+       * member still gets the answer it would have had alone, and a refusal costs a few statements, not one per
+       * member.
+       */
+      const writeAsData = (movements: ReadonlyArray<Movement>): Effect.Effect<ReadonlyArray<Written>> =>
+        Effect.gen(function*() {
+          let failedId: string | undefined
+          const together = yield* Effect.exit(createTransfers(movements, (id) => (failedId = id)).pipe(
+            Effect.provideService(SqlClient.SqlClient, sql),
+            Effect.provideService(Ledger, ledger)
+          ))
+          if (Exit.isSuccess(together)) return together.value.map((result) => Exit.succeed(result) as Written)
+          if (movements.length === 1) return [Exit.failCause(together.cause) as Written]
+          const failed = movements.findIndex((movement) => movement.hold.movementId === failedId)
+          if (failed >= 0) {
+            const rest = yield* writeAsData(movements.filter((_, index) => index !== failed))
+            const [alone] = yield* writeAsData([movements[failed]!])
+            return [...rest.slice(0, failed), alone!, ...rest.slice(failed)]
+          }
+          const half = Math.ceil(movements.length / 2)
+          return [...yield* writeAsData(movements.slice(0, half)), ...yield* writeAsData(movements.slice(half))]
+        })
 
       /**
        * A flush: the movements in one statement, or, when that fails whole, each in its own (so each request gets
@@ -190,7 +211,7 @@ export class Movements extends Context.Service<Movements, {
           // Movements whose rows are all data: one statement of fixed text, whatever their number.
           const asData = order.filter((index) => batch[index]!.asData !== undefined)
           if (asData.length > 0) {
-            const written = yield* togetherOrAlone(asData.map((index) => batch[index]!), writeAsData)
+            const written = yield* writeAsData(asData.map((index) => batch[index]!))
             asData.forEach((index, position) => {
               results[index] = written[position]!
             })
@@ -264,8 +285,36 @@ const refusals: Record<string, () => HoldRefusal> = {
 }
 
 const refusalOf = (error: SqlError.SqlError): Effect.Effect<never, HoldRefusal> => {
-  const refusal = refusals[String(sqlStateOf(error))]
+  const state = String(sqlStateOf(error))
+  // A receipt's row not written (a claim taken over, a key held): the caller's idempotency run reads the key again.
+  if (state === receiptNotWrittenSqlState || isHeldKey(error)) {
+    const cause: unknown = error.reason.cause
+    const message = typeof cause === "object" && cause !== null && "message" in cause ? String(cause.message) : error.message
+    return Effect.die(new ReceiptNotStored(message, { cause: error }))
+  }
+  const refusal = refusals[state]
   return refusal === undefined ? Effect.die(error) : Effect.fail(refusal())
+}
+
+/** sql/0021 and sql/0033: not every row of the movement was written (its receipt's, in practice). */
+const receiptNotWrittenSqlState = "CF014"
+
+/**
+ * A record inserted by the statement (`movement_records`) whose key is held: a plain INSERT, not `ON CONFLICT DO
+ * NOTHING`, whose speculative insertion writes one WAL record more per row (its confirmation); the unique violation
+ * fails the statement as a missing row would.
+ */
+const isHeldKey = (error: SqlError.SqlError): boolean => {
+  const cause: unknown = error.reason.cause
+  const constraint = typeof cause === "object" && cause !== null && "constraint" in cause ? cause.constraint : undefined
+  return sqlStateOf(error) === "23505" && typeof constraint === "string" && constraint.startsWith("idempotency_records_")
+}
+
+/** The movement a hold's refusal names (its DETAIL, sql/0033 `hold_payers_or_refuse`), if any. */
+const refusedMovementOf = (error: SqlError.SqlError): string | undefined => {
+  const cause: unknown = error.reason.cause
+  const detail = typeof cause === "object" && cause !== null && "detail" in cause ? cause.detail : undefined
+  return typeof detail === "string" && String(sqlStateOf(error)) in refusals ? detail : undefined
 }
 
 /** The daily limit a hold counts against (user, asset, UTC day), or "" for a movement with no limit. */
@@ -331,7 +380,8 @@ const holdPayerAndCreate = (
  * A row missing (a receipt whose claim was taken over) fails the statement whole (CF014), as in `holdPayerAndCreate`.
  */
 const createTransfers = (
-  movements: ReadonlyArray<Movement>
+  movements: ReadonlyArray<Movement>,
+  onRefused: (movementId: string) => void
 ): Effect.Effect<ReadonlyArray<PostResult>, HoldRefusal | InsufficientBalance, SqlClient.SqlClient | Ledger> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -339,7 +389,11 @@ const createTransfers = (
     const data = movements.map((movement) => movement.asData!)
     const transactions = data.map((movement) => movement.transaction)
     const events = data.flatMap((movement) => movement.events)
-    const receipts = data.flatMap((movement) => movement.receipt === undefined ? [] : [movement.receipt])
+    const stored = data.flatMap((movement) => movement.receipt === undefined ? [] : [movement.receipt])
+    // Receipts under a claim taken before (an UPDATE of the claimed record), and records the statement inserts
+    // (Idempotency.ts `RunOptions.claimInStatement`): one write of the record per transfer instead of two.
+    const receipts = stored.filter((receipt) => !receipt.fresh)
+    const records = stored.filter((receipt) => receipt.fresh)
     const withdrawals = data.flatMap((movement) => movement.withdrawal ? [movement.transaction.id] : [])
     const members = movements.map(({ hold }, ord) => ({
       ord,
@@ -369,17 +423,32 @@ const createTransfers = (
           AND r.idempotency_key = x.idempotency_key AND r.state = 'IN_PROGRESS' AND r.claim_id = x.claim_id
         RETURNING 1
       ),
+      movement_records AS (
+        INSERT INTO idempotency_records (tenant_id, key_id, endpoint, idempotency_key, request_sha256, state,
+          response_status, response_body, locked_until, created_at, updated_at, tenant_wide)
+        SELECT x.tenant_id, x.key_id, x.endpoint, x.idempotency_key, x.request_sha256, 'COMPLETED', x.response_status,
+          x.response_body, x.updated_at, x.updated_at, x.updated_at, x.tenant_wide
+        FROM jsonb_to_recordset(${JSON.stringify(records)}::jsonb) AS x(tenant_id uuid, key_id text, endpoint text,
+          idempotency_key text, request_sha256 text, response_status integer, response_body text, updated_at timestamptz,
+          tenant_wide boolean)
+        RETURNING 1
+      ),
       first AS MATERIALIZED (
         SELECT hold_payers_or_refuse(${JSON.stringify(members)}::jsonb,
           (SELECT count(*) FROM movement_transactions) = ${transactions.length}
             AND (SELECT count(*) FROM movement_events) = ${events.length}
             AND (SELECT count(*) FROM movement_withdrawals) = ${withdrawals.length}
-            AND (SELECT count(*) FROM movement_receipts) = ${receipts.length}) AS held
+            AND (SELECT count(*) FROM movement_receipts) = ${receipts.length}
+            AND (SELECT count(*) FROM movement_records) = ${records.length}) AS held
       )`
     const { first, results } = yield* ledger.postPreparedAfter(
       mergePrepared(movements.map((movement) => movement.entry)),
       before
-    ).pipe(Effect.catchTag("SqlError", refusalOf))
+    ).pipe(Effect.catchTag("SqlError", (error) => {
+      const refused = refusedMovementOf(error)
+      if (refused !== undefined) onRefused(refused)
+      return refusalOf(error)
+    }))
     if (first === undefined || results.length !== movements.length) {
       return yield* Effect.die(new Error("the payers' holds answered no row"))
     }

@@ -68,6 +68,11 @@ export interface TransferRequest {
    * settled there (Idempotency.ts `StoreInStatement`), so the effect never commits without it.
    */
   readonly recordReceipt?: StoreInStatement<InternalTransferReceipt | OnChainReceipt> | undefined
+  /**
+   * Takes the idempotency key's claim when it was left to the statement (Idempotency.ts `Commit.claim`): called
+   * before any write but the transfer's statement (a two-step code's check, a withdrawal's submission).
+   */
+  readonly claimKey?: Effect.Effect<void> | undefined
 }
 
 /** Spec section 2, "Internal transfer receipt". */
@@ -213,7 +218,10 @@ export class Transfers extends Context.Service<Transfers, {
         if (found === undefined) return yield* new NotFound({ message: "wallet not found" })
         const { user, wallet: payer } = found
         if (user.user_status !== "ACTIVE") return yield* new Forbidden({ message: userFrozenMessage })
-        yield* twoFactor.verify(payer.userId, tenant.settings.apiRequireUser2fa === true, request.twoFactorCode, user)
+        const requires2fa = tenant.settings.apiRequireUser2fa === true
+        // A required code's check is recorded (TwoFactor.ts): under the key's claim, so a replay never spends one.
+        if (requires2fa && request.claimKey !== undefined) yield* request.claimKey
+        yield* twoFactor.verify(payer.userId, requires2fa, request.twoFactorCode, user)
         if (payer.status !== "ACTIVE") return yield* new WalletNotActive({ message: "the paying wallet is not active" })
 
         // An unknown asset, one of another family, or the payer's own wallet is the quote's to refuse with its code.
@@ -250,6 +258,8 @@ export class Transfers extends Context.Service<Transfers, {
         })
         const recipient = quote.recipient
         if (recipient === undefined) {
+          // A withdrawal writes more than one statement: it runs under the key's claim, taken first.
+          if (request.claimKey !== undefined) yield* request.claimKey
           return yield* withdrawals.submit({
             tenant,
             payer,

@@ -124,6 +124,21 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("internal transfers (sp
         expectError(yield* submit(otherKey, body), 409, "IDEMPOTENCY_CONFLICT")
         const byExternal = yield* call(tenant, "GET", "/v1/transactions/external_tx_id/order-1")
         assert.strictEqual(byExternal.json.id, response.json.transactionId)
+
+        // The record is written by the transfer's own statement, with no claim before the checks (issue 34): a replay
+        // the checks would now refuse (the payer frozen since) still answers the first bytes, and a different body
+        // still conflicts, before the refusal.
+        assert.strictEqual((yield* call(tenant, "PATCH", "/v1/users/alice", { status: "FROZEN" })).status, 200)
+        const frozenReplay = yield* submit(tenant, body)
+        assert.strictEqual(frozenReplay.status, 202, frozenReplay.text)
+        assert.strictEqual(frozenReplay.text, response.text)
+        expectError(yield* submit(tenant, { ...body, amountRaw: "101" }), 409, "IDEMPOTENCY_CONFLICT")
+        const [record] = yield* sql<{ state: string; claim_id: string | null; withTransfer: number }>`
+          SELECT state, claim_id, (xmin = (SELECT xmin FROM transactions WHERE id = ${response.json.transactionId}))::int AS "withTransfer"
+          FROM idempotency_records WHERE tenant_id = ${tenant.tenantId} AND idempotency_key LIKE '%order-1%'`
+        assert.deepStrictEqual([record!.state, record!.claim_id, record!.withTransfer], ["COMPLETED", null, 1],
+          "the record committed with the transfer")
+        yield* call(tenant, "PATCH", "/v1/users/alice", { status: "ACTIVE" })
       }))
 
     it.effect("END_USER by customerRefId or uid lands in the recipient's default wallet of the family; between one user's wallets it is free", () =>
