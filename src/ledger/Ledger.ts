@@ -281,7 +281,7 @@ export class Ledger extends Context.Service<Ledger, {
           const at = new Date(yield* Clock.currentTimeMillis)
           const entryIds: Array<string> = []
           for (let index = 0; index < requests.length; index++) {
-            entryIds.push(yield* ids.uuidV7)
+            entryIds.push(yield* ids.uuidV7For("ledger-entry"))
           }
           const owners = new Map<string, Owner>()
           for (const request of requests) {
