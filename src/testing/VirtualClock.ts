@@ -135,20 +135,12 @@ export const makeVirtualClock = (options: VirtualClockOptions): VirtualClock => 
     })
 
   /**
-   * When the database says work falls due that only a polling loop acts on: its instant, or now when it is already
-   * due (time moved past it while the loops slept: a call's own short waits, a timer's work); never again for the
-   * same due instant while nothing changed, so a delivery the loops cannot take yet (leased) does not wake them over
-   * and over. Infinity when nothing is due.
+   * When the database says work falls due that only a polling loop acts on: its instant, or Infinity when nothing is
+   * due ahead. A due instant already passed is left alone: a delivery that stays due without being taken (its
+   * endpoint's entity busy or deferring it) would otherwise wake every loop again after each change; the wake of a
+   * due instant ahead, and a call's short waits (`wakeNext`), keep time from passing one untaken.
    */
-  let dueRun: { readonly due: number; readonly changes: string } | undefined
-  const dueInstant = Effect.map(options.nextDue, (due) => {
-    if (due === undefined) return Number.POSITIVE_INFINITY
-    if (due > now) return due
-    if (dueRun !== undefined && dueRun.due === due && dueRun.changes === lastChanges) return Number.POSITIVE_INFINITY
-    dueRun = { due, changes: lastChanges }
-    if (debug) console.error(`overdue ${due - options.startMillis} at +${now - options.startMillis}`)
-    return now
-  })
+  const dueInstant = Effect.map(options.nextDue, (due) => due !== undefined && due > now ? due : Number.POSITIVE_INFINITY)
 
   /** Wakes every polling loop at `at` (now or later), one at a time in order, as the quiet path of a jump does. */
   const runLoopsAt = (at: number) =>
