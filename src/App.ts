@@ -245,7 +245,7 @@ const listener = <I, E, R>(
   ).pipe(Layer.provide(Layer.unwrap(Effect.map(Effect.service(Ids), (ids) =>
     NodeHttpServer.layer(
       () =>
-        limitConnections(answerParserErrors(createServer(listenerServerOptions), () => Effect.runSync(ids.uuidV7)), isTrustedProxy),
+        limitConnections(answerParserErrors(createServer(listenerServerOptions), () => Effect.runSync(ids.uuidV7For("request"))), isTrustedProxy),
       { host, port, gracefulShutdownTimeout: "10 seconds" }
     )))))
 

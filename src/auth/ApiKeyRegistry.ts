@@ -85,7 +85,7 @@ export class ApiKeyRegistry extends Context.Service<ApiKeyRegistry, {
         if (!Number.isInteger(rate) || rate < 1 || rate > rateLimitPerSecondMax) {
           return yield* new BadRequest({ message: "rateLimitPerSecond must be 1-1000" })
         }
-        const keyId = `ak_${Buffer.from(yield* entropy.bytes(12)).toString("hex")}`
+        const keyId = `ak_${Buffer.from(yield* entropy.bytes(12, "api-key-id")).toString("hex")}`
         const now = new Date(yield* Clock.currentTimeMillis)
         const row = yield* sql`
           INSERT INTO api_keys (key_id, tenant_id, name, public_key, allowed_ips, rate_limit_per_second, created_at)

@@ -313,7 +313,7 @@ export class DepositWatcher extends Context.Service<DepositWatcher, {
             if (seen.has(key)) continue
             seen.add(key)
             rows.push({
-              id: yield* ids.uuidV7,
+              id: yield* ids.uuidV7For("transaction"),
               tenantId: owner.tenant_id,
               kind: "DEPOSIT",
               settlement: "ON_CHAIN",

@@ -26,9 +26,9 @@ export const formatUuidV7 = (millis: number, random: Uint8Array): string => {
 }
 
 /**
- * The last timestamp and the 12-bit counter in `rand_a` (RFC 9562 section 6.2, method 1): ids made by this process
- * within one millisecond still sort in creation order, which is what "newest first" lists rely on. The state lives
- * with the layer instance, so each layer (each test) starts afresh and stays reproducible.
+ * The last timestamp and the 12-bit counter in `rand_a` (RFC 9562 section 6.2, method 1): ids of one purpose made by
+ * this process within one millisecond still sort in creation order, which is what "newest first" lists rely on. The
+ * state lives with the layer instance, so each layer (each test) starts afresh and stays reproducible.
  */
 interface Monotonic {
   millis: number
@@ -47,24 +47,55 @@ const nextStamp = (monotonic: Monotonic, now: number): { readonly millis: number
   return { millis: monotonic.millis, counter: monotonic.counter }
 }
 
+/**
+ * What an id names. Each purpose has its own monotonic counter and its own Entropy stream (`id:<purpose>`), so under a
+ * seed an id drawn more or less often in one purpose (a request id, a claim retried) never shifts another's ids.
+ * Ids that must sort together (every kind of transaction, every outbox event) share one purpose.
+ */
+export type IdPurpose =
+  | "tenant"
+  | "user"
+  | "wallet"
+  | "transaction"
+  | "ledger-entry"
+  | "outbox-event"
+  | "webhook-endpoint"
+  | "webhook-resend"
+  | "sweep"
+  | "send"
+  | "operator-audit"
+  | "request"
+  | "idempotency-claim"
+  | "service-instance"
+  /** Anything else (tests, one-off effects). */
+  | "other"
+
 export class Ids extends Context.Service<Ids, {
-  /** A new UUID v7, at the Clock of the calling fiber (TestClock in tests). */
+  /** A new UUID v7 for `purpose`, at the Clock of the calling fiber (TestClock in tests). */
+  readonly uuidV7For: (purpose: IdPurpose) => Effect.Effect<string>
+  /** `uuidV7For("other")`. */
   readonly uuidV7: Effect.Effect<string>
 }>()("coffer/Ids") {
   static readonly layer = Layer.effect(
     Ids,
     Effect.gen(function*() {
       const entropy = yield* Entropy
-      const monotonic: Monotonic = { millis: -1, counter: 0 }
-      const uuidV7 = Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        const random = yield* entropy.bytes(10)
-        const { counter, millis } = nextStamp(monotonic, now)
-        random[0] = (counter >> 8) & 0x0f
-        random[1] = counter & 0xff
-        return formatUuidV7(millis, random)
-      })
-      return Ids.of({ uuidV7 })
+      const monotonics = new Map<IdPurpose, Monotonic>()
+      const uuidV7For = (purpose: IdPurpose) =>
+        Effect.gen(function*() {
+          const now = yield* Clock.currentTimeMillis
+          const random = yield* entropy.bytes(10, `id:${purpose}`)
+          let monotonic = monotonics.get(purpose)
+          if (monotonic === undefined) {
+            monotonic = { millis: -1, counter: 0 }
+            monotonics.set(purpose, monotonic)
+          }
+          const { counter, millis } = nextStamp(monotonic, now)
+          random[0] = (counter >> 8) & 0x0f
+          random[1] = counter & 0xff
+          return formatUuidV7(millis, random)
+        })
+      return Ids.of({ uuidV7For, uuidV7: uuidV7For("other") })
     })
   )
 }

@@ -196,7 +196,7 @@ export const errorBoundary = <Id extends string, Groups extends HttpApiGroup.Con
           const supplied = request.headers["x-request-id"]
           const requestId = supplied !== undefined && supplied.length > 0 && supplied.length <= 200
             ? supplied
-            : yield* ids.uuidV7
+            : yield* ids.uuidV7For("request")
           const response = yield* withFrameworkChecks(app).pipe(
             Effect.timeoutOrElse({
               duration: timeout,

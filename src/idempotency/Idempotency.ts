@@ -218,7 +218,7 @@ export class Idempotency extends Context.Service<Idempotency, {
       const sql = yield* SqlClient.SqlClient
       const instance = yield* ServiceInstance
       const crash = yield* CrashPoints
-      const newClaimId = (yield* Ids).uuidV7
+      const newClaimId = (yield* Ids).uuidV7For("idempotency-claim")
 
       const where = (scope: IdempotencyScope) =>
         sql`tenant_id = ${scope.tenantId} AND key_id = ${scope.keyId} AND endpoint = ${recordEndpoint(scope)}

@@ -14,7 +14,7 @@
 import { Clock, Context, Deferred, Effect, Layer, Schedule, Schema } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import { decodeSingleRow, Int4 } from "../db/RowSchemas.ts"
-import { uuidV7 } from "../domain/Ids.ts"
+import { Ids } from "../domain/Ids.ts"
 import { pollingLoop } from "../domain/Polling.ts"
 
 /** The advisory lock's first key ("Coff"): the second is the instance's `lock_key`. */
@@ -68,7 +68,7 @@ export class ServiceInstance extends Context.Service<ServiceInstance, {
     ServiceInstance,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const id = yield* uuidV7
+      const id = yield* Ids.use((ids) => ids.uuidV7For("service-instance"))
       const started = yield* Clock.currentTimeMillis
       const registered = yield* sql`
         INSERT INTO service_instances (id, started_at, heartbeat_at)

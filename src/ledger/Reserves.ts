@@ -156,7 +156,7 @@ export class Reserves extends Context.Service<Reserves, {
         for (let start = 0; start < missing.length; start += saltInsertBatch) {
           const batch = missing.slice(start, start + saltInsertBatch)
           const rows: Array<{ owner_id: string; salt: string }> = []
-          for (const { owner_id } of batch) rows.push({ owner_id, salt: hex(yield* entropy.bytes(32)) })
+          for (const { owner_id } of batch) rows.push({ owner_id, salt: hex(yield* entropy.bytes(32, "reserve-salt")) })
           // A salt another process drew first stays: a proof already handed out was made with it.
           yield* sql`
             INSERT INTO reserve_salts (owner_id, salt, created_at)

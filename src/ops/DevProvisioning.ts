@@ -35,7 +35,7 @@ export class DevProvisioning extends Context.Service<DevProvisioning, DevCredent
       const catalog = yield* Catalog
       const tenant = yield* Tenants.use((tenants) =>
         tenants.create({ name: "dev", networks: catalog.networks.map((network) => network.networkKey) }))
-      const seed = yield* Entropy.use((entropy) => entropy.bytes(32))
+      const seed = yield* Entropy.use((entropy) => entropy.bytes(32, "dev-api-key"))
       const { privateKey, publicKeyHex } = keyPairFromSeed(seed)
       const key = yield* ApiKeyRegistry.use((registry) =>
         registry.create(tenant.id, { name: "dev", publicKey: publicKeyHex })).pipe(Effect.orDie)

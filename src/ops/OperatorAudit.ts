@@ -82,7 +82,7 @@ export class OperatorAudit extends Context.Service<OperatorAudit, {
       const ids = yield* Ids
 
       const insert = Effect.fn("OperatorAudit.insert")(function*(origin: AuditOrigin, entry: AuditedChange) {
-        const id = yield* ids.uuidV7
+        const id = yield* ids.uuidV7For("operator-audit")
         const at = new Date(yield* Clock.currentTimeMillis)
         yield* sql`
           INSERT INTO operator_audit (id, at, action, target_type, target_id, tenant_id, change, request_id, operator)

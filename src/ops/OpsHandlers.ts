@@ -214,7 +214,7 @@ export const OpsUsersHandlers = HttpApiBuilder.group(OpsApi, "users", (handlers)
       .handle("bindTotp", ({ params }) =>
         Effect.gen(function*() {
           const tenant = yield* tenants.require(params.tenantId)
-          const secret = new Secret({ buffer: (yield* entropy.bytes(20)).buffer as ArrayBuffer })
+          const secret = new Secret({ buffer: (yield* entropy.bytes(20, "user-totp-secret")).buffer as ArrayBuffer })
           const customerRefId = yield* requireCustomerRefId(params.customerRefId)
           // The entry says a secret was bound, never the secret.
           yield* audit.audited(yield* auditOrigin, users.setTotpSecret(tenant.id, customerRefId, secret.base32), () => ({

@@ -17,7 +17,7 @@ export class OpsToken extends Context.Service<OpsToken, Redacted.Redacted<string
       if (Option.isSome(config.opsToken)) return config.opsToken.value
       const file = join(config.dataDir, "ops-token")
       if (existsSync(file)) return Redacted.make(readFileSync(file, "utf8").trim())
-      const token = yield* randomHex(32)
+      const token = yield* randomHex(32, "ops-token")
       mkdirSync(config.dataDir, { recursive: true })
       writeFileAtomically(file, `${token}\n`, 0o600)
       return Redacted.make(token)

@@ -96,7 +96,7 @@ export class Outbox extends Context.Service<Outbox, {
 
       const recordReturningId = (event: OutboxEvent): Effect.Effect<string | undefined> =>
         Effect.gen(function*() {
-          const id = yield* ids.uuidV7
+          const id = yield* ids.uuidV7For("outbox-event")
           const now = new Date(yield* Clock.currentTimeMillis)
           const row = yield* sql`
             INSERT INTO outbox_events (id, tenant_id, event_type, subject_id, dedupe_key, data, created_at)
@@ -110,7 +110,7 @@ export class Outbox extends Context.Service<Outbox, {
 
       const recordWhen = (event: OutboxEvent, when: Statement.Fragment): Effect.Effect<Statement.Fragment> =>
         Effect.gen(function*() {
-          const id = yield* ids.uuidV7
+          const id = yield* ids.uuidV7For("outbox-event")
           const now = new Date(yield* Clock.currentTimeMillis)
           return sql`
             INSERT INTO outbox_events (id, tenant_id, event_type, subject_id, dedupe_key, data, created_at)
@@ -124,7 +124,7 @@ export class Outbox extends Context.Service<Outbox, {
       const rowOf = (event: OutboxEvent): Effect.Effect<OutboxRow> =>
         Effect.gen(function*() {
           return {
-            id: yield* ids.uuidV7,
+            id: yield* ids.uuidV7For("outbox-event"),
             tenant_id: event.tenantId,
             event_type: event.type,
             subject_id: event.subjectId,
@@ -144,7 +144,7 @@ export class Outbox extends Context.Service<Outbox, {
           const rows: Array<Record<string, unknown>> = []
           for (const event of events) {
             rows.push({
-              id: yield* ids.uuidV7,
+              id: yield* ids.uuidV7For("outbox-event"),
               tenant_id: event.tenantId,
               event_type: event.type,
               subject_id: event.subjectId,

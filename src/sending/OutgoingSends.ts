@@ -674,7 +674,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           .pipe(Effect.orDie, Effect.map((rows) => rows.length > 0))))
         if (sequenced) sequencedAddresses.set(sequenceKey, true)
         const seed = chain.accountNonce === undefined ? undefined : sequenced ? 0n : yield* chain.accountNonce(spec.transfer.from)
-        const id = yield* ids.uuidV7
+        const id = yield* ids.uuidV7For("send")
         const outcome = yield* Effect.flatten(
           signingQueue(spec.networkKey, spec.transfer.from)({ spec, hooks, parameters, seed, id })
         )

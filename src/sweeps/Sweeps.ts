@@ -255,7 +255,7 @@ export class Sweeps extends Context.Service<Sweeps, {
         Effect.gen(function*() {
           const { nativeAssetId, networkKey } = context.network
           const wallet = (yield* platform.gasWallet(sweep.tenantId, networkKey))!
-          const id = yield* ids.uuidV7
+          const id = yield* ids.uuidV7For("sweep")
           yield* sql`
             INSERT INTO sweeps (id, tenant_id, network_key, asset_id, kind, for_sweep_id, from_address, to_address,
               amount, status, created_at, updated_at)
@@ -273,7 +273,7 @@ export class Sweeps extends Context.Service<Sweeps, {
           const to = yield* destination(context, asset.assetId)
           if (to === undefined) return
           const balance = yield* context.balance(source.address, asset.assetId)
-          const id = yield* ids.uuidV7
+          const id = yield* ids.uuidV7For("sweep")
           const insertSweep = (
             status: "PENDING" | "WAITING_GAS",
             amount: bigint,

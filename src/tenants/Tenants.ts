@@ -115,7 +115,7 @@ export class Tenants extends Context.Service<Tenants, {
         })
 
       const create = Effect.fn("Tenants.create")(function*(input: { name: string; networks: ReadonlyArray<string> }) {
-        const id = yield* ids.uuidV7
+        const id = yield* ids.uuidV7For("tenant")
         const now = new Date(yield* Clock.currentTimeMillis)
         const row = yield* sql`
           INSERT INTO tenants (id, name, networks, created_at)

@@ -160,7 +160,12 @@ const settleTimeoutMillis = 60_000
 
 export const scenarioLayer = (options: ScenarioOptions): Layer.Layer<Scenario> =>
   Layer.effectContext(Effect.gen(function*() {
+    const phaseStarted = performance.now()
+    const phase = (name: string) => {
+      if (process.env.COFFER_SCENARIO_DEBUG === "1") console.error(`scenario ${name} at ${(performance.now() - phaseStarted).toFixed(0)} ms`)
+    }
     const database = yield* cloneDatabase(options.server)
+    phase("database copied")
     const receivers: Array<WebhookReceiver> = []
     const settle = Effect.gen(function*() {
       let quiet = 0
@@ -244,9 +249,11 @@ export const scenarioLayer = (options: ScenarioOptions): Layer.Layer<Scenario> =
       Layer.orDie
     )
     const services = yield* Layer.build(service)
+    phase("service built")
     // Tables made at start (the cluster's) are watched too.
     yield* database.watchTables
     yield* settle
+    phase("settled")
 
     const publicUrl = Context.get(services, PublicAddress)
     const opsUrl = Context.get(services, OpsAddress)

@@ -62,10 +62,25 @@ export const prepareTemplate = (adminUrl: string, template: string) =>
     return { adminUrl, template } satisfies ScenarioServer
   })).pipe(Effect.orDie)
 
+/**
+ * For a server the kit started itself and deletes afterwards (never one of the tester's): no fsync, no full-page
+ * images, no commit waiting for its WAL. A crash would lose the server, which is thrown away anyway; what a scenario
+ * sees (visibility, locks, constraints) is unchanged, and it no longer waits on a disk shared with other work.
+ */
+export const relaxDurability = (adminUrl: string) =>
+  Effect.scoped(Effect.gen(function*() {
+    const admin = yield* adminClient(adminUrl)
+    yield* admin.unsafe(`ALTER SYSTEM SET fsync = off`)
+    yield* admin.unsafe(`ALTER SYSTEM SET full_page_writes = off`)
+    yield* admin.unsafe(`ALTER SYSTEM SET synchronous_commit = off`)
+    yield* admin.unsafe(`SELECT pg_reload_conf()`)
+  })).pipe(Effect.orDie)
+
 /** A throw-away embedded PostgreSQL in `directory` with a migrated template, for the length of the scope. */
 export const embeddedServer = (directory: string): Effect.Effect<ScenarioServer, never, Scope.Scope> =>
   Effect.gen(function*() {
     const server = yield* EmbeddedPostgres.start(directory).pipe(Effect.orDie)
+    yield* relaxDurability(Redacted.value(server.url))
     return yield* prepareTemplate(Redacted.value(server.url), "coffer_scenario_template")
   })
 
@@ -95,7 +110,12 @@ export const cloneDatabase = (server: ScenarioServer): Effect.Effect<ScenarioDat
     const name = `coffer_scenario_${process.pid}_${databaseCounter++}_${Date.now().toString(36)}`
     yield* Effect.acquireRelease(
       Effect.scoped(Effect.flatMap(adminClient(server.adminUrl), (admin) =>
-        admin.unsafe(`CREATE DATABASE ${name} TEMPLATE ${server.template}`))),
+        Effect.andThen(
+          admin.unsafe(`CREATE DATABASE ${name} TEMPLATE ${server.template}`),
+          // A throw-away copy: a commit need not wait for its WAL to reach the disk (what a crash would lose, nobody
+          // keeps). Visibility and locking are unchanged; on a busy disk this was a wait on every commit of a step.
+          admin.unsafe(`ALTER DATABASE ${name} SET synchronous_commit = off`)
+        ))),
       () =>
         Effect.scoped(Effect.flatMap(adminClient(server.adminUrl), (admin) =>
           admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))).pipe(Effect.ignore)

@@ -134,6 +134,28 @@ export const makeVirtualClock = (options: VirtualClockOptions): VirtualClock => 
       if (debug) console.error(`timer at +${timer.at - options.startMillis} quiet=${quietPolls}`)
     })
 
+  /**
+   * When the database says work falls due that only a polling loop acts on: its instant, or Infinity when nothing is
+   * due ahead. A due instant already passed is left alone: a delivery that stays due without being taken (its
+   * endpoint's entity busy or deferring it) would otherwise wake every loop again after each change; the wake of a
+   * due instant ahead, and a call's short waits (`wakeNext`), keep time from passing one untaken.
+   */
+  const dueInstant = Effect.map(options.nextDue, (due) => due !== undefined && due > now ? due : Number.POSITIVE_INFINITY)
+
+  /** Wakes every polling loop at `at` (now or later), one at a time in order, as the quiet path of a jump does. */
+  const runLoopsAt = (at: number) =>
+    Effect.gen(function*() {
+      if (debug) console.error(`loops at +${at - options.startMillis} (now +${now - options.startMillis})`)
+      if (at > now) now = at
+      for (const sleeper of sleepers) if (sleeper.poll && sleeper.at > now) sleeper.at = now
+      for (;;) {
+        const loop = earliest((sleeper) => sleeper.poll && sleeper.at <= now)
+        if (loop === undefined) break
+        yield* wake(loop)
+      }
+      if (!(yield* observe)) quietPolls = 0
+    })
+
   const advanceTo = (end: number, strideMillis: number) =>
     Effect.gen(function*() {
       let lastPollRun = now
@@ -148,20 +170,20 @@ export const makeVirtualClock = (options: VirtualClockOptions): VirtualClock => 
           const timer = earliest((sleeper) => !sleeper.poll)
           const strideAt = lastPollRun + strideMillis
           if (next.poll || (timer !== undefined && timer.at > strideAt)) {
-            const due = yield* options.nextDue
-            const dueAt = due !== undefined && due > now ? due : Number.POSITIVE_INFINITY
+            const dueAt = yield* dueInstant
             if (timer !== undefined && timer.at <= end && timer.at <= strideAt && timer.at <= dueAt) {
               yield* wakeTimer(timer)
               continue
             }
             if (dueAt <= end && dueAt <= strideAt) {
-              for (const sleeper of sleepers) if (sleeper.poll && sleeper.at < dueAt) sleeper.at = dueAt
-              now = dueAt
+              for (const sleeper of sleepers) if (sleeper.poll && sleeper.at > dueAt) sleeper.at = dueAt
+              if (dueAt > now) now = dueAt
               quietPolls = 0
               continue
             }
             if (strideAt <= end) {
-              for (const sleeper of sleepers) if (sleeper.poll && sleeper.at < strideAt) sleeper.at = strideAt
+              // At the latest after the stride: a loop asleep past it is pulled back to it too.
+              for (const sleeper of sleepers) if (sleeper.poll) sleeper.at = strideAt
               if (strideAt > now) now = strideAt
               lastPollRun = strideAt
               quietPolls = 0
@@ -227,7 +249,15 @@ export const makeVirtualClock = (options: VirtualClockOptions): VirtualClock => 
           ? earliest((sleeper) => sleeper.poll)
           : earliest((sleeper) => !sleeper.poll && sleeper.seq >= sinceSeq && sleeper.at - now <= shortWaitMillis)
         if (next === undefined) return Effect.succeed(false)
-        return Effect.as(wakeTimer(next), true)
+        if (anySleeper) return Effect.as(wakeTimer(next), true)
+        // Work the database says falls due before the call's timer runs first, at its instant: a call that waits
+        // in short steps must not carry time past a webhook retry that only the sweeper's loop takes. Only a due
+        // instant ahead: what is due already is the call's own work in flight (an event it just recorded, which the
+        // endpoint's entity is about to claim), and waking the sweeper beside it would race the entity for it.
+        return Effect.flatMap(options.nextDue, (due) =>
+          due !== undefined && due > now && due <= next.at
+            ? Effect.as(runLoopsAt(due), true)
+            : Effect.as(wakeTimer(next), true))
       })
   }
 }

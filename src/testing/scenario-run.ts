@@ -51,7 +51,7 @@ if (seed.length === 0 || seed.length > 200) usageError("--seed must be 1-200 cha
 
 // The whole service is loaded only now: `--help` and a bad flag answer at once.
 const EmbeddedPostgres = await import("../db/postgres/EmbeddedPostgres.ts")
-const { prepareTemplate } = await import("./ScenarioDatabase.ts")
+const { prepareTemplate, relaxDurability } = await import("./ScenarioDatabase.ts")
 const { findFailure, isShrunkFailure } = await import("./Workload.ts")
 
 /** The server the runs copy their databases from: TEST_DATABASE_URL's, else an embedded one for this process. */
@@ -84,6 +84,7 @@ const server: Effect.Effect<ScenarioServer, never, import("effect").Scope.Scope>
       })
     )
   )
+  yield* relaxDurability(Redacted.value(embedded.url))
   return yield* prepareTemplate(Redacted.value(embedded.url), "coffer_workload_template")
 })
 

@@ -286,7 +286,7 @@ export class Transfers extends Context.Service<Transfers, {
         const pending = threshold !== undefined && amount > threshold
         const payment = { walletId: payer.id, assetId: asset.assetId, amount, fee }
         const entry = pending ? Postings.transferFreeze(payment) : Postings.transfer(payment, recipient.id)
-        const id = yield* ids.uuidV7
+        const id = yield* ids.uuidV7For("transaction")
         const now = new Date(yield* Clock.currentTimeMillis)
         const status = pending ? "PENDING_AUTHORIZATION" as const : "COMPLETED" as const
         const receipt: InternalTransferReceipt = {

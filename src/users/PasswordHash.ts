@@ -55,7 +55,7 @@ export class PasswordHasher extends Context.Service<PasswordHasher, {
           })
 
         const hash = Effect.fn("PasswordHasher.hash")(function*(tenantId: string, password: string) {
-          const salt = yield* entropy.bytes(16)
+          const salt = yield* entropy.bytes(16, "password-salt")
           const key = yield* derive(tenantId, {
             password: password.normalize("NFKC"),
             salt,

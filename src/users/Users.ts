@@ -160,7 +160,7 @@ export class Users extends Context.Service<Users, {
       })
 
       const randomUid = Effect.map(
-        entropy.bytes(4),
+        entropy.bytes(4, "user-uid"),
         (bytes) => String(10_000_000 + (Buffer.from(bytes).readUInt32BE(0) % 90_000_000))
       )
 
@@ -209,7 +209,7 @@ export class Users extends Context.Service<Users, {
         }
         const passwordHash = password === null ? null : yield* hasher.hash(tenantId, password)
         for (let attempt = 0; attempt < uidAttemptsMax; attempt++) {
-          const id = yield* ids.uuidV7
+          const id = yield* ids.uuidV7For("user")
           const uid = yield* randomUid
           const now = new Date(yield* Clock.currentTimeMillis)
           const inserted = yield* sql.withTransaction(Effect.gen(function*() {

@@ -130,7 +130,7 @@ export class Wallets extends Context.Service<Wallets, {
           if (counts.recent_count >= (tenant.settings.walletCreationsPer24h ?? walletCreationsPer24hDefault)) {
             return yield* new RateLimited({ message: walletRateMessage })
           }
-          const id = yield* ids.uuidV7
+          const id = yield* ids.uuidV7For("wallet")
           const seq = counts.max_seq + 1
           yield* sql`
             INSERT INTO wallets (id, tenant_id, user_id, chain_family, seq, name, is_default, status, created_at,

@@ -156,7 +156,7 @@ export class WebhookEndpoints extends Context.Service<WebhookEndpoints, {
         const url = yield* checkUrl(input.url)
         const events = yield* checkSubscription(input.events ?? [])
         const description = yield* checkText(input.description ?? null)
-        const id = yield* ids.uuidV7
+        const id = yield* ids.uuidV7For("webhook-endpoint")
         const now = new Date(yield* Clock.currentTimeMillis)
         const row = yield* sql`
           INSERT INTO webhook_endpoints (id, tenant_id, url, events, description, status, active_since, created_at,
@@ -230,7 +230,7 @@ export class WebhookEndpoints extends Context.Service<WebhookEndpoints, {
           Effect.flatMap(endpointIdRow)
         )
         if (endpoint === undefined) return yield* endpointNotFound()
-        const dedupeKey = yield* ids.uuidV7
+        const dedupeKey = yield* ids.uuidV7For("webhook-resend")
         // The dispatcher routes it to this endpoint only (Dispatcher.ts), woken once it commits (outbox/OutboxSignal.ts).
         const eventId = yield* outbox.recordReturningId({
           tenantId,

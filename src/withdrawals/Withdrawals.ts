@@ -142,7 +142,7 @@ export class Withdrawals extends Context.Service<Withdrawals, {
 
       const submit = Effect.fn("Withdrawals.submit")(function*(submission: WithdrawalSubmission) {
         const { tenant, payer, asset } = submission
-        const id = yield* ids.uuidV7
+        const id = yield* ids.uuidV7For("transaction")
         const now = new Date(yield* Clock.currentTimeMillis)
         const row = {
           id,

@@ -42,15 +42,15 @@ export const makeDevnetBlocks = Effect.gen(function*() {
     return network.chainFamily
   }
 
-  const randomHash = Effect.map(entropy.bytes(32), bytesToHex)
+  const randomHash = (purpose: string) => Effect.map(entropy.bytes(32, purpose), bytesToHex)
 
   /** A transaction hash in the family's usual notation. */
   const transactionHash = (family: ChainFamily) =>
     family === "SOL"
-      ? Effect.map(entropy.bytes(64), (bytes) => base58.encode(bytes))
+      ? Effect.map(entropy.bytes(64, "devnet-tx-hash"), (bytes) => base58.encode(bytes))
       : family === "EVM"
-      ? Effect.map(randomHash, (hash) => `0x${hash}`)
-      : randomHash
+      ? Effect.map(randomHash("devnet-tx-hash"), (hash) => `0x${hash}`)
+      : randomHash("devnet-tx-hash")
 
   /**
    * Serializes writers of one network's chain (mining, reorgs, transfers) across processes, for the
@@ -63,7 +63,7 @@ export const makeDevnetBlocks = Effect.gen(function*() {
 
   const ensureGenesis = (networkKey: string) =>
     Effect.gen(function*() {
-      const hash = yield* randomHash
+      const hash = yield* randomHash("devnet-genesis-hash")
       yield* sql`
         INSERT INTO devnet_blocks (network_key, height, hash, parent_hash, created_at)
         VALUES (${networkKey}, 0, ${hash}, ${"0".repeat(64)}, ${yield* now})

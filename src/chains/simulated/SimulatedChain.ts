@@ -109,7 +109,7 @@ export class SimulatedChain extends Context.Service<SimulatedChain, {
           let { height, hash } = yield* tip(networkKey)
           const createdAt = yield* now
           for (let mined = 0; mined < count; mined++) {
-            const next = yield* randomHash
+            const next = yield* randomHash("devnet-block-hash")
             height += 1n
             yield* sql`
               INSERT INTO devnet_blocks (network_key, height, hash, parent_hash, created_at)
