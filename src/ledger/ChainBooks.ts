@@ -172,7 +172,7 @@ const movements = (sql: SqlClient.SqlClient, networkKeys: ReadonlyArray<string>)
     WHERE (cut.as_of IS NULL OR r.block_height <= cut.as_of)
       AND NOT EXISTS (SELECT 1 FROM own WHERE own.network_key = r.network_key AND own.tx_hash = r.tx_hash)
     UNION ALL
-    -- What an operating address held at the block the watcher started from (OpeningBalances.ts, sql/0037).
+    -- What an operating address held at the block the watcher started from (OpeningBalances.ts, sql/0036).
     SELECT o.network_key, o.address, o.asset_id, o.role, o.amount::text, '0', '0', NULL, NULL
     FROM opening_balances o JOIN cut ON cut.network_key = o.network_key
     WHERE o.txid IS NULL AND (cut.as_of IS NULL OR o.height <= cut.as_of)

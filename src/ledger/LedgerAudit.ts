@@ -585,7 +585,7 @@ const runChecks = Effect.gen(function*() {
     let examined = 0
     for (;;) {
       const page = yield* sql`
-        -- A send a reorganization reopened (sql/0037) keeps the entries of the state it had: nothing was booked back.
+        -- A send a reorganization reopened (sql/0036) keeps the entries of the state it had: nothing was booked back.
         SELECT s.id, s.purpose, coalesce(s.reorganized_from_state, s.state) AS state,
           s.network_fee::text AS network_fee, s.account_cost::text AS account_cost,
           n.native_asset_id,

@@ -1,5 +1,5 @@
 /**
- * Opening balances (issue 35; docs/ledger.md "Opening balances"; sql/0037): what an operating address (HOT, SWEEP, a
+ * Opening balances (issue 35; docs/ledger.md "Opening balances"; sql/0036): what an operating address (HOT, SWEEP, a
  * GAS wallet) held at the end of the block its network's deposit watcher started from. The watcher records every
  * receipt after that block (ledger/PlatformReceipts.ts), so money put there before, or carried over from a previous
  * system, would be unexplained in the chain books forever; an opening entry is what explains it. The operator

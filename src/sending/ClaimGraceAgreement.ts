@@ -3,7 +3,7 @@
  * "Broadcast claims"): the grace is how long the others leave a claim to its claimer, so a process with a shorter one
  * takes claims the claimer still counts as its own, and one with a longer one waits longer than the others for a dead
  * claimer. Each process records its grace beside its liveness (`service_instances.broadcast_claim_grace_ms`,
- * sql/0039) and compares it with the live processes' at start and every `graceCheckIntervalMillis`: a difference is
+ * sql/0037) and compares it with the live processes' at start and every `graceCheckIntervalMillis`: a difference is
  * logged as an error in every process that sees it, naming both values (once per other process).
  *
  * Logged, not refused: a difference costs no money (a claim is still taken by one conditional UPDATE, re-checked by

@@ -1217,7 +1217,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       const reservedPart = (networkKey: string, from: string): ReadPart<ReadonlyMap<string, bigint>> => {
         const nativeAssetId = catalog.network(networkKey)!.nativeAssetId
         return {
-          // Driven from the first versions never broadcast (sql/0036_unsent_versions.sql), not from the address's
+          // Driven from the first versions never broadcast (sql/0035_unsent_versions.sql), not from the address's
           // PENDING sends, most of which wait for their blocks: each unsent send gives its amount and its fee. Its
           // send and its other versions are reached by key (scalar subqueries): on tables not analyzed yet the planner
           // otherwise chose to scan the address's open sends once per unsent version (7 ms in the bench's burst).

@@ -1,7 +1,7 @@
 /**
  * When a PENDING delivery is due, in one place for every query that asks (the claim, the sweeper, the round's next
  * wake, the API's `nextAt`): once `next_at` has passed and no live lease of its own holds it. Claims no longer lease
- * single deliveries (the round holds its endpoint's lease, sql/0035_delivery_endpoint_leases.sql); `leased_until`
+ * single deliveries (the round holds its endpoint's lease, sql/0034_delivery_endpoint_leases.sql); `leased_until`
  * (sql/0024_delivery_lease_column.sql) is still honoured for rows an older build leased. `next_at` keeps the due time.
  */
 import type { SqlClient, Statement } from "effect/sql"

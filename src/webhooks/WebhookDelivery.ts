@@ -5,7 +5,7 @@
  *
  * 1. claim: one statement takes (or keeps) the endpoint's lease for this instance of its entity and reads a batch of
  *    its due PENDING deliveries (`next_at` passed). The lease is one row per endpoint (`webhook_delivery_leases`,
- *    sql/0035_delivery_endpoint_leases.sql), written only when taken or when less than three quarters of it are left,
+ *    sql/0034_delivery_endpoint_leases.sql), written only when taken or when less than three quarters of it are left,
  *    so a delivery costs two row writes: the fan-out's insert and the outcome's update. Another instance (another
  *    process after a crash or a shard move) waits for the lease to end; a process that dies mid-attempt leaves it to
  *    expire, and every delivery it had not recorded is due again: at least once;
@@ -296,7 +296,7 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
               SELECT ${endpointId}, ${holder}, ${instance.id}, ${new Date(now + timings.claimLeaseMillis)}
               -- Not even tried while this holder's lease is fresh or another's lasts: a tried upsert locks the row
               -- (a WAL record) even when it changes nothing. The conflict's condition below stays the authority.
-              -- Another holder's lease lasts only while its process holds its instance lock (sql/0035): after a kill -9
+              -- Another holder's lease lasts only while its process holds its instance lock (sql/0034): after a kill -9
               -- the endpoint is taken over as soon as its entity runs elsewhere. The liveness read (pg_locks) is the costliest
               -- condition, so PostgreSQL evaluates it last, only for a lease another holder still has.
               WHERE NOT EXISTS (

@@ -215,7 +215,7 @@ describe("later versions of TRON, SOL and BTC sends", () => {
 })
 
 describe("what a sending address's sends no node has taken yet will spend (OutgoingSends.reserved)", () => {
-  it.effect("each PENDING send none of whose versions was broadcast counts its amount and its first version's fee; a broadcast one, one whose later version was broadcast, or one no longer PENDING counts nothing (read from the unsent first versions, sql/0036)", () =>
+  it.effect("each PENDING send none of whose versions was broadcast counts its amount and its first version's fee; a broadcast one, one whose later version was broadcast, or one no longer PENDING counts nothing (read from the unsent first versions, sql/0035)", () =>
     Effect.gen(function*() {
       const sends = yield* OutgoingSends
       const sql = yield* SqlClient.SqlClient

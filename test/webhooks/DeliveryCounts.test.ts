@@ -7,7 +7,7 @@
  * after.
  *
  * A delivery is two row writes: the fan-out's insert and the outcome's update. The claim writes none per delivery:
- * it holds one lease per endpoint (sql/0035_delivery_endpoint_leases.sql), written when taken, at most every quarter
+ * it holds one lease per endpoint (sql/0034_delivery_endpoint_leases.sql), written when taken, at most every quarter
  * lease while busy, and once more when the entity gives it up. The event's `dispatched_at` is one write per event,
  * shared by its endpoints. A write added anywhere (a per-delivery lease again, a log row, a persisted message) fails
  * here.
