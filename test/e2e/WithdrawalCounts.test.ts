@@ -41,8 +41,10 @@ const measured = 160
  * 127 before the broadcast claim was given back by the CONFIRMING transition's count. The margin (0.7 statement)
  * takes the submission's batches being smaller on a quieter machine (its three statements are shared, 0.29 each
  * here); one more statement per withdrawal fails, as does a row written per withdrawal on a table with indexes.
+ * On merged main (with the transfers' idempotency record moved into their statement, which leaves a withdrawal to
+ * take its claim first) the first full suite measured 10.19 and a run alone 10.34 at load average 4: the bound is 10.8.
  */
-const bounds = { statements: 10.0, walRecords: 135 }
+const bounds = { statements: 10.8, walRecords: 135 }
 
 const dataDir = makeDataDir("coffer-withdrawal-counts-")
 let current: ServiceProcess | undefined

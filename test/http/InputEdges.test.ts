@@ -182,6 +182,11 @@ const bodyCases: Record<string, BodyCase> = {
   "PATCH /ops/networks/:networkKey": { body: { depositEnabled: true }, fields: [] },
   "PATCH /ops/assets/:assetId": { body: { withdrawEnabled: true }, fields: [] },
   "PATCH /ops/tenants/:tenantId/wallets/:walletId": { body: { status: "ACTIVE" }, fields: ["status"] },
+  // An opening balance (docs/ledger.md "Opening balances"): the address and asset are stored.
+  "POST /ops/networks/:networkKey/opening_balances": {
+    body: { address, assetId: "ETH_SEPOLIA_ETH", amountRaw: "1" },
+    fields: ["address", "assetId"]
+  },
   // Prices: an assetId key and its price string (the key is stored too, as price_changes.asset_id).
   "PUT /ops/prices": { body: { BSC_TESTNET_BNB: "600" }, fields: ["BSC_TESTNET_BNB", "*"] }
 }
