@@ -40,6 +40,17 @@ const ethBalance = (address: string) => Effect.promise(() => node.getBalance({ a
 const tokenBalance = (contract: Hex, address: string) =>
   Effect.promise(() => node.readContract({ address: contract, abi: erc20Abi, functionName: "balanceOf", args: [address as Hex] }))
 const receiptOf = (hash: string) => Effect.promise(() => node.getTransactionReceipt({ hash: hash as Hex }))
+/** Runs the confirmation check until the node holds `hash` (in its pool or a block); at most 50 rounds. */
+const untilNodeHolds = (hash: string) =>
+  Effect.gen(function*() {
+    for (let round = 0; round < 50; round++) {
+      yield* confirm
+      const held = yield* Effect.promise(() => node.getTransaction({ hash: hash as Hex }).then(() => true, () => false))
+      if (held) return
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 100)))
+    }
+    return yield* Effect.die(new Error(`the node never received ${hash} again`))
+  })
 
 /** A fresh recipient address per test (no code, no balance). */
 let recipients = 0
@@ -251,7 +262,9 @@ layer(
       yield* Effect.promise(() => node.request({ method: "anvil_dropTransaction" as any, params: [confirming.txHash] as any }))
       const gone = yield* Effect.promise(() => node.getTransactionReceipt({ hash: confirming.txHash }).then(() => false, () => true))
       assert.isTrue(gone, "the reorganization removed the withdrawal's transaction")
-      yield* confirm // in no block and unknown to the node: the same bytes again
+      // In no block and unknown to the node: the same bytes again. The background loop may hold the broadcast claim
+      // when this check runs (it then leaves the send to that loop), so the node is asked until it has the bytes.
+      yield* untilNodeHolds(confirming.txHash)
       yield* mine()
       const receipt = yield* receiptOf(confirming.txHash)
       assert.strictEqual(receipt.status, "success")
