@@ -413,6 +413,22 @@ export class Idempotency extends Context.Service<Idempotency, {
       }
 
       /**
+       * The answer of a request whose effect committed: the effect and its receipt are durable, so what follows the
+       * commit (entity messages, which supervisors repeat) cannot undo them, and the stored bytes are the answer, now
+       * and on every replay. An effect that answered other bytes than it stored is a defect.
+       */
+      const answerCommitted = <E>(scope: IdempotencyScope, stored: StoredResponse, exit: Exit.Exit<StoredResponse, E>) =>
+        Effect.gen(function*() {
+          if (Exit.isFailure(exit)) {
+            yield* Effect.logWarning(`idempotent request ${scope.key} failed after its commit`, exit.cause)
+          } else if (exit.value.status !== stored.status || exit.value.body !== stored.body) {
+            return yield* Effect.die(new Error(`idempotent request ${scope.key} answered other bytes than it stored`))
+          }
+          yield* crash.reach("before-reply")
+          return stored
+        })
+
+      /**
        * `RunOptions.claimInStatement`: `execute` runs with no claim; its statement inserts the record with the answer
        * (a `fresh` receipt), or `Commit.claim` takes the claim on the way. Whatever stops it short of its statement
        * (the key held: a replay, a conflict; or its own failure) is answered as the key's state says, read by a claim
@@ -481,16 +497,7 @@ export class Idempotency extends Context.Service<Idempotency, {
             claim: Effect.suspend(() => claimId === undefined ? takeClaim : Effect.void)
           })
           const exit = yield* Effect.exit(execute(commit))
-          if (committed !== undefined) {
-            const stored: StoredResponse = committed
-            if (Exit.isFailure(exit)) {
-              yield* Effect.logWarning(`idempotent request ${scope.key} failed after its commit`, exit.cause)
-            } else if (exit.value.status !== stored.status || exit.value.body !== stored.body) {
-              return yield* Effect.die(new Error(`idempotent request ${scope.key} answered other bytes than it stored`))
-            }
-            yield* crash.reach("before-reply")
-            return stored
-          }
+          if (committed !== undefined) return yield* answerCommitted(scope, committed, exit)
           const heldNow = key.held
           if (heldNow !== undefined) {
             yield* crash.reach("before-reply")
@@ -524,18 +531,7 @@ export class Idempotency extends Context.Service<Idempotency, {
             : execute(makeCommit(scope, requestSha256, decided.claimId, (response) => (committed = response)))
           // Settling must happen whatever the caller does, so the claim and its outcome are one uninterruptible unit.
           const exit = yield* Effect.exit(effect)
-          if (committed !== undefined) {
-            const stored: StoredResponse = committed
-            // The effect and its receipt are durable: what follows the commit (entity messages, which supervisors
-            // repeat) cannot undo them, and the stored bytes are the answer, now and on every replay.
-            if (Exit.isFailure(exit)) {
-              yield* Effect.logWarning(`idempotent request ${scope.key} failed after its commit`, exit.cause)
-            } else if (exit.value.status !== stored.status || exit.value.body !== stored.body) {
-              return yield* Effect.die(new Error(`idempotent request ${scope.key} answered other bytes than it stored`))
-            }
-            yield* crash.reach("before-reply")
-            return stored
-          }
+          if (committed !== undefined) return yield* answerCommitted(scope, committed, exit)
           yield* settle(scope, decided.claimId, exit)
           yield* crash.reach("before-reply")
           return yield* exit

@@ -36,6 +36,7 @@ import {
   ChainClients,
   type ChainHead,
   ChainUnavailable,
+  type Inclusion,
   type WithdrawalChain,
   type WithdrawalParameters,
   type WithdrawalTransfer
@@ -1078,14 +1079,14 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
           if (latest(fresh).version > version.version) yield* broadcastClaimedVersion(fresh, latest(fresh)).pipe(Effect.ignore)
         })
 
-      const check = Effect.fn("OutgoingSends.check")(function*(send: Send, head: ChainHead) {
-        const { chain, client, network } = sendingChain(send.network_key)
-        const found = yield* included(chain, send)
-        if (found !== undefined) {
-          if (!meetsConfirmationRule(network, head, found.inclusion.height)) {
-            return { _tag: "Waiting", includedAt: found.inclusion.height } as CheckOutcome
-          }
-          return {
+      /** A version found in a block: Final once the network's confirmation rule holds at `head`, else Waiting. */
+      const outcomeOfInclusion = (
+        network: CatalogNetwork,
+        head: ChainHead,
+        found: { readonly version: SendVersion; readonly inclusion: Inclusion }
+      ): CheckOutcome =>
+        meetsConfirmationRule(network, head, found.inclusion.height)
+          ? {
             _tag: "Final",
             succeeded: found.inclusion.succeeded,
             txHash: found.version.tx_hash,
@@ -1093,8 +1094,13 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
             networkFee: found.inclusion.networkFee ?? found.version.network_fee_max,
             accountCost: found.inclusion.accountCost ?? 0n,
             kind: found.version.kind
-          } as CheckOutcome
-        }
+          }
+          : { _tag: "Waiting", includedAt: found.inclusion.height }
+
+      const check = Effect.fn("OutgoingSends.check")(function*(send: Send, head: ChainHead) {
+        const { chain, client, network } = sendingChain(send.network_key)
+        const found = yield* included(chain, send)
+        if (found !== undefined) return outcomeOfInclusion(network, head, found)
         const version = latest(send)
         if (version.sent_height === null) {
           yield* sql`UPDATE outgoing_versions SET sent_height = ${head.height.toString()}
@@ -1152,20 +1158,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
       const recheckReorganized = Effect.fn("OutgoingSends.recheckReorganized")(function*(send: Send, head: ChainHead, txHash: string) {
         const { chain, client, network } = sendingChain(send.network_key)
         const found = yield* included(chain, send)
-        if (found !== undefined) {
-          if (!meetsConfirmationRule(network, head, found.inclusion.height)) {
-            return { _tag: "Waiting", includedAt: found.inclusion.height } as CheckOutcome
-          }
-          return {
-            _tag: "Final",
-            succeeded: found.inclusion.succeeded,
-            txHash: found.version.tx_hash,
-            height: found.inclusion.height,
-            networkFee: found.inclusion.networkFee ?? found.version.network_fee_max,
-            accountCost: found.inclusion.accountCost ?? 0n,
-            kind: found.version.kind
-          } as CheckOutcome
-        }
+        if (found !== undefined) return outcomeOfInclusion(network, head, found)
         const version = send.versions.find((each) => each.tx_hash === txHash) ?? latest(send)
         if ((yield* client.transactionState(version.tx_hash)) === "UNKNOWN") {
           yield* rebroadcast(send, version).pipe(
