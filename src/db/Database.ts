@@ -54,6 +54,21 @@ const describeUrl = (url: Redacted.Redacted<string>): string => {
 }
 
 /**
+ * How long opening one connection may take: the URL's `connect_timeout` when it gives one, else 15 s rather than the
+ * driver's 5 s. A PostgreSQL on a loaded machine (a restart's crash recovery, a host at load 20) was seen to take
+ * longer than 5 s to fork a backend, and the service then refused to start; a slow connection is better than none.
+ */
+const defaultConnectTimeoutSeconds = 15
+const connectTimeoutOf = (url: Redacted.Redacted<string>): { readonly connectTimeout?: Duration.Input } => {
+  try {
+    if (new URL(Redacted.value(url)).searchParams.has("connect_timeout")) return {}
+  } catch {
+    // Not a URL the check can read: the driver reports it when it tries.
+  }
+  return { connectTimeout: `${defaultConnectTimeoutSeconds} seconds` }
+}
+
+/**
  * `checkpointAfterMigrations` (the embedded server, whose superuser we are): a `CHECKPOINT` once migrations were
  * applied. A crash's recovery replays the WAL written since the last checkpoint, and a fresh database's migrations
  * are about 2.3 MB of it with none since initdb: a kill -9 in a new DATA_DIR's first minutes replayed it all. The
@@ -79,7 +94,7 @@ const connectAndMigrate = (
     // Migrations on a connection of their own, closed afterwards, without the session limits: a migration may run
     // long, and a second process waits on the first one's migration lock for as long as that takes.
     const applied = yield* Effect.scoped(Effect.gen(function*() {
-      const migrator = yield* PgClient.make({ url, maxConnections: 1 })
+      const migrator = yield* PgClient.make({ url, maxConnections: 1, ...connectTimeoutOf(url) })
       const applied = yield* runMigrations.pipe(Effect.provideService(SqlClient.SqlClient, migrator))
       if (applied.length > 0 && options.checkpointAfterMigrations === true) yield* migrator`CHECKPOINT`
       return applied
@@ -92,6 +107,7 @@ const connectAndMigrate = (
       url,
       maxConnections: poolConnectionsMax,
       startupParameters: sessionLimitParameters,
+      ...connectTimeoutOf(url),
       ...options.pool
     })
   }).pipe(
