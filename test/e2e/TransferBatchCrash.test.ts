@@ -52,19 +52,22 @@ interface Reply {
 }
 
 /**
- * One signed call, sent again once (signed afresh) when the connection was closed before any answer: a keep-alive
- * connection can be closed by the server just as a request goes out on it (seen once in a clean-clone CI run, "other
- * side closed"). A tenant's client retries then, and every call here is safe to repeat (a transfer by its
- * externalTxId).
+ * A call sent again (up to three times in all) when its connection was closed before any answer: a pooled keep-alive connection to a
+ * service that was just killed (or that closed it idle) can be taken for the next request before the client has seen
+ * its close ("other side closed", seen twice in clean-clone CI runs). A tenant's client retries then, and every call
+ * here is safe to repeat (a transfer by its externalTxId, an ops switch by its value); a signed call is signed afresh.
  */
-const tenantCall = async (service: ServiceProcess, method: string, target: string, body = ""): Promise<Reply> => {
+const againOnClosedSocket = async <A>(send: () => Promise<A>, attemptsLeft = 3): Promise<A> => {
   try {
-    return await tenantCallOnce(service, method, target, body)
+    return await send()
   } catch (error) {
-    if ((error as { cause?: { code?: string } }).cause?.code !== "UND_ERR_SOCKET") throw error
-    return await tenantCallOnce(service, method, target, body)
+    if (attemptsLeft <= 1 || (error as { cause?: { code?: string } }).cause?.code !== "UND_ERR_SOCKET") throw error
+    return await againOnClosedSocket(send, attemptsLeft - 1)
   }
 }
+
+const tenantCall = (service: ServiceProcess, method: string, target: string, body = ""): Promise<Reply> =>
+  againOnClosedSocket(() => tenantCallOnce(service, method, target, body))
 
 const tenantCallOnce = async (service: ServiceProcess, method: string, target: string, body: string): Promise<Reply> => {
   const signed = signRequest({ ...tenant!.keys[0]!, target, body, nowSeconds: Math.floor(Date.now() / 1000) })
@@ -78,12 +81,14 @@ const tenantCallOnce = async (service: ServiceProcess, method: string, target: s
 }
 
 const opsCall = async (service: ServiceProcess, path: string, body: unknown) => {
-  const response = await fetch(`${service.opsUrl}${path}`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${opsToken()}`, "content-type": "application/json" },
-    body: JSON.stringify(body),
-    signal: AbortSignal.timeout(60_000)
-  })
+  const response = await againOnClosedSocket(() =>
+    fetch(`${service.opsUrl}${path}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${opsToken()}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(60_000)
+    })
+  )
   assert.strictEqual(response.status, 200, `${path}: ${await response.text()}`)
 }
 
