@@ -1,6 +1,6 @@
 /**
  * Sends a reorganization took off the chain after they were final (issue 35; docs/sending.md "Reorganized after it
- * was final"; sql/0037_reorganized_sends.sql). A withdrawal is COMPLETED, a sweep or top-up CONFIRMED, once its
+ * was final"; sql/0036_reorganized_sends_opening_balances.sql). A withdrawal is COMPLETED, a sweep or top-up CONFIRMED, once its
  * transaction meets the network's confirmation rule; a reorganization deeper than that rule can still remove the
  * block, and the chain then holds neither the payment nor its fee while the books say both left.
  *
@@ -14,6 +14,12 @@
  *   (`OutgoingSends.recheckReorganized`): a node that does not know the bytes that were included gets the same bytes
  *   again (never a new signature: same nonce, same txid, no second debit); once a version is final again the send's
  *   state is restored with the new inclusion, and nothing is booked again (the journal booked it the first time).
+ *
+ * Included again with other figures than those booked (another version, outcome, fee or account cost): the send
+ * records the chain's figures, so the chain books follow the chain; the journal keeps the first booking and the ledger
+ * audit (`sendFeesBooked`) names the difference for the operator. Not booked here: a changed outcome is a payment
+ * question for a person, and a fee-only difference would need an adjusting entry kind the journal does not have yet
+ * (docs/ledger.md "Chain books", docs/sending.md "Not yet").
  *
  * What the tenant sees: nothing changes (spec section 3: after a terminal state the only further change is a deposit's
  * COMPLETED to REVERSED), the withdrawal stays COMPLETED with its txHash and networkFeeRaw; docs/decisions.md.

@@ -9,14 +9,19 @@
  * records its opening balance (issue 35); after ETH and ERC-20 deposits and withdrawals the check passes (exit 0)
  * with every line equal; a withdrawal in a block but not yet final is an explained in-flight line (exit 0); an ETH
  * sweep from the deposit address to HOT is in flight on both lines until final, then both equal the node with its
- * fee booked (issue 35: the sweep step of the comparison); an out-of-band change on chain (anvil
+ * fee booked (issue 35: the sweep step of the comparison); a USDT sweep that needs the tenant's GAS wallet to top the
+ * deposit address up with ETH first: in flight on GAS and the deposit address, then GAS, the deposit address (what
+ * the sweep did not burn of its top-up stays there) and HOT equal the node, both fees once in the journal; a
+ * withdrawal stuck 20 blocks behind a raised base fee and replaced (same nonce, higher fees): while waiting HOT's
+ * books and the node agree, once final HOT is charged the included version's fee only, the replaced one is in no
+ * block, and the withdrawal's NETWORK_FEE is that fee; an out-of-band change on chain (anvil
  * setBalance) on HOT, then on a deposit address, is reported with that address and exits 1; the node's URL (and its
  * credentials) is never printed, also when the node cannot be reached (exit 2).
  */
 import { assert, layer } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
-import { encodeFunctionData, type Hex, parseEther } from "viem"
+import { encodeFunctionData, type Hex, parseEther, parseTransaction } from "viem"
 import { beforeAll } from "vitest"
 import { Catalog } from "../../src/catalog/Catalog.ts"
 import { DepositWatcher } from "../../src/deposits/DepositWatcher.ts"
@@ -69,6 +74,28 @@ const lineOf = (run: CheckRun, assetId: string, address: string) => {
   return found ?? assert.fail(`no line for ${assetId} ${address} in:\n${run.stdout}${run.stderr}`)
 }
 
+/** A withdrawal's signed version (1 the first, 2 its replacement). */
+const rawOf = (withdrawalId: string, version: number) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const [row] = yield* sql<{ raw: string }>`
+      SELECT v.raw FROM outgoing_versions v JOIN outgoing_sends s ON s.id = v.send_id
+      WHERE s.owner_id = ${withdrawalId} AND v.version = ${version}`
+    return row?.raw ?? assert.fail(`no version ${version} of withdrawal ${withdrawalId}`)
+  })
+
+/** The SEND_NETWORK_FEE entries of the sends of `owners` (sweeps, top-ups): [owner, NETWORK_FEES posting], sorted. */
+const sendFeesInJournal = (owners: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql<{ owner_id: string; amount: string }>`
+      SELECT s.owner_id, p.amount::text AS amount FROM outgoing_sends s
+      JOIN ledger_entries e ON e.kind = 'SEND_NETWORK_FEE' AND e.reference_id = s.id
+      JOIN ledger_postings p ON p.entry_id = e.id JOIN ledger_accounts a ON a.id = p.account_id
+      WHERE s.owner_id IN ${sql.in(owners)} AND a.kind = 'NETWORK_FEES'`
+    return rows.map((row) => [row.owner_id, row.amount]).toSorted()
+  })
+
 const ethBalance = (address: string) => Effect.promise(() => node.getBalance({ address: address as Hex }))
 
 layer(
@@ -82,6 +109,8 @@ layer(
   let deposit: { walletId: string; address: string }
   let contract: Hex
   let sweepAddress: string
+  let gas: string
+  let depositEthLeft: bigint
 
   it.effect("HOT funded from outside and a tenant's ETH and USDT deposits: booked from what the watcher saw, the check passes", () =>
     Effect.gen(function*() {
@@ -222,6 +251,127 @@ layer(
       assert.match(run.lastLine, /^chain ok: 5 lines, 0 in flight$/)
     }), timeout)
 
+  it.effect("a USDT sweep after the tenant's GAS wallet topped the deposit address up with ETH: in flight on GAS and the deposit address, then every line equal and both fees in the journal", () =>
+    Effect.gen(function*() {
+      // GAS funded from outside by a real transfer: the watcher records it (a receipt, role GAS), the books count it.
+      gas = yield* operating("GAS", tenant.tenantId)
+      yield* Effect.promise(() => node.sendTransaction({ account: sender, to: gas as Hex, value: parseEther("1") }))
+      yield* mine()
+      // The deposit address holds USDT and no ETH (swept above): the token sweep needs a top-up from GAS first.
+      yield* pass
+      const planned = yield* sweepsOf(deposit.address)
+      const topUp = planned.find((entry) => entry.kind === "TOP_UP")!
+      const sweep = planned.find((entry) => entry.kind === "SWEEP" && entry.assetId === usdt)!
+      assert.deepInclude(topUp, { from: gas, to: deposit.address, assetId: eth })
+      assert.deepInclude(sweep, { from: deposit.address, assetId: usdt, amountRaw: "500000000" })
+      yield* mine()
+      const inFlight = yield* check()
+      assert.strictEqual(inFlight.code, 0, inFlight.stdout + inFlight.stderr)
+      assert.match(lineOf(inFlight, eth, gas), new RegExp(`  GAS  expected 1000000000000000000  on chain \\d+  difference -\\d+  ` +
+        `in flight \\(explained: top-up ${topUp.id} \\(send PENDING\\)\\)$`))
+      assert.match(lineOf(inFlight, eth, deposit.address), new RegExp(`  DEPOSIT  expected 0  on chain ${topUp.amountRaw}  ` +
+        `difference \\+${topUp.amountRaw}  in flight \\(explained: top-up ${topUp.id} \\(send PENDING, incoming\\)\\)$`))
+
+      // The top-up final, the sweep is signed; the sweep final, both are COMPLETED.
+      yield* mine(11)
+      yield* pass
+      yield* mine(12)
+      yield* pass
+      const done = yield* sweepsOf(deposit.address)
+      const toppedUp = done.find((entry) => entry.id === topUp.id)!
+      const swept = done.find((entry) => entry.id === sweep.id)!
+      assert.deepStrictEqual([toppedUp.status, swept.status], ["COMPLETED", "COMPLETED"])
+      const topUpFee = BigInt(toppedUp.networkFeeRaw!)
+      const sweepFee = BigInt(swept.networkFeeRaw!)
+      // What the sweep did not burn (unused gas) stays at the deposit address: in the books too.
+      depositEthLeft = BigInt(toppedUp.amountRaw) - sweepFee
+      const gasLeft = parseEther("1") - BigInt(toppedUp.amountRaw) - topUpFee
+      assert.strictEqual(yield* ethBalance(gas), gasLeft)
+      assert.strictEqual(yield* ethBalance(deposit.address), depositEthLeft)
+      const run = yield* check()
+      // The ledger half passed too: each fee once in the journal (sendFeesBooked), charged to the tenant.
+      assert.strictEqual(run.code, 0, run.stdout + run.stderr)
+      assert.strictEqual(lineOf(run, eth, gas), `ETH_SEPOLIA  ${eth}  ${gas}  GAS  expected ${gasLeft}  on chain ${gasLeft}  difference 0  ok`)
+      assert.strictEqual(lineOf(run, eth, deposit.address), `ETH_SEPOLIA  ${eth}  ${deposit.address}  DEPOSIT  ` +
+        `expected ${depositEthLeft}  on chain ${depositEthLeft}  difference 0  ok`)
+      assert.strictEqual(lineOf(run, usdt, deposit.address), `ETH_SEPOLIA  ${usdt}  ${deposit.address}  DEPOSIT  ` +
+        "expected 0  on chain 0  difference 0  ok")
+      const destination = swept.to
+      const held = (yield* Effect.promise(() =>
+        node.readContract({ address: contract, abi: erc20Artifact.abi, functionName: "balanceOf", args: [destination as Hex] })
+      )) as bigint
+      assert.include(lineOf(run, usdt, destination), `expected ${held}  on chain ${held}  difference 0  ok`)
+      assert.deepStrictEqual(yield* sendFeesInJournal([topUp.id, sweep.id]), [
+        [topUp.id, (-topUpFee).toString()],
+        [sweep.id, (-sweepFee).toString()]
+      ].toSorted())
+      assert.match(run.lastLine, /^chain ok: 6 lines, 0 in flight$/)
+    }), timeout)
+
+  it.effect("a withdrawal stuck behind a raised base fee, replaced with the same nonce and higher fees: the replaced version left no trace, the included one's fee is booked, every line equal", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const to = "0x00000000000000000000000000000000beef0002"
+      const amount = parseEther("0.1")
+      const hotBefore = yield* ethBalance(hot)
+      const created = yield* withdraw(tenant, deposit.walletId, eth, to, amount, "books-replaced")
+      assert.strictEqual(created.status, 202, created.text)
+      const id = created.json.withdrawalId as string
+      const first = yield* waitFor(tenant, id, "CONFIRMING")
+      const signed = parseTransaction((yield* rawOf(id, 1)) as `0x02${string}`)
+      // Blocks whose base fee is above what the transaction offers: it waits in the pool, unmined, 20 blocks.
+      const high = signed.maxFeePerGas! * 4n
+      const raiseBaseFee = Effect.promise(() =>
+        node.request({ method: "anvil_setNextBlockBaseFeePerGas" as any, params: [`0x${high.toString(16)}`] as any })
+      )
+      yield* confirm // the check that records the height it was first seen waiting at
+      for (let block = 0; block < 21; block++) {
+        yield* raiseBaseFee
+        yield* mine()
+      }
+      // Waiting, in no block: the books take nothing from HOT for it, and the node agrees.
+      const waiting = yield* check()
+      assert.strictEqual(waiting.code, 0, waiting.stdout + waiting.stderr)
+      assert.strictEqual(lineOf(waiting, eth, hot), `ETH_SEPOLIA  ${eth}  ${hot}  HOT  expected ${hotBefore}  ` +
+        `on chain ${hotBefore}  difference 0  ok`)
+      yield* raiseBaseFee
+      yield* confirm
+      const replacement = parseTransaction((yield* rawOf(id, 2)) as `0x02${string}`)
+      assert.strictEqual(replacement.nonce, signed.nonce)
+      assert.isTrue(replacement.maxFeePerGas! > signed.maxFeePerGas!)
+      yield* raiseBaseFee
+      yield* mine()
+      yield* mine(11)
+      yield* confirm
+      const done = yield* waitFor(tenant, id, "COMPLETED")
+      assert.notStrictEqual(done.txHash, first.txHash)
+      const receipt = yield* Effect.promise(() => node.getTransactionReceipt({ hash: done.txHash as Hex }))
+      const fee = receipt.gasUsed * receipt.effectiveGasPrice
+      assert.strictEqual(done.networkFeeRaw, fee.toString())
+      // The replaced version is in no block: only the included one left HOT.
+      const replacedMined = yield* Effect.promise(() =>
+        node.getTransactionReceipt({ hash: first.txHash as Hex }).then(() => true, () => false)
+      )
+      assert.isFalse(replacedMined, "the replaced version is in no block")
+      const [send] = yield* sql<{ included_tx_hash: string; network_fee: string }>`
+        SELECT included_tx_hash, network_fee::text AS network_fee FROM outgoing_sends
+        WHERE owner_id = ${id} AND purpose = 'WITHDRAWAL'`
+      assert.deepStrictEqual([send!.included_tx_hash, send!.network_fee], [done.txHash, fee.toString()])
+      const [booked] = yield* sql<{ amount: string }>`
+        SELECT p.amount::text AS amount FROM ledger_entries e JOIN ledger_postings p ON p.entry_id = e.id
+        JOIN ledger_accounts a ON a.id = p.account_id
+        WHERE e.kind = 'NETWORK_FEE' AND e.reference_id = ${id} AND a.kind = 'NETWORK_FEES'`
+      assert.strictEqual(booked?.amount, (-fee).toString(), "the included version's fee, once")
+
+      const hotAfter = hotBefore - amount - fee
+      assert.strictEqual(yield* ethBalance(hot), hotAfter)
+      const run = yield* check()
+      assert.strictEqual(run.code, 0, run.stdout + run.stderr)
+      assert.strictEqual(lineOf(run, eth, hot), `ETH_SEPOLIA  ${eth}  ${hot}  HOT  expected ${hotAfter}  on chain ${hotAfter}  difference 0  ok`)
+      assert.notInclude(run.stdout, "UNEXPLAINED")
+      assert.match(run.lastLine, /^chain ok: 6 lines, 0 in flight$/)
+    }), timeout)
+
   it.effect("a reorganization that removes a receipt's block forgets the receipt with it; the books still equal the node", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
@@ -261,9 +411,9 @@ layer(
       const depositChanged = yield* check()
       assert.strictEqual(depositChanged.code, 1, depositChanged.stdout + depositChanged.stderr)
       assert.include(lineOf(depositChanged, eth, hot), "difference 0  ok")
-      // Swept to HOT above: the books say 0.
+      // Swept to HOT above, then what the USDT sweep left of its top-up: the books say that much.
       assert.strictEqual(lineOf(depositChanged, eth, deposit.address), `ETH_SEPOLIA  ${eth}  ${deposit.address}  DEPOSIT  ` +
-        "expected 0  on chain 1500000000000000000  difference +1500000000000000000  UNEXPLAINED")
+        `expected ${depositEthLeft}  on chain 1500000000000000000  difference +${parseEther("1.5") - depositEthLeft}  UNEXPLAINED`)
       assert.include(depositChanged.lastLine, `chain discrepancy: 1 unexplained difference, first ETH_SEPOLIA  ${eth}  ${deposit.address}`)
     }), timeout)
 

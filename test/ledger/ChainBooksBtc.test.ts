@@ -7,12 +7,20 @@
  * ok`, every line compared); a withdrawal that spends the deposit output together with HOT's is charged to the
  * deposit address for its output and to HOT for its own (the split per address BTC's amount books got wrong: the
  * deposit address was left holding the deposit, HOT short by it), in flight while its block is not final, and exact
- * once COMPLETED; a reorganization that double-spends an unconfirmed deposit leaves nothing to explain; HOT's output
+ * once COMPLETED; a withdrawal stuck 6 blocks and replaced by fee (BIP 125, docs/btc.md): while both versions are
+ * only in the mempool nothing moved, the replacement in a block is in flight, and once COMPLETED the deposit
+ * address is charged its output and HOT holds the replacement's change (the replaced version's outputs never
+ * appear, its fee is not booked); a reorganization that double-spends an unconfirmed deposit leaves nothing to explain; HOT's output
  * spent with HOT's key directly on the node is found, named by its outpoint, exit 1.
+ *
+ * Not here, by design: sweeps and top-ups. BTC has none (decisions.md "Operating wallets, sweeps, gas and fee
+ * floors": credited deposit outputs are inputs that withdrawals spend directly, each signed with its own key), so
+ * its movements are deposits, receipts, withdrawals (their replacements included) and reorganizations.
  */
 import { assert, layer } from "@effect/vitest"
 import * as bitcoin from "bitcoinjs-lib"
 import { Effect, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 import { randomBytes } from "node:crypto"
 import { beforeAll } from "vitest"
 import { bitcoinNetworks } from "../../src/chains/BitcoinNetwork.ts"
@@ -146,6 +154,64 @@ layer(
         `${networkKey}  ${btc}  ${deposit.address}  DEPOSIT  expected 0  on chain 0  difference 0  ok`
       )
       const hotHolds = 50_000_000n + 3_300_000n - 2_500_000n - BigInt(done.networkFeeRaw)
+      assert.strictEqual(lineOf(run, hot), `${networkKey}  ${btc}  ${hot}  HOT  expected ${hotHolds}  on chain ${hotHolds}  difference 0  ok`)
+    }), timeout)
+
+  it.effect("a withdrawal stuck 6 blocks and replaced by fee (BIP 125): the replaced version's outputs never count, the included one's inputs and fee do; chain ok", () =>
+    Effect.gen(function*() {
+      yield* promise(() => node.send(deposit.address, "test", 2_000_000n))
+      yield* mine(2)
+      const credited = yield* check()
+      assertChainOk(credited)
+      const hotBefore = BigInt(/  HOT  expected (\d+)  on chain \1  difference 0  ok$/.exec(lineOf(credited, hot))![1]!)
+      assert.strictEqual(
+        lineOf(credited, deposit.address),
+        `${networkKey}  ${btc}  ${deposit.address}  DEPOSIT  expected 2000000  on chain 2000000  difference 0  ok`
+      )
+
+      const id = yield* withdrawAccepted(tenant, deposit.walletId, btc, recipient(), 1_000_000n, "books-btc-rbf")
+      const first = yield* waitFor(tenant, id, "CONFIRMING")
+      // Miners leave it out, as they would a transaction paying too little for the blocks of the day.
+      yield* promise(() => node.rpc("prioritisetransaction", [first.txHash, 0, -100_000_000]))
+      yield* confirm
+      yield* mine(6)
+      yield* confirm
+      const sql = yield* SqlClient.SqlClient
+      const versions = yield* sql<{ tx_hash: string }>`
+        SELECT v.tx_hash FROM outgoing_versions v JOIN outgoing_sends s ON s.id = v.send_id
+        WHERE s.owner_id = ${id} ORDER BY v.version`
+      assert.strictEqual(versions.length, 2, "replaced after 6 blocks")
+      // Both versions in the mempool at most, none in a block: the UTXO set has not moved, nothing in flight.
+      assertChainOk(yield* check())
+
+      yield* mine(1)
+      const inFlight = yield* check()
+      assertChainOk(inFlight, 1)
+      assert.strictEqual(
+        lineOf(inFlight, deposit.address),
+        `${networkKey}  ${btc}  ${deposit.address}  DEPOSIT  expected 2000000  on chain 0  difference -2000000  ` +
+          `in flight (explained: withdrawal ${id} (send PENDING))`
+      )
+
+      yield* mine(1)
+      yield* confirm
+      const done = yield* waitFor(tenant, id, "COMPLETED", null)
+      assert.strictEqual(done.txHash, versions[1]!.tx_hash, "the replacement was included")
+      const replacedMined = yield* promise(() =>
+        node.rpc<{ confirmations?: number }>("getrawtransaction", [versions[0]!.tx_hash, true]).then(
+          (tx) => (tx.confirmations ?? 0) > 0,
+          () => false
+        )
+      )
+      assert.isFalse(replacedMined, "the replaced version is in no block")
+      const run = yield* check()
+      assertChainOk(run)
+      assert.strictEqual(
+        lineOf(run, deposit.address),
+        `${networkKey}  ${btc}  ${deposit.address}  DEPOSIT  expected 0  on chain 0  difference 0  ok`
+      )
+      // HOT got the replacement's change: the deposit output less the payment and the replacement's (higher) fee.
+      const hotHolds = hotBefore + 2_000_000n - 1_000_000n - BigInt(done.networkFeeRaw)
       assert.strictEqual(lineOf(run, hot), `${networkKey}  ${btc}  ${hot}  HOT  expected ${hotHolds}  on chain ${hotHolds}  difference 0  ok`)
     }), timeout)
 

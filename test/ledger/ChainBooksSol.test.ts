@@ -10,11 +10,18 @@
  * GAS's in the books, read from the signed bytes, not the deposit address's); a reorganization that removes a
  * receipt's block; a USDC withdrawal to a wallet without a token account, where HOT pays the account's rent
  * (2,039,280 lamports) beside `meta.fee`: recorded on the send (`account_cost`) and taken from HOT by the books,
- * chain ok; SOL sent from HOT with HOT's key directly on the node: exit 1.
+ * chain ok; a SOL withdrawal no leader took, signed again on a fresh blockhash once the first one provably expired
+ * (SOL's replacement, decisions.md: re-signed only after expiry): HOT's books and the node agree while it waits, the
+ * new version is in flight once in a block, then HOT is charged the included version's fee only and the
+ * withdrawal's NETWORK_FEE is that fee; SOL sent from HOT with HOT's key directly on the node: exit 1.
+ *
+ * Not here, by design: top-ups. SOL has none (decisions.md "Operating wallets, sweeps, gas and fee floors": the
+ * tenant's GAS wallet is an SPL sweep's fee payer instead); that payer's fee is held above (the USDC sweep).
  */
 import { assert, layer } from "@effect/vitest"
 import { Connection, Keypair } from "@solana/web3.js"
 import { Effect, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 import { afterAll, beforeAll } from "vitest"
 import { Catalog } from "../../src/catalog/Catalog.ts"
 import { Signer } from "../../src/signer/Signer.ts"
@@ -22,7 +29,7 @@ import { platformKey } from "../../src/signer/TransactionRequest.ts"
 import { WithdrawalProcessor } from "../../src/withdrawals/WithdrawalProcessor.ts"
 import { freePortSync } from "../support/AnvilBinary.ts"
 import { networkCalls } from "../support/NetworkCalls.ts"
-import { finalityDepth, type SolanaRpcFront, startSolanaRpcFront } from "../support/SolanaRpcFront.ts"
+import { blockhashValidBlocks, finalityDepth, type SolanaRpcFront, startSolanaRpcFront } from "../support/SolanaRpcFront.ts"
 import { makeTestAppLayer, provisionTenant, type TestTenant } from "../support/TestApp.ts"
 import { waitFor, withdrawAccepted } from "../withdrawals/WithdrawalHelpers.ts"
 import { type CheckRun, runLedgerCheck } from "./LedgerCheck.ts"
@@ -177,6 +184,59 @@ layer(
       assertChainOk(run)
       assert.include(lineOf(run, sol, hot), `  HOT  expected ${front.lamports(hot)}  on chain ${front.lamports(hot)}  difference 0  ok`)
       assert.include(lineOf(run, usdc, hot), "difference 0  ok")
+    }), timeout)
+
+  it.effect("a withdrawal never taken by a leader, signed again once its blockhash expired (SOL's replacement): only the included version leaves HOT, its fee booked, chain ok", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const to = recipient()
+      const amount = 100_000_000n
+      const before = front.lamports(hot)
+      front.setDropping(true)
+      const id = yield* withdrawAccepted(tenant, alice.walletId, sol, to, amount, "books-sol-renewed")
+      const first = yield* waitFor(tenant, id, "CONFIRMING")
+      // 150 blocks on: the blockhash is still valid in the head's bank, so it is not signed again yet; nothing left
+      // HOT, in the books or on the node.
+      yield* mine(blockhashValidBlocks)
+      yield* confirm
+      const waiting = yield* check()
+      assertChainOk(waiting)
+      assert.include(lineOf(waiting, sol, hot), `  HOT  expected ${before}  on chain ${before}  difference 0  ok`)
+      // Past lastValidBlockHeight in the finalized bank too: no block can take the first bytes any more.
+      front.mine(finalityDepth + 1)
+      front.setDropping(false)
+      yield* scan
+      yield* confirm
+      const versions = yield* sql<{ tx_hash: string }>`
+        SELECT v.tx_hash FROM outgoing_versions v JOIN outgoing_sends s ON s.id = v.send_id
+        WHERE s.owner_id = ${id} ORDER BY v.version`
+      assert.deepStrictEqual(versions.map((version) => version.tx_hash).slice(0, 1), [first.txHash])
+      assert.strictEqual(versions.length, 2, "signed again once expired")
+      // The new version landed in a block of its own on arrival: in flight until final.
+      yield* scan
+      const inFlight = yield* check()
+      assertChainOk(inFlight)
+      assert.include(lineOf(inFlight, sol, hot), `  HOT  expected ${before}  on chain ${before - amount - 5_000n}  ` +
+        `difference -${amount + 5_000n}  in flight (explained: withdrawal ${id} (send PENDING))`)
+
+      yield* mine(finalityDepth + 1)
+      yield* confirm
+      const done = yield* waitFor(tenant, id, "COMPLETED", null)
+      assert.strictEqual(done.txHash, versions[1]!.tx_hash, "the renewed version was included")
+      assert.isUndefined(front.blockOf(first.txHash), "the expired version is in no block")
+      assert.strictEqual(done.networkFeeRaw, "5000")
+      assert.strictEqual(front.lamports(to), amount, "paid once")
+      const [booked] = yield* sql<{ amount: string }>`
+        SELECT p.amount::text AS amount FROM ledger_entries e JOIN ledger_postings p ON p.entry_id = e.id
+        JOIN ledger_accounts a ON a.id = p.account_id
+        WHERE e.kind = 'NETWORK_FEE' AND e.reference_id = ${id} AND a.kind = 'NETWORK_FEES'`
+      assert.strictEqual(booked?.amount, "-5000", "the included version's fee, once")
+      const after = before - amount - 5_000n
+      assert.strictEqual(front.lamports(hot), after)
+      const run = yield* check()
+      assertChainOk(run)
+      assert.include(lineOf(run, sol, hot), `  HOT  expected ${after}  on chain ${after}  difference 0  ok`)
+      assert.match(run.lastLine, /^chain ok: \d+ lines, 0 in flight$/)
     }), timeout)
 
   it.effect("SOL sent from HOT with HOT's key directly on the node: HOT's line is unexplained, exit 1", () =>

@@ -7,13 +7,17 @@
  * deposits (chain ok); TRX and USDT withdrawals from HOT, in a block but not solidified (in flight, named), then
  * COMPLETED (the network fee read from the chain, the new recipient's account creation included); sweeps of both,
  * the USDT one after a GAS top-up (what the sweeps did not burn stays at the address, in the books too); a
- * reorganization that removes a receipt's block; TRX sent from HOT with HOT's key directly on the node: HOT's line
+ * reorganization that removes a receipt's block; a withdrawal the node forgot, signed again once its expiration is
+ * provably past (TRON's replacement, decisions.md: re-signed only after expiry): HOT's books and the node agree while
+ * it waits, the renewed version is in flight once in a block, then HOT is charged the included version's fee only and
+ * the withdrawal's NETWORK_FEE is that fee; TRX sent from HOT with HOT's key directly on the node: HOT's line
  * is unexplained, exit 1.
  */
 import { secp256k1 } from "@noble/curves/secp256k1.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
 import { assert, layer } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 import { TronWeb } from "tronweb"
 import { afterAll } from "vitest"
 import { Signer } from "../../src/signer/Signer.ts"
@@ -149,6 +153,57 @@ layer(
       node.reorg(1)
       yield* scan
       assertChainOk(yield* check())
+    }), timeout)
+
+  it.effect("a withdrawal the node forgot, signed again once provably expired (TRON's replacement): only the included version leaves HOT, its fee booked, chain ok", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const to = recipient()
+      const amount = 20_000_000n
+      const hotBefore = node.trxBalance(hot)
+      const id = yield* withdrawAccepted(tenant, alice.walletId, trx, to, amount, "books-tron-renewed")
+      const first = yield* waitFor(tenant, id, "CONFIRMING")
+      // The node restarts without its pool, and the chain moves past the expiration (60 s after the reference
+      // block) before anything gives it the bytes again (both calls in one tick): from now on they are refused.
+      assert.strictEqual(node.dropPending(), 1)
+      node.mine(21)
+      yield* scan
+      yield* confirm
+      const waiting = yield* check()
+      assertChainOk(waiting)
+      assert.include(lineOf(waiting, trx, hot), `  HOT  expected ${hotBefore}  on chain ${hotBefore}  difference 0  ok`)
+      yield* mine(19)
+      yield* confirm
+      const versions = yield* sql<{ tx_hash: string }>`
+        SELECT v.tx_hash FROM outgoing_versions v JOIN outgoing_sends s ON s.id = v.send_id
+        WHERE s.owner_id = ${id} ORDER BY v.version`
+      assert.deepStrictEqual(versions.map((version) => version.tx_hash).slice(0, 1), [first.txHash])
+      assert.strictEqual(versions.length, 2, "signed again once provably expired")
+      yield* mine(1)
+      const inFlight = yield* check()
+      assertChainOk(inFlight)
+      assert.match(lineOf(inFlight, trx, hot), new RegExp(`  HOT  expected ${hotBefore}  on chain \\d+  difference -\\d+  ` +
+        `in flight \\(explained: withdrawal ${id} \\(send PENDING\\)\\)$`))
+
+      yield* mine(19)
+      yield* confirm
+      const done = yield* waitFor(tenant, id, "COMPLETED", null)
+      assert.strictEqual(done.txHash, versions[1]!.tx_hash, "the renewed version was included")
+      assert.deepStrictEqual(node.transactionInfo(first.txHash), {}, "the expired version is in no block")
+      assert.strictEqual(node.trxBalance(to), amount, "paid once")
+      const fee = BigInt(done.networkFeeRaw)
+      assert.isAbove(Number(fee), 0, "a new account's creation: the fee is never 0 here")
+      const [booked] = yield* sql<{ amount: string }>`
+        SELECT p.amount::text AS amount FROM ledger_entries e JOIN ledger_postings p ON p.entry_id = e.id
+        JOIN ledger_accounts a ON a.id = p.account_id
+        WHERE e.kind = 'NETWORK_FEE' AND e.reference_id = ${id} AND a.kind = 'NETWORK_FEES'`
+      assert.strictEqual(booked?.amount, (-fee).toString(), "the included version's fee, once")
+      const hotAfter = hotBefore - amount - fee
+      assert.strictEqual(node.trxBalance(hot), hotAfter)
+      const run = yield* check()
+      assertChainOk(run)
+      assert.include(lineOf(run, trx, hot), `  HOT  expected ${hotAfter}  on chain ${hotAfter}  difference 0  ok`)
+      assert.match(run.lastLine, /^chain ok: \d+ lines, 0 in flight$/)
     }), timeout)
 
   it.effect("TRX sent from HOT with HOT's key directly on the node: HOT's line is unexplained, exit 1", () =>

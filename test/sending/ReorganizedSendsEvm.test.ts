@@ -4,8 +4,10 @@
  * send (GET /ops/health lists it, the chain books show HOT in flight against the node), the follow-up gives the node
  * the same signed bytes (same hash, same nonce), and once they are final again the send is CONFIRMED as before, the
  * ledger audit passes and HOT's books equal the node. The re-inclusion block gets the original block's base fee
- * (`anvil_setNextBlockBaseFeePerGas`), so the fee is the one booked: a re-inclusion at another fee is reported, not
- * booked (docs/sending.md "Reorganized after it was final").
+ * (`anvil_setNextBlockBaseFeePerGas`), so the fee is the one booked. A second withdrawal is re-included at half as
+ * much base fee again: the send records the chain's fee (HOT's chain books equal the node), the tenant's record and
+ * the journal keep the first, and the ledger audit names the send with both figures (`sendFeesBooked`): reported, not
+ * booked (docs/sending.md "Reorganized after it was final", docs/ledger.md "Chain books").
  */
 import { assert, layer } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
@@ -124,5 +126,59 @@ layer(
       assert.strictEqual(after.verdict, "ok")
       assert.strictEqual(after.expected, parseEther("10") - parseEther("0.5") - BigInt(completed.networkFeeRaw))
       yield* auditOk
+    }))
+  it.effect("re-included at another base fee: the send records the chain's fee, HOT's books equal the node, the journal keeps the first fee and the audit names the difference", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const hot = yield* hotAddress("ETH_SEPOLIA")
+      const tenant = yield* provisionTenant()
+      const deposit = yield* walletOf(tenant, "sam", "ETH_SEPOLIA")
+      yield* Effect.promise(() => node.sendTransaction({ account: sender, to: deposit.address as Hex, value: parseEther("2") }))
+      yield* mine()
+      yield* mine(11)
+      const submitted = yield* withdraw(tenant, deposit.walletId, eth, "0x00000000000000000000000000000000beef0003", parseEther("0.3"), "reorg-2")
+      assert.strictEqual(submitted.status, 202, submitted.text)
+      const id: string = submitted.json.withdrawalId
+      yield* waitFor(tenant, id, "CONFIRMING")
+      const includedAt = yield* mine()
+      const baseFee = (yield* Effect.promise(() => node.getBlock({ blockNumber: includedAt }))).baseFeePerGas!
+      yield* mine(11)
+      yield* Effect.flatMap(WithdrawalProcessor, (processor) => processor.confirm("ETH_SEPOLIA"))
+      const completed = yield* waitFor(tenant, id, "COMPLETED")
+      const txHash = completed.txHash as Hex
+      yield* mine(2)
+      yield* auditOk
+
+      const head = yield* Effect.promise(() => node.getBlockNumber())
+      yield* Effect.promise(() => node.request({ method: "anvil_reorg" as any, params: [Number(head - includedAt + 1n), []] as any }))
+      yield* scanToHead
+      yield* Effect.promise(() => node.request({ method: "anvil_dropTransaction" as any, params: [txHash] as any }))
+      yield* followReorganizedSends
+      // The same bytes, in a block whose base fee is half as much again (still below the bytes' maxFeePerGas): the
+      // price paid per gas, base fee + tip, differs, and so does the fee.
+      yield* Effect.promise(() =>
+        node.request({ method: "anvil_setNextBlockBaseFeePerGas" as any, params: [`0x${(baseFee + baseFee / 2n).toString(16)}`] as any })
+      )
+      yield* mine()
+      const receipt = yield* Effect.promise(() => node.getTransactionReceipt({ hash: txHash }))
+      const fee = receipt.gasUsed * receipt.effectiveGasPrice
+      assert.notStrictEqual(fee.toString(), completed.networkFeeRaw, "re-included at another fee")
+      yield* mine(11)
+      yield* followReorganizedSends
+      assert.deepStrictEqual(yield* reorganized, [])
+      const [send] = yield* sql<{ state: string; included_tx_hash: string; network_fee: string }>`
+        SELECT state, included_tx_hash, network_fee::text AS network_fee FROM outgoing_sends WHERE owner_id = ${id}`
+      assert.deepStrictEqual({ ...send }, { state: "CONFIRMED", included_tx_hash: txHash, network_fee: fee.toString() })
+      // The chain books follow the chain: HOT is charged the fee the chain took.
+      const line = yield* hotLine(hot)
+      assert.strictEqual(line.verdict, "ok")
+      assert.strictEqual(line.difference, 0n)
+      // The tenant's record and the journal keep the first fee; the audit names the send and both figures.
+      const shown = yield* waitFor(tenant, id, "COMPLETED")
+      assert.strictEqual(shown.networkFeeRaw, completed.networkFeeRaw)
+      const report = yield* auditLedger.pipe(Effect.orDie)
+      assert.isFalse(report.ok)
+      assert.strictEqual(report.firstDiscrepancy?.check, "sendFeesBooked")
+      assert.include(report.firstDiscrepancy?.message, `paid a network fee of ${fee}; its withdrawal (COMPLETED) books ${completed.networkFeeRaw}`)
     }))
 })
