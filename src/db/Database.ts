@@ -47,7 +47,8 @@ export const StorageUnderway = Context.Reference<() => void>("coffer/StorageUnde
 const describeUrl = (url: Redacted.Redacted<string>): string => {
   try {
     const parsed = new URL(Redacted.value(url))
-    return `${parsed.hostname}:${parsed.port || "5432"}${parsed.pathname}`
+    // `?host=<directory>`: a Unix-domain socket, which libpq and the drivers prefer to the URL's host.
+    return `${parsed.searchParams.get("host") ?? parsed.hostname}:${parsed.port || "5432"}${parsed.pathname}`
   } catch {
     return "an unparseable URL"
   }
@@ -138,7 +139,10 @@ export const layerEmbedded = (
     const server = yield* EmbeddedPostgres.start(dataDir, { onSpawned }).pipe(
       Effect.mapError((error) => new DatabaseStartupError({ message: error.message, cause: error }))
     )
-    yield* Effect.logInfo(`embedded PostgreSQL ready on 127.0.0.1:${server.port} (pid ${server.pid}, ${dataDir}/pg)`)
+    yield* Effect.logInfo(
+      `embedded PostgreSQL ready on ${server.socketDirectory === undefined ? "" : `${server.socketDirectory} and `}` +
+        `127.0.0.1:${server.port} (pid ${server.pid}, ${dataDir}/pg)`
+    )
     // Forked after the server started, so it is interrupted before the server is stopped on shutdown.
     yield* server.exited.pipe(
       Effect.andThen(server.recentLog),

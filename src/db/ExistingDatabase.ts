@@ -38,7 +38,8 @@ export interface ExistingDatabase {
 const describeUrl = (url: string): string => {
   try {
     const parsed = new URL(url)
-    return `${parsed.hostname}:${parsed.port || "5432"}${parsed.pathname}`
+    // `?host=<directory>`: a Unix-domain socket, which libpq and the drivers prefer to the URL's host.
+    return `${parsed.searchParams.get("host") ?? parsed.hostname}:${parsed.port || "5432"}${parsed.pathname}`
   } catch {
     return "an unparseable URL"
   }

@@ -6,7 +6,7 @@ import { type ChildProcess, execFileSync } from "node:child_process"
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import net from "node:net"
-import { join } from "node:path"
+import { join, resolve } from "node:path"
 import { afterAll } from "vitest"
 import * as Database from "../../src/db/Database.ts"
 import * as EmbeddedPostgres from "../../src/db/postgres/EmbeddedPostgres.ts"
@@ -29,7 +29,7 @@ describe("EmbeddedPostgres", () => {
   })
   let firstPort = 0
 
-  it.live("starts on a fresh directory: UTF8, 127.0.0.1 only, no unix socket, a checkpoint every 32 MB of WAL or 30 s, syncfs before a recovery, secrets 0600", () =>
+  it.live("starts on a fresh directory: UTF8, 127.0.0.1 and a socket in DATA_DIR (none in /tmp), the service's URL on the socket, a checkpoint every 32 MB of WAL or 30 s, syncfs before a recovery, secrets 0600", () =>
     Effect.gen(function*() {
       const pid = yield* Effect.scoped(Effect.gen(function*() {
         const server = yield* EmbeddedPostgres.start(dataDir)
@@ -39,11 +39,21 @@ describe("EmbeddedPostgres", () => {
           yield* sql`CREATE TABLE kept (v text NOT NULL)`
           yield* sql`INSERT INTO kept VALUES ('written before a restart')`
           return yield* sql<
-            { encoding: string; ctype: string; listen: string; sockets: string; walMax: string; checkpointEvery: string; recoverySync: string }
+            {
+              encoding: string
+              ctype: string
+              listen: string
+              sockets: string
+              overSocket: boolean
+              walMax: string
+              checkpointEvery: string
+              recoverySync: string
+            }
           >`
             SELECT current_setting('server_encoding') AS encoding,
                    (SELECT datctype FROM pg_database WHERE datname = current_database()) AS ctype,
                    current_setting('listen_addresses') AS listen, current_setting('unix_socket_directories') AS sockets,
+                   inet_server_addr() IS NULL AS "overSocket",
                    current_setting('max_wal_size') AS "walMax", current_setting('checkpoint_timeout') AS "checkpointEvery",
                    current_setting('recovery_init_sync_method') AS "recoverySync"`
         }))
@@ -53,11 +63,22 @@ describe("EmbeddedPostgres", () => {
           encoding: "UTF8",
           ctype: "C.UTF-8",
           listen: "127.0.0.1",
-          sockets: "",
+          // The URL the service gets reaches the server through its Unix-domain socket (no server address then).
+          sockets: join(resolve(dataDir), "pg-socket"),
+          overSocket: true,
           walMax: "32MB",
           checkpointEvery: "30s",
           recoverySync: "syncfs"
         })
+        assert.strictEqual(server.socketDirectory, join(resolve(dataDir), "pg-socket"))
+        assert.strictEqual(statSync(server.socketDirectory!).mode & 0o777, 0o700)
+        // Tools that use the port still reach it over TCP.
+        const overTcp = new URL(Redacted.value(server.url))
+        overTcp.search = ""
+        const [tcp] = yield* inDatabase(Redacted.make(overTcp.href))(
+          Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ address: string }>`SELECT host(inet_server_addr()) AS address`)
+        )
+        assert.strictEqual(tcp?.address, "127.0.0.1")
         for (const file of ["pg-password", "pg-conn.json"]) {
           assert.strictEqual(statSync(join(dataDir, file)).mode & 0o777, 0o600, file)
         }
@@ -68,6 +89,15 @@ describe("EmbeddedPostgres", () => {
       }))
       assert.isFalse(isAlive(pid), "the server stops when the scope closes")
     }))
+
+  it("keeps to TCP when the socket's path would not fit a socket address, or would need quoting in the setting", () => {
+    assert.strictEqual(EmbeddedPostgres.socketDirectoryFor("/tmp/coffer-data"), "/tmp/coffer-data/pg-socket")
+    // 92 bytes of directory and `/.s.PGSQL.65535` fill sun_path's 107.
+    assert.isDefined(EmbeddedPostgres.socketDirectoryFor(`/${"d".repeat(81)}`))
+    assert.isUndefined(EmbeddedPostgres.socketDirectoryFor(`/${"d".repeat(82)}`))
+    assert.isUndefined(EmbeddedPostgres.socketDirectoryFor("/tmp/coffer data"))
+    assert.isUndefined(EmbeddedPostgres.socketDirectoryFor("/tmp/coffer,data"))
+  })
 
   it.live("restarts on the same directory with its data and its port", () =>
     Effect.scoped(Effect.gen(function*() {

@@ -12,8 +12,10 @@
  *     drained its requests;
  *   - on import, hooks SIGINT/SIGTERM/exit with handlers that call process.exit() and race Effect's shutdown;
  *   - reports a failed start as a rejection with `undefined`.
- * What is kept from the recipe in docs (shared/notes/database.md): UTF8, TCP on 127.0.0.1 only, no unix socket,
- * stopping a server orphaned by a `kill -9` of node, tolerating a stale or zombie postmaster.pid.
+ * What is kept from the recipe in docs (shared/notes/database.md): UTF8, TCP on 127.0.0.1 only, no socket in the
+ * machine's shared /tmp, stopping a server orphaned by a `kill -9` of node, tolerating a stale or zombie
+ * postmaster.pid. The service itself connects through a Unix-domain socket in `<dataDir>/pg-socket`
+ * (`socketDirectoryFor`): a round trip costs the kernel less than over loopback TCP (docs/benchmarks.md).
  *
  * A process owns the directory while its server runs (OwnerLock.ts): a second start on a directory in use fails
  * before it touches anything, instead of taking the owner's live server for an orphan and stopping it.
@@ -25,7 +27,7 @@
  * (running and stopping the server).
  */
 import { existsSync, statSync } from "node:fs"
-import { chmod, mkdir, readFile, writeFile } from "node:fs/promises"
+import { chmod, chown, mkdir, readFile, rm, writeFile } from "node:fs/promises"
 import { join, resolve } from "node:path"
 import { Effect, Option, Redacted, type Scope } from "effect"
 import { describeCause, EmbeddedPostgresError } from "./EmbeddedPostgresError.ts"
@@ -43,9 +45,14 @@ export { checkServerAccess } from "./ServerAccess.ts"
 export { type ServerAccount, serverAccount, serverUserName } from "./ServerAccount.ts"
 
 export interface EmbeddedPostgresServer {
-  /** Superuser URL of the `postgres` database on 127.0.0.1. */
+  /**
+   * Superuser URL of the `postgres` database: through the Unix-domain socket when there is one (`?host=<directory>`,
+   * which @effect/sql-pg, node-postgres and libpq all read), otherwise on 127.0.0.1.
+   */
   readonly url: Redacted.Redacted<string>
   readonly port: number
+  /** The directory of the server's Unix-domain socket, or undefined when it listens on TCP alone. */
+  readonly socketDirectory: string | undefined
   /** Process id of the postmaster. */
   readonly pid: number
   /** Succeeds once the postmaster has exited, for any reason, our own stop included. */
@@ -62,6 +69,22 @@ export interface StartOptions {
    * while PostgreSQL starts on the other core.
    */
   readonly onSpawned?: () => void
+}
+
+/** `sun_path` holds 108 bytes with its terminating NUL; PostgreSQL refuses a longer socket path. */
+const socketPathBytesMax = 107
+
+/**
+ * Where the server's Unix-domain socket goes: `<dataDir>/pg-socket`, or undefined (TCP alone) when its path, with
+ * the longest socket name `.s.PGSQL.65535`, would not fit a socket address, or holds a character that
+ * `unix_socket_directories` (a comma-separated list) would need quoted.
+ */
+export const socketDirectoryFor = (dataDir: string): string | undefined => {
+  const directory = join(dataDir, "pg-socket")
+  return /^[A-Za-z0-9._/-]+$/.test(directory) &&
+      Buffer.byteLength(join(directory, ".s.PGSQL.65535")) <= socketPathBytesMax
+    ? directory
+    : undefined
 }
 
 /** Attempts with a fresh port when the chosen one was taken between our check and postgres's bind. */
@@ -92,6 +115,16 @@ const launch = async (
   const password = await readOrCreatePassword(dataDir)
   await stopLeftoverServer(pgdata)
   if (!existsSync(join(pgdata, "PG_VERSION"))) await initialiseCluster(dataDir, pgdata, password, binaries, account)
+  // The server creates its socket there, so the directory is its account's; only the owner may enter (root, the
+  // service's user, reaches it anyway). Made afresh at each start: a server killed with -9 leaves its socket's lock
+  // file behind, which PostgreSQL would keep honouring while the dead pid is a zombie or reused (an earlier try of a
+  // socket failed a restart so). No server of this directory runs now (the leftover was stopped above).
+  const socketDirectory = socketDirectoryFor(dataDir)
+  if (socketDirectory !== undefined) {
+    await rm(socketDirectory, { recursive: true, force: true })
+    await mkdir(socketDirectory, { mode: 0o700 })
+    if (Option.isSome(account)) await chown(socketDirectory, account.value.uid, account.value.gid)
+  }
 
   let started: Postmaster | undefined
   let port = 0
@@ -101,14 +134,15 @@ const launch = async (
       ? candidate
       : await freePort()
     try {
-      started = await spawnPostmaster(pgdata, port, binaries, account, options.onSpawned)
+      started = await spawnPostmaster(pgdata, port, binaries, account, options.onSpawned, socketDirectory)
     } catch (error) {
       if (!(error instanceof BindFailed) || options.port !== undefined || attempt >= bindAttemptsMax) throw error
       candidate = undefined
     }
   }
   const postmaster = started
-  const url = `postgres://${serverUserName}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`
+  const url = `postgres://${serverUserName}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres` +
+    (socketDirectory === undefined ? "" : `?host=${encodeURIComponent(socketDirectory)}`)
   // Without stop() (process.exit elsewhere, an uncaught exception) the server must not outlive us. An `exit`
   // handler can only be synchronous: send the signal and let PostgreSQL shut down on its own.
   const onExit = () => {
@@ -129,6 +163,7 @@ const launch = async (
     server: {
       url: Redacted.make(url),
       port,
+      socketDirectory,
       pid: postmaster.pid,
       exited: Effect.promise(() => postmaster.exited),
       recentLog: Effect.sync(() => [...postmaster.log])

@@ -49,7 +49,8 @@ export const spawnPostmaster = (
   port: number,
   binaries: PostgresBinaries,
   account: Option.Option<ServerAccount>,
-  onSpawned: () => void = () => {}
+  onSpawned: () => void = () => {},
+  socketDirectory?: string
 ): Promise<Postmaster> =>
   new Promise((resolvePromise, reject) => {
     const explainLog = process.env.COFFER_PG_EXPLAIN || undefined
@@ -61,9 +62,11 @@ export const spawnPostmaster = (
       String(port),
       "-c",
       "listen_addresses=127.0.0.1",
-      // The default socket in /tmp is shared by the whole machine.
+      // The service's own connections go through a Unix-domain socket in the data directory (EmbeddedPostgres.ts
+      // `socketDirectoryFor`), cheaper per round trip than loopback TCP; never the default in /tmp, which the whole
+      // machine shares. TCP stays for tools that use the port.
       "-c",
-      "unix_socket_directories=",
+      `unix_socket_directories=${socketDirectory ?? ""}`,
       // The ready line below is matched in English.
       "-c",
       "lc_messages=C",
