@@ -79,6 +79,10 @@ export const runLoad = (options: LoadOptions): Promise<LoadResult> =>
     }
     const finish = () => {
       if (finished) return
+      // The load can end before the window's timer fires (the window's end is also checked on each response, and a
+      // loaded event loop runs timers late): the window is closed here then, or a CPU meter read at its end would
+      // still be unread when the caller takes its figure (seen as slices of 0 µs in `auth overhead µs`).
+      endWindow()
       closeAll()
       const measuredMs = Math.max(0, Math.min(windowEnd, exhaustedAt ?? windowEnd) - windowStart)
       const sorted = latencies.slice(0, latencyCount).sort()
@@ -99,7 +103,14 @@ export const runLoad = (options: LoadOptions): Promise<LoadResult> =>
     }
     const drainTimer = setTimeout(finish, options.warmupMs + options.durationMs + drainTimeoutMs)
     if (options.onWindowStart !== undefined) setTimeout(options.onWindowStart, options.warmupMs)
-    if (options.onWindowEnd !== undefined) setTimeout(options.onWindowEnd, options.warmupMs + options.durationMs)
+    let windowEnded = false
+    const endWindow = () => {
+      if (windowEnded) return
+      windowEnded = true
+      clearTimeout(windowEndTimer)
+      options.onWindowEnd?.()
+    }
+    const windowEndTimer = setTimeout(endWindow, options.warmupMs + options.durationMs)
 
     const connect = (port: number) => {
       const socket = net.connect({ host: options.host, port, noDelay: true })
