@@ -28,7 +28,7 @@ import { decodeFirstRow, decodeRows, Nullable, Numeric, Text } from "../db/RowSc
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest, type Payment } from "../ledger/Postings.ts"
 import { insertOutboxRows } from "../outbox/Outbox.ts"
-import { OutgoingSends } from "../sending/OutgoingSends.ts"
+import { type BroadcastCount, countAndReleaseMany, OutgoingSends } from "../sending/OutgoingSends.ts"
 import { makeSeenInclusions } from "../sending/SeenInclusions.ts"
 import { platformKey } from "../signer/TransactionRequest.ts"
 import { isBlockedAddress } from "../tenants/BlockedAddresses.ts"
@@ -127,6 +127,7 @@ interface BatchedTransition {
   readonly step: TransitionRule
   readonly transaction: Transaction
   readonly countBroadcast: boolean
+  readonly countVersion: BroadcastCount | undefined
 }
 
 /** A step's outcome: STOP, NEXT (read the row again), or the row a transition left (go on from it). */
@@ -145,7 +146,7 @@ export interface TransitionDetails {
    * The send's own count of that broadcast (OutgoingSends.ts `broadcastCountedByCaller`), run in the transition's
    * statement whether or not the status still moves.
    */
-  readonly countVersion?: Statement.Fragment | undefined
+  readonly countVersion?: BroadcastCount | undefined
   /**
    * The QUEUED step's reads for sends from this address (HOT), made by the transition's own statement after the row
    * is QUEUED: one round trip less per withdrawal. Only a transition that books nothing and leaves the row QUEUED.
@@ -273,6 +274,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
             tx_hash: transaction.txHash
           }))
           const counts = batch.filter((member) => member.countBroadcast).map((member) => member.row.id)
+          const versionCounts = batch.flatMap((member) => member.countVersion === undefined ? [] : [member.countVersion])
           const events = yield* Effect.forEach(applied, (member) => transactionEvents.statusUpdatedRow(member.transaction))
           const reads = readsFrom === undefined ? undefined : queuedParts(readsFrom.networkKey, readsFrom.from, sql`c.source_wallet_id`)
           // Locks are taken in the members' id order (the JSON is sorted; the join reads it in order, each row by key).
@@ -294,7 +296,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
               FROM (SELECT c.id::uuid AS id, count(*)::int AS times FROM jsonb_array_elements_text(${JSON.stringify(counts)}::jsonb)
                 AS c(id) GROUP BY c.id) n
               WHERE w.transaction_id = n.id
-            )
+            ), counted_versions AS (${countAndReleaseMany(sql, versionCounts)})
             SELECT c.id::text AS id ${reads === undefined ? sql`` : sql`, ${sql.csv(reads.map((part) => part.columns))}`}
             FROM changed c`
           if (rows.length > 0) yield* transactionEvents.committed
@@ -325,49 +327,11 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
 
       /**
        * A transition that books nothing, of a withdrawal `load` read, outside any caller's transaction (the steps of
-       * `process`: queue, start signing, broadcast): the UPDATE and its event in one statement, one round trip
-       * instead of four. The event carries the transaction as the UPDATE leaves it, which is the one read with the
-       * row and the columns this UPDATE sets: the UPDATE takes place only while the status is still the one read,
-       * and the columns it does not set never change while a withdrawal is in these statuses.
-       */
-      const transitionAlone = (row: LoadedWithdrawal, step: TransitionRule, details: TransitionDetails) =>
-        Effect.gen(function*() {
-          const at = yield* now
-          const transaction: Transaction = {
-            ...row.transaction,
-            status: step.to,
-            subStatus: step.subStatus,
-            updatedAt: at,
-            txHash: details.txHash ?? row.transaction.txHash
-          }
-          const event = yield* transactionEvents.statusUpdatedWhen(transaction, sql`EXISTS (SELECT FROM changed)`)
-          const reads = details.readForQueued === undefined || step.to !== "QUEUED"
-            ? undefined
-            : queuedParts(row.network_key, details.readForQueued.from, row.source_wallet_id)
-          // A data-modifying WITH part runs whether or not the final SELECT reads it: the count holds either way. The
-          // reads of the final SELECT see the statement's snapshot, as a statement of their own just before would.
-          const moved = yield* sql`
-            WITH changed AS (${updateOf(row, step, details, at)} RETURNING id), event AS (${event})
-              ${details.countBroadcast === true ? sql`, counted AS (${countBroadcast(row.id)})` : sql``}
-              ${details.countVersion === undefined ? sql`` : sql`, counted_version AS (${details.countVersion})`}
-            SELECT id ${reads === undefined ? sql`` : sql`, ${sql.csv(reads.map((part) => part.columns))}`} FROM changed`
-            .pipe(Effect.orDie)
-          if (moved.length === 0) return undefined
-          yield* transactionEvents.committed
-          const changed: LoadedWithdrawal = {
-            ...row,
-            status: step.to,
-            sub_status: step.subStatus,
-            tx_hash: transaction.txHash,
-            transaction,
-            queuedReads: reads === undefined ? undefined : yield* decodeParts(reads, moved[0])
-          }
-          return changed
-        })
-
-      /**
-       * `transitionAlone` through the network's batch (`transitionsTogether`): the same UPDATE, event, count and
-       * reads, answered to this member alone once the batch's statement has committed.
+       * `process`: queue, start signing, broadcast), through its network's batch (`transitionsTogether`): the UPDATE,
+       * its event, the counts and the QUEUED reads in the batch's one statement, answered to this member alone once
+       * that statement has committed. The event carries the transaction as the UPDATE leaves it, which is the one
+       * read with the row and the columns this UPDATE sets: the UPDATE takes place only while the status is still the
+       * one read, and the columns it does not set never change while a withdrawal is in these statuses.
        */
       const transitionBatched = (row: LoadedWithdrawal, step: TransitionRule, details: TransitionDetails) =>
         Effect.gen(function*() {
@@ -382,7 +346,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
           const readsFrom = details.readForQueued === undefined || step.to !== "QUEUED" ? undefined : details.readForQueued.from
           const enqueue = yield* batchQueue(row.network_key, readsFrom)
           const moved = yield* Effect.orDie(
-            yield* enqueue({ row, step, transaction, countBroadcast: details.countBroadcast === true })
+            yield* enqueue({ row, step, transaction, countBroadcast: details.countBroadcast === true, countVersion: details.countVersion })
           )
           if (moved === undefined) return undefined
           const changed: LoadedWithdrawal = {
@@ -412,8 +376,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
         const entries = ledgerEntries(step.ledger, paymentOf(row), details.networkFee)
         const inTransaction = Option.isSome(yield* Effect.serviceOption(sql.transactionService))
         if (entries.length === 0 && details.networkFee === undefined && !inTransaction && "transaction" in row) {
-          // The send's count of its broadcast is a statement of its own text: it stays on the transition's own.
-          return yield* (details.countVersion === undefined ? transitionBatched : transitionAlone)(row, step, details)
+          return yield* transitionBatched(row, step, details)
         }
         return yield* sql.withTransaction(Effect.gen(function*() {
           const at = yield* now
