@@ -278,6 +278,15 @@ export interface FirstSignature {
 interface SignHooks {
   readonly guard: Effect.Effect<boolean>
   /**
+   * `guard` for every signing of a batch that shares `key` in one statement (issue 34, withdrawals by the batch):
+   * `lock` locks the rows of the owners still in the state that allows signing, in their id order, and answers
+   * their ids. Signings without it are guarded one `guard` each.
+   */
+  readonly guardTogether?: {
+    readonly key: string
+    readonly lock: (ownerIds: ReadonlyArray<string>) => Effect.Effect<ReadonlySet<string>>
+  } | undefined
+  /**
    * The owner's record of the signature: one data-modifying statement (an UPDATE of the owner's row, no RETURNING),
    * run as part of the statement that stores the send, so it commits with it and costs no round trip of its own
    * inside the signing transaction, which holds the address's nonce row.
@@ -572,7 +581,16 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         sql.withTransaction(Effect.gen(function*() {
           const all = plans.flatMap((plan) => plan.signatures.map((signature) => signature.index)).sort(byOwner(batch))
           const live = new Set<number>()
-          for (const index of all) if (yield* batch[index]!.hooks.guard) live.add(index)
+          const together = new Map<string, Array<number>>()
+          for (const index of all) {
+            const group = batch[index]!.hooks.guardTogether
+            if (group !== undefined) together.set(group.key, [...(together.get(group.key) ?? []), index])
+            else if (yield* batch[index]!.hooks.guard) live.add(index)
+          }
+          for (const indices of together.values()) {
+            const locked = yield* batch[indices[0]!]!.hooks.guardTogether!.lock(indices.map((index) => batch[index]!.spec.ownerId))
+            for (const index of indices) if (locked.has(batch[index]!.spec.ownerId)) live.add(index)
+          }
           // Signed by a run that committed while this one waited for the owner's lock: that one stands.
           const stored = yield* storedFor([...live].map((index) => batch[index]!.spec))
           const settled = new Map<number, SignOutcome>()

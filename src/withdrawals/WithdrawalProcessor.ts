@@ -499,6 +499,24 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
         })
 
       /**
+       * The signing guard of a batch's withdrawals (OutgoingSends `guardTogether`): those still PENDING_SIGNATURE,
+       * locked in id order by one statement of fixed text, so that cancel (which refuses PENDING_SIGNATURE and takes
+       * the same row) and a second run of the step wait for the signing transaction.
+       */
+      const pendingSignatures = {
+        key: "WITHDRAWAL/PENDING_SIGNATURE",
+        lock: (ownerIds: ReadonlyArray<string>) =>
+          sql`
+            SELECT id::text AS id FROM transactions
+            WHERE id IN (SELECT jsonb_array_elements_text(${JSON.stringify(ownerIds)}::jsonb)::uuid)
+              AND kind = 'WITHDRAWAL' AND status = 'PENDING_SIGNATURE'
+            ORDER BY id FOR UPDATE`.pipe(
+            Effect.map((rows): ReadonlySet<string> => new Set(rows.map((row) => String(row["id"])))),
+            Effect.orDie
+          )
+      }
+
+      /**
        * PENDING_SIGNATURE: the send signed once (sending/OutgoingSends.ts: nonce, signature and stored bytes in one
        * database transaction, guarded by this row), then broadcast. The withdrawal's own columns keep a copy of the
        * first signature for the operator's views.
@@ -513,6 +531,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
               guard: sql`
                 SELECT id FROM transactions WHERE id = ${row.id} AND kind = 'WITHDRAWAL' AND status = 'PENDING_SIGNATURE'
                 FOR UPDATE`.pipe(Effect.map((rows) => rows.length === 1), Effect.orDie),
+              guardTogether: pendingSignatures,
               onSigned: (signed) =>
                 sql`
                   UPDATE withdrawals SET signed_raw = ${signed.raw}, signed_tx_hash = ${signed.txHash},
