@@ -855,7 +855,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         version: SendVersion,
         token: number,
         onSent: Effect.Effect<void, never, R>,
-        /** Once the node took the bytes, the claim is given back by the caller's count (`countAndRelease`). */
+        /** Once the node took the bytes, the claim is given back by the caller's count (`countAndReleaseMany`). */
         releasedByCaller = false
       ): Effect.Effect<boolean, ChainUnavailable | BroadcastRejected, R> =>
         Effect.gen(function*() {

@@ -143,8 +143,8 @@ export interface TransitionDetails {
    */
   readonly countBroadcast?: boolean
   /**
-   * The send's own count of that broadcast (OutgoingSends.ts `broadcastCountedByCaller`), run in the transition's
-   * statement whether or not the status still moves.
+   * The send's own count of that broadcast (OutgoingSends.ts `broadcastCountedByCaller`), written by the
+   * transition's statement (`countAndReleaseMany`) whether or not the status still moves.
    */
   readonly countVersion?: BroadcastCount | undefined
   /**
@@ -381,7 +381,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
         return yield* sql.withTransaction(Effect.gen(function*() {
           const at = yield* now
           if (details.countBroadcast === true) yield* countBroadcast(row.id)
-          if (details.countVersion !== undefined) yield* sql`${details.countVersion}`
+          if (details.countVersion !== undefined) yield* sql`${countAndReleaseMany(sql, [details.countVersion])}`
           // The changed row comes back with its users joined, as the event carries it (no second read).
           const updated = yield* sql`WITH changed AS (${updateOf(row, step, details, at)} RETURNING *)
             ${transactionSelectFrom(sql, "changed")}`.pipe(Effect.flatMap(changedRow))
