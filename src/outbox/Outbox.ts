@@ -40,13 +40,19 @@ export interface OutboxRow {
 
 /**
  * The INSERT of `rows` (`Outbox.rowOf`) as a query for the caller's own statement: one JSON parameter, the same text
- * whatever their number, answering each new row's `id`; a dedupe key used before inserts nothing.
+ * whatever their number, answering each new row's `id`; a dedupe key used before inserts nothing. With `subjectsIn`
+ * (a query of subject ids, e.g. the ids a data-modifying `WITH` part changed), only the rows about those subjects.
  */
-export const insertOutboxRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<OutboxRow>): Statement.Fragment =>
+export const insertOutboxRows = (
+  sql: SqlClient.SqlClient,
+  rows: ReadonlyArray<OutboxRow>,
+  subjectsIn?: Statement.Fragment
+): Statement.Fragment =>
   sql`INSERT INTO outbox_events (id, tenant_id, event_type, subject_id, dedupe_key, data, created_at)
     SELECT e.id, e.tenant_id, e.event_type, e.subject_id, e.dedupe_key, e.data, e.created_at
     FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
       AS e(id uuid, tenant_id uuid, event_type text, subject_id text, dedupe_key text, data jsonb, created_at timestamptz)
+    ${subjectsIn === undefined ? sql`` : sql`WHERE e.subject_id IN (${subjectsIn})`}
     ORDER BY e.id
     ON CONFLICT ON CONSTRAINT outbox_events_dedupe_key DO NOTHING
     RETURNING id`

@@ -134,6 +134,34 @@ export type SignOutcome =
 
 export type BroadcastOutcome = "SENT" | "REJECTED" | "LATER"
 
+/**
+ * A broadcast the node took whose count its caller writes (`broadcastCountedByCaller`): the version, and the claim
+ * (`token`) the same write gives back while it is still this call's.
+ */
+export interface BroadcastCount {
+  readonly sendId: string
+  readonly version: number
+  readonly token: number
+}
+
+/**
+ * The counts of `counts` and their claims given back (`releaseBroadcast`'s rule: only a claim that is still the
+ * counting call's), as a data-modifying statement for the caller's own (a WITH part, which runs whatever that
+ * statement's outcome): one JSON parameter, the same text for one count or a batch's. Two counts of one version
+ * (its owner's step run twice) count twice; the claim is given back if it is either's.
+ */
+export const countAndReleaseMany = (sql: SqlClient.SqlClient, counts: ReadonlyArray<BroadcastCount>): Statement.Fragment =>
+  sql`UPDATE outgoing_versions v SET broadcasts = v.broadcasts + n.times,
+      broadcast_claimed_at = CASE WHEN v.broadcast_claims = ANY (n.tokens) THEN NULL ELSE v.broadcast_claimed_at END
+    FROM (
+      SELECT c.send_id, c.version, count(*)::int AS times, array_agg(c.token) AS tokens
+      FROM jsonb_to_recordset(${
+    JSON.stringify(counts.map((count) => ({ send_id: count.sendId, version: count.version, token: count.token })))
+  }::jsonb) AS c(send_id uuid, version integer, token integer)
+      GROUP BY c.send_id, c.version
+    ) n
+    WHERE v.send_id = n.send_id AND v.version = n.version`
+
 /** A send's version included in a block that meets the network's confirmation rule. */
 export interface FinalInclusion {
   readonly _tag: "Final"
@@ -250,6 +278,15 @@ export interface FirstSignature {
 interface SignHooks {
   readonly guard: Effect.Effect<boolean>
   /**
+   * `guard` for every signing of a batch that shares `key` in one statement (issue 34, withdrawals by the batch):
+   * `lock` locks the rows of the owners still in the state that allows signing, in their id order, and answers
+   * their ids. Signings without it are guarded one `guard` each.
+   */
+  readonly guardTogether?: {
+    readonly key: string
+    readonly lock: (ownerIds: ReadonlyArray<string>) => Effect.Effect<ReadonlySet<string>>
+  } | undefined
+  /**
    * The owner's record of the signature: one data-modifying statement (an UPDATE of the owner's row, no RETURNING),
    * run as part of the statement that stores the send, so it commits with it and costs no round trip of its own
    * inside the signing transaction, which holds the address's nonce row.
@@ -298,14 +335,15 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
   readonly broadcast: (send: Send) => Effect.Effect<BroadcastOutcome>
   /**
    * As `broadcast`, except that when the node took the bytes in this call their count (`outgoing_versions.broadcasts`,
-   * which `reserved` reads) is not written here: it comes back as `count`, a data-modifying statement the caller runs
-   * in its next statement (as a WITH part, which runs whatever that statement's outcome). One round trip less, and no
-   * longer a gap: the count waited for a round trip after the node's answer before too. The broadcast's claim is
-   * given back by that same `count` (one round trip less again); in every other case it is given back here.
+   * which `reserved` reads) is not written here: it comes back as `count`, which the caller writes with
+   * `countAndReleaseMany` in its next statement (as a WITH part, which runs whatever that statement's outcome). One
+   * round trip less, and no longer a gap: the count waited for a round trip after the node's answer before too. The
+   * broadcast's claim is given back by that same write (one round trip less again); in every other case it is given
+   * back here.
    */
   readonly broadcastCountedByCaller: (send: Send) => Effect.Effect<{
     readonly outcome: BroadcastOutcome
-    readonly count: Statement.Fragment | undefined
+    readonly count: BroadcastCount | undefined
     /** The node was called in this call (false: the version was claimed elsewhere, or the node held it already). */
     readonly called: boolean
   }>
@@ -543,7 +581,16 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         sql.withTransaction(Effect.gen(function*() {
           const all = plans.flatMap((plan) => plan.signatures.map((signature) => signature.index)).sort(byOwner(batch))
           const live = new Set<number>()
-          for (const index of all) if (yield* batch[index]!.hooks.guard) live.add(index)
+          const together = new Map<string, Array<number>>()
+          for (const index of all) {
+            const group = batch[index]!.hooks.guardTogether
+            if (group !== undefined) together.set(group.key, [...(together.get(group.key) ?? []), index])
+            else if (yield* batch[index]!.hooks.guard) live.add(index)
+          }
+          for (const indices of together.values()) {
+            const locked = yield* batch[indices[0]!]!.hooks.guardTogether!.lock(indices.map((index) => batch[index]!.spec.ownerId))
+            for (const index of indices) if (locked.has(batch[index]!.spec.ownerId)) live.add(index)
+          }
           // Signed by a run that committed while this one waited for the owner's lock: that one stands.
           const stored = yield* storedFor([...live].map((index) => batch[index]!.spec))
           const settled = new Map<number, SignOutcome>()
@@ -696,16 +743,9 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
 
       const countStatement = (send: Send, version: SendVersion) =>
         sql`UPDATE outgoing_versions SET broadcasts = broadcasts + 1 WHERE send_id = ${send.id} AND version = ${version.version}`
-      /**
-       * The count of a broadcast the node took, and the claim `token` given back in the same UPDATE of the same row
-       * (`releaseBroadcast`'s rule: only while the claim is still this call's): for `broadcastCountedByCaller`, whose
-       * caller runs it in its next statement, one statement less per withdrawal (issue 34). Were that statement
-       * never run (a crash), the claim lapses after its grace, and the next claimer asks the node first.
-       */
-      const countAndRelease = (send: Send, version: SendVersion, token: number) =>
-        sql`UPDATE outgoing_versions SET broadcasts = broadcasts + 1,
-            broadcast_claimed_at = CASE WHEN broadcast_claims = ${token} THEN NULL ELSE broadcast_claimed_at END
-          WHERE send_id = ${send.id} AND version = ${version.version}`
+      // The count of a broadcast the node took and its claim given back, for `broadcastCountedByCaller`: written by
+      // its caller's next statement (`countAndReleaseMany`), one statement less per withdrawal (issue 34). Were that
+      // statement never run (a crash), the claim lapses after its grace, and the next claimer asks the node first.
       const countBroadcast = (send: Send, version: SendVersion) => Effect.orDie(countStatement(send, version))
 
       /** The first included version of the send on the current chain, if any. */
@@ -815,7 +855,7 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
         version: SendVersion,
         token: number,
         onSent: Effect.Effect<void, never, R>,
-        /** Once the node took the bytes, the claim is given back by the caller's count (`countAndRelease`). */
+        /** Once the node took the bytes, the claim is given back by the caller's count (`countAndReleaseMany`). */
         releasedByCaller = false
       ): Effect.Effect<boolean, ChainUnavailable | BroadcastRejected, R> =>
         Effect.gen(function*() {
@@ -913,14 +953,14 @@ export class OutgoingSends extends Context.Service<OutgoingSends, {
             yield* Effect.logWarning(`${what}: ${version.tx_hash} was claimed before and the node does not know it; ` +
               "broadcast again")
           }
-          let count: Statement.Fragment | undefined
+          let count: BroadcastCount | undefined
           const sent = sendClaimed(
             send,
             version,
             token,
             countByCaller
               ? Effect.sync(() => {
-                count = countAndRelease(send, version, token)
+                count = { sendId: send.id, version: version.version, token }
               })
               : countBroadcast(send, version),
             countByCaller

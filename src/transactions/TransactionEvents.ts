@@ -43,6 +43,11 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
    * change will leave it, inserted only `when` the change happened.
    */
   readonly statusUpdatedWhen: (transaction: Transaction, when: Statement.Fragment) => Effect.Effect<Statement.Fragment>
+  /**
+   * The same event as its row (Outbox `rowOf`), for a statement that applies one transition to many transactions
+   * and inserts the events of those it changed (withdrawals/WithdrawalProcessor.ts `transitionsTogether`).
+   */
+  readonly statusUpdatedRow: (transaction: Transaction) => Effect.Effect<OutboxRow>
   /** What the caller of `createdWhen` or `statusUpdatedWhen` runs once its statement has run (Outbox `committed`). */
   readonly committed: Effect.Effect<void>
   readonly statusUpdated: (
@@ -87,6 +92,8 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
           eventOf(transaction, "TRANSACTION_STATUS_UPDATED", statusKey(transaction.status, transaction.subStatus)),
           when
         )
+      const statusUpdatedRow = (transaction: Transaction) =>
+        outbox.rowOf(eventOf(transaction, "TRANSACTION_STATUS_UPDATED", statusKey(transaction.status, transaction.subStatus)))
       /** The changer did not keep the changed row: it is read now, in the change's transaction. */
       const statusUpdated = (tenantId: string, transactionId: string, status: TransactionStatus, subStatus: SubStatus | null) =>
         Effect.gen(function*() {
@@ -115,6 +122,7 @@ export class TransactionEvents extends Context.Service<TransactionEvents, {
         createdWhen,
         createdRow,
         statusUpdatedWhen,
+        statusUpdatedRow,
         committed: outbox.committed,
         statusUpdated,
         changes

@@ -4,7 +4,7 @@
  * holds in every process once it commits. What each status implies is documented in docs/operations.md.
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type Statement } from "effect/sql"
 import type { ReadPart } from "../db/ReadPart.ts"
 import { decodeFirstRow, decodeRow, Nullable } from "../db/RowSchemas.ts"
 import { InvalidState, NotFound } from "../domain/ApiError.ts"
@@ -19,9 +19,10 @@ const walletSendsRow = decodeRow(Schema.Struct({ wallet_sends: Nullable(Schema.B
 /**
  * Whether the wallet may send now, as a part of another statement (db/ReadPart.ts): only an `ACTIVE` wallet sends
  * (spec 2: `FROZEN` "cannot send"; a `HIDDEN` one is refused at submission too). Read where a send is about to
- * start, so a freeze also holds what was submitted before it (docs/operations.md).
+ * start, so a freeze also holds what was submitted before it (docs/operations.md). `walletId` is the id, or a column
+ * of the host's rows (a batch of withdrawals, each its own wallet).
  */
-export const walletSendsPart = (sql: SqlClient.SqlClient, walletId: string): ReadPart<boolean> => ({
+export const walletSendsPart = (sql: SqlClient.SqlClient, walletId: string | Statement.Fragment): ReadPart<boolean> => ({
   columns: sql`(SELECT status = 'ACTIVE' FROM wallets WHERE id = ${walletId}) AS wallet_sends`,
   decode: (row) => Effect.map(walletSendsRow(row), (decoded) => decoded.wallet_sends === true)
 })

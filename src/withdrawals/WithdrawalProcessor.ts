@@ -17,16 +17,18 @@
  * Somewhat over 300 lines on purpose: the steps and the one transition writer they share are one state machine,
  * and the guards that keep it race-free (conditional UPDATEs, the stored-once signature) read best side by side.
  */
-import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
-import { SqlClient, type Statement } from "effect/sql"
+import { Clock, Context, Effect, Exit, Layer, Option, Schema, Scope } from "effect"
+import { SqlClient, type SqlError, type Statement } from "effect/sql"
 import { Catalog } from "../catalog/Catalog.ts"
 import { Switches, type SwitchView } from "../catalog/Switches.ts"
 import { type ChainUnavailable, ChainClients, type WithdrawalTransfer } from "../chains/ChainClient.ts"
+import { makeGroupCommit, outsideTransaction, togetherOrAlone } from "../db/GroupCommit.ts"
 import { decodeParts, readTogether } from "../db/ReadPart.ts"
 import { decodeFirstRow, decodeRows, Nullable, Numeric, Text } from "../db/RowSchemas.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { entryRequest, type Payment } from "../ledger/Postings.ts"
-import { OutgoingSends } from "../sending/OutgoingSends.ts"
+import { insertOutboxRows } from "../outbox/Outbox.ts"
+import { type BroadcastCount, countAndReleaseMany, OutgoingSends } from "../sending/OutgoingSends.ts"
 import { makeSeenInclusions } from "../sending/SeenInclusions.ts"
 import { platformKey } from "../signer/TransactionRequest.ts"
 import { isBlockedAddress } from "../tenants/BlockedAddresses.ts"
@@ -110,6 +112,24 @@ const loadedRow = decodeFirstRow(
 const changedRow = decodeFirstRow(TransactionRow, "WithdrawalProcessor.transition")
 const confirmingRows = decodeRows(Schema.Struct({ id: Text }), "WithdrawalProcessor.confirm")
 
+/**
+ * Transitions one statement of `transitionsTogether` applies at most: enough for every withdrawal of a burst due on
+ * one address at once, small enough that the statement's JSON stays a few kilobytes.
+ */
+export const transitionBatchMax = 64
+
+/**
+ * One withdrawal's transition handed to its network's batch (`transitionsTogether`): the row as `load` read it, the
+ * transition, and the transaction as it would leave it (what its event carries).
+ */
+interface BatchedTransition {
+  readonly row: LoadedWithdrawal
+  readonly step: TransitionRule
+  readonly transaction: Transaction
+  readonly countBroadcast: boolean
+  readonly countVersion: BroadcastCount | undefined
+}
+
 /** A step's outcome: STOP, NEXT (read the row again), or the row a transition left (go on from it). */
 type Step = StepOutcome | WithdrawalRow
 
@@ -123,10 +143,10 @@ export interface TransitionDetails {
    */
   readonly countBroadcast?: boolean
   /**
-   * The send's own count of that broadcast (OutgoingSends.ts `broadcastCountedByCaller`), run in the transition's
-   * statement whether or not the status still moves.
+   * The send's own count of that broadcast (OutgoingSends.ts `broadcastCountedByCaller`), written by the
+   * transition's statement (`countAndReleaseMany`) whether or not the status still moves.
    */
-  readonly countVersion?: Statement.Fragment | undefined
+  readonly countVersion?: BroadcastCount | undefined
   /**
    * The QUEUED step's reads for sends from this address (HOT), made by the transition's own statement after the row
    * is QUEUED: one round trip less per withdrawal. Only a transition that books nothing and leaves the row QUEUED.
@@ -207,8 +227,8 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
        * What the QUEUED step reads, as parts (db/ReadPart.ts): the switches, HOT's sends no node has taken yet, and
        * whether the paying wallet may send.
        */
-      const queuedParts = (row: WithdrawalRow, from: string) =>
-        [switches.part, sends.reservedPart(row.network_key, from), walletSendsPart(sql, row.source_wallet_id)] as const
+      const queuedParts = (networkKey: string, from: string, walletId: string | Statement.Fragment) =>
+        [switches.part, sends.reservedPart(networkKey, from), walletSendsPart(sql, walletId)] as const
 
       /** The transition's UPDATE, conditional on the status it leaves. */
       const updateOf = (row: WithdrawalRow, step: TransitionRule, details: TransitionDetails, at: Date) =>
@@ -226,13 +246,94 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
         sql`UPDATE withdrawals SET broadcasts = broadcasts + 1 WHERE transaction_id = ${withdrawalId}`
 
       /**
-       * A transition that books nothing, of a withdrawal `load` read, outside any caller's transaction (the steps of
-       * `process`: queue, start signing, broadcast): the UPDATE and its event in one statement, one round trip
-       * instead of four. The event carries the transaction as the UPDATE leaves it, which is the one read with the
-       * row and the columns this UPDATE sets: the UPDATE takes place only while the status is still the one read,
-       * and the columns it does not set never change while a withdrawal is in these statuses.
+       * One batch of transitions that book nothing (issue 34, withdrawals by the batch): every member's UPDATE,
+       * conditional on the status (and, where the table says so, the absent sub-status) it read, the events of the
+       * rows it changed and the members' broadcast counts, in one statement whose text is the same at every batch
+       * size (the members are one JSON parameter), so it is planned once. With `readsFrom`, the QUEUED step's reads
+       * ride on it: the switches and what the address's unsent sends take once for the batch, each changed member's
+       * wallet beside it. A member whose row had moved on changes nothing and gets undefined, as it would alone; so
+       * does a second member for the same withdrawal (the entity ran twice): only the first is applied, the other
+       * reads the row again. The statement commits alone, so a crash leaves every member moved with its event, or
+       * none.
        */
-      const transitionAlone = (row: LoadedWithdrawal, step: TransitionRule, details: TransitionDetails) =>
+      const transitionsTogether = (readsFrom: { readonly networkKey: string; readonly from: string } | undefined) =>
+      (batch: ReadonlyArray<BatchedTransition>): Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError> =>
+        Effect.gen(function*() {
+          const first = new Map<string, number>()
+          batch.forEach((member, index) => {
+            if (!first.has(member.row.id)) first.set(member.row.id, index)
+          })
+          const applied = [...first.values()].map((index) => batch[index]!).sort((a, b) => a.row.id < b.row.id ? -1 : 1)
+          const members = applied.map(({ row, step, transaction }) => ({
+            id: row.id,
+            from_status: row.status,
+            without_sub_status: step.fromWithoutSubStatus === true,
+            to_status: step.to,
+            sub_status: step.subStatus,
+            at: transaction.updatedAt.toISOString(),
+            tx_hash: transaction.txHash
+          }))
+          const counts = batch.filter((member) => member.countBroadcast).map((member) => member.row.id)
+          const versionCounts = batch.flatMap((member) => member.countVersion === undefined ? [] : [member.countVersion])
+          const events = yield* Effect.forEach(applied, (member) => transactionEvents.statusUpdatedRow(member.transaction))
+          const reads = readsFrom === undefined ? undefined : queuedParts(readsFrom.networkKey, readsFrom.from, sql`c.source_wallet_id`)
+          // Locks are taken in the members' id order (the JSON is sorted; the join reads it in order, each row by key).
+          const rows = yield* sql`
+            WITH m AS (
+              SELECT * FROM jsonb_to_recordset(${JSON.stringify(members)}::jsonb) AS m(id uuid, from_status text,
+                without_sub_status boolean, to_status text, sub_status text, at timestamptz, tx_hash text)
+            ), changed AS (
+              UPDATE transactions t SET status = m.to_status, sub_status = m.sub_status, updated_at = m.at,
+                tx_hash = COALESCE(m.tx_hash, t.tx_hash)
+              FROM m
+              WHERE t.id = m.id AND t.kind = 'WITHDRAWAL' AND t.status = m.from_status
+                AND (NOT m.without_sub_status OR t.sub_status IS NULL)
+              RETURNING t.id, t.source_wallet_id
+            ), events AS (${insertOutboxRows(sql, events, sql`SELECT id::text FROM changed`)}),
+            -- The bytes were given to a node whether or not the status still moves: counted either way, each time.
+            counted AS (
+              UPDATE withdrawals w SET broadcasts = w.broadcasts + n.times
+              FROM (SELECT c.id::uuid AS id, count(*)::int AS times FROM jsonb_array_elements_text(${JSON.stringify(counts)}::jsonb)
+                AS c(id) GROUP BY c.id) n
+              WHERE w.transaction_id = n.id
+            ), counted_versions AS (${countAndReleaseMany(sql, versionCounts)})
+            SELECT c.id::text AS id ${reads === undefined ? sql`` : sql`, ${sql.csv(reads.map((part) => part.columns))}`}
+            FROM changed c`
+          if (rows.length > 0) yield* transactionEvents.committed
+          const byId = new Map(rows.map((row) => [String(row["id"]), row]))
+          return batch.map((member, index) => first.get(member.row.id) === index ? byId.get(member.row.id) : undefined)
+        }).pipe(outsideTransaction(sql))
+
+      // One queue per network and the address whose reads ride on it (every withdrawal of a network is sent from its
+      // HOT: the queue and the sending address are one), made on first use; a few per network at most.
+      const layerScope = yield* Scope.Scope
+      const batchQueues = new Map<string, (member: BatchedTransition) => Effect.Effect<Exit.Exit<unknown, SqlError.SqlError>>>()
+      const batchQueue = (networkKey: string, readsFrom: string | undefined) =>
+        Effect.gen(function*() {
+          const key = `${networkKey}\u0000${readsFrom ?? ""}`
+          const known = batchQueues.get(key)
+          if (known !== undefined) return known
+          const write = transitionsTogether(readsFrom === undefined ? undefined : { networkKey, from: readsFrom })
+          const made = yield* makeGroupCommit<BatchedTransition, Exit.Exit<unknown, SqlError.SqlError>>({
+            batchMax: transitionBatchMax,
+            // A batch that fails whole (a deadlock with another process's batch) is tried again member by member.
+            write: (batch) => togetherOrAlone(batch, write)
+          }).pipe(Scope.provide(layerScope))
+          const raced = batchQueues.get(key)
+          if (raced !== undefined) return raced
+          batchQueues.set(key, made)
+          return made
+        })
+
+      /**
+       * A transition that books nothing, of a withdrawal `load` read, outside any caller's transaction (the steps of
+       * `process`: queue, start signing, broadcast), through its network's batch (`transitionsTogether`): the UPDATE,
+       * its event, the counts and the QUEUED reads in the batch's one statement, answered to this member alone once
+       * that statement has committed. The event carries the transaction as the UPDATE leaves it, which is the one
+       * read with the row and the columns this UPDATE sets: the UPDATE takes place only while the status is still the
+       * one read, and the columns it does not set never change while a withdrawal is in these statuses.
+       */
+      const transitionBatched = (row: LoadedWithdrawal, step: TransitionRule, details: TransitionDetails) =>
         Effect.gen(function*() {
           const at = yield* now
           const transaction: Transaction = {
@@ -242,27 +343,21 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
             updatedAt: at,
             txHash: details.txHash ?? row.transaction.txHash
           }
-          const event = yield* transactionEvents.statusUpdatedWhen(transaction, sql`EXISTS (SELECT FROM changed)`)
-          const reads = details.readForQueued === undefined || step.to !== "QUEUED"
-            ? undefined
-            : queuedParts(row, details.readForQueued.from)
-          // A data-modifying WITH part runs whether or not the final SELECT reads it: the count holds either way. The
-          // reads of the final SELECT see the statement's snapshot, as a statement of their own just before would.
-          const moved = yield* sql`
-            WITH changed AS (${updateOf(row, step, details, at)} RETURNING id), event AS (${event})
-              ${details.countBroadcast === true ? sql`, counted AS (${countBroadcast(row.id)})` : sql``}
-              ${details.countVersion === undefined ? sql`` : sql`, counted_version AS (${details.countVersion})`}
-            SELECT id ${reads === undefined ? sql`` : sql`, ${sql.csv(reads.map((part) => part.columns))}`} FROM changed`
-            .pipe(Effect.orDie)
-          if (moved.length === 0) return undefined
-          yield* transactionEvents.committed
+          const readsFrom = details.readForQueued === undefined || step.to !== "QUEUED" ? undefined : details.readForQueued.from
+          const enqueue = yield* batchQueue(row.network_key, readsFrom)
+          const moved = yield* Effect.orDie(
+            yield* enqueue({ row, step, transaction, countBroadcast: details.countBroadcast === true, countVersion: details.countVersion })
+          )
+          if (moved === undefined) return undefined
           const changed: LoadedWithdrawal = {
             ...row,
             status: step.to,
             sub_status: step.subStatus,
             tx_hash: transaction.txHash,
             transaction,
-            queuedReads: reads === undefined ? undefined : yield* decodeParts(reads, moved[0])
+            queuedReads: readsFrom === undefined
+              ? undefined
+              : yield* decodeParts(queuedParts(row.network_key, readsFrom, row.source_wallet_id), moved)
           }
           return changed
         })
@@ -281,12 +376,12 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
         const entries = ledgerEntries(step.ledger, paymentOf(row), details.networkFee)
         const inTransaction = Option.isSome(yield* Effect.serviceOption(sql.transactionService))
         if (entries.length === 0 && details.networkFee === undefined && !inTransaction && "transaction" in row) {
-          return yield* transitionAlone(row, step, details)
+          return yield* transitionBatched(row, step, details)
         }
         return yield* sql.withTransaction(Effect.gen(function*() {
           const at = yield* now
           if (details.countBroadcast === true) yield* countBroadcast(row.id)
-          if (details.countVersion !== undefined) yield* sql`${details.countVersion}`
+          if (details.countVersion !== undefined) yield* sql`${countAndReleaseMany(sql, [details.countVersion])}`
           // The changed row comes back with its users joined, as the event carries it (no second read).
           const updated = yield* sql`WITH changed AS (${updateOf(row, step, details, at)} RETURNING *)
             ${transactionSelectFrom(sql, "changed")}`.pipe(Effect.flatMap(changedRow))
@@ -366,7 +461,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
               // The switches and the sends from HOT not yet taken by a node: read by the transition that queued it, or
               // here in one statement (db/ReadPart.ts).
               const [switched, reserved, walletSends] = (row as Pick<LoadedWithdrawal, "queuedReads">).queuedReads ??
-                (yield* readTogether(sql, ...queuedParts(row, from)))
+                (yield* readTogether(sql, ...queuedParts(row.network_key, from, row.source_wallet_id)))
               // A wallet frozen after this was submitted holds it here, like the switches below: nothing leaves a
               // frozen wallet once the freeze has committed. Unfreezing re-asks it (ops/SwitchHandlers.ts).
               if (!walletSends) {
@@ -404,6 +499,24 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
         })
 
       /**
+       * The signing guard of a batch's withdrawals (OutgoingSends `guardTogether`): those still PENDING_SIGNATURE,
+       * locked in id order by one statement of fixed text, so that cancel (which refuses PENDING_SIGNATURE and takes
+       * the same row) and a second run of the step wait for the signing transaction.
+       */
+      const pendingSignatures = {
+        key: "WITHDRAWAL/PENDING_SIGNATURE",
+        lock: (ownerIds: ReadonlyArray<string>) =>
+          sql`
+            SELECT id::text AS id FROM transactions
+            WHERE id IN (SELECT jsonb_array_elements_text(${JSON.stringify(ownerIds)}::jsonb)::uuid)
+              AND kind = 'WITHDRAWAL' AND status = 'PENDING_SIGNATURE'
+            ORDER BY id FOR UPDATE`.pipe(
+            Effect.map((rows): ReadonlySet<string> => new Set(rows.map((row) => String(row["id"])))),
+            Effect.orDie
+          )
+      }
+
+      /**
        * PENDING_SIGNATURE: the send signed once (sending/OutgoingSends.ts: nonce, signature and stored bytes in one
        * database transaction, guarded by this row), then broadcast. The withdrawal's own columns keep a copy of the
        * first signature for the operator's views.
@@ -418,6 +531,7 @@ export class WithdrawalProcessor extends Context.Service<WithdrawalProcessor, {
               guard: sql`
                 SELECT id FROM transactions WHERE id = ${row.id} AND kind = 'WITHDRAWAL' AND status = 'PENDING_SIGNATURE'
                 FOR UPDATE`.pipe(Effect.map((rows) => rows.length === 1), Effect.orDie),
+              guardTogether: pendingSignatures,
               onSigned: (signed) =>
                 sql`
                   UPDATE withdrawals SET signed_raw = ${signed.raw}, signed_tx_hash = ${signed.txHash},
