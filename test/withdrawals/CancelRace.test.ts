@@ -139,6 +139,6 @@ layer(makeTestAppLayer(), { excludeTestServices: true })("cancel racing the enti
           WHERE t.tenant_id = ${tenant.tenantId}
             AND (t.status = 'CANCELLED') <> (w.signed_raw IS NULL)`
         assert.deepStrictEqual(both, [], "cancelled exactly when never signed")
-      }))
+      }), 90_000) // 12 rounds, each waiting on the entity: 9-15 s alone, past 30 s beside four node tests at load 20-25
   })
 })
