@@ -307,6 +307,12 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
       ) => {
         if (!round.inFlight.delete(flight)) return
         round.slotsFree++
+        if (round.inFlight.size === 0 && round.watcher !== undefined) {
+          // Nothing left to time out: the watcher's sleep ends now, as each attempt's own timeout used to, rather than
+          // staying registered on the Clock until its deadline (the testers' virtual clock wakes what is registered).
+          round.watcher.interruptUnsafe()
+          round.watcher = undefined
+        }
         const result = classifyOutcome(outcome)
         const attempt = flight.due.attempt + 1
         const nextAt = result.delivered ? undefined : nextAttemptAt(attempt, endedAt)
