@@ -3,9 +3,9 @@
  * everything queued since its last statement as one statement. Under load the statements per second stay few (one
  * per flush, not one per item) and nobody waits for a timer: an item that arrives while a flush runs goes into the
  * next one, which starts as soon as the running one ends. Each caller proceeds only after its own item is written,
- * so durability is the same as writing it alone. Used where a hot path writes one small row per request or
- * attempt (NonceStore, WebhookDelivery, Idempotency's claims), or one movement or signing per request (Movements,
- * OutgoingSends), with the helpers below.
+ * so durability is the same as writing it alone. Used where a hot path writes one small row per request (NonceStore,
+ * Idempotency's claims), or one movement or signing per request (Movements, OutgoingSends), with the helpers below.
+ * (Webhook attempts end in plain callbacks, not fibers: WebhookDelivery.ts has a recorder of its own on the same idea.)
  */
 import { Context, Deferred, Effect, Exit, Scope } from "effect"
 import type { SqlClient } from "effect/sql"

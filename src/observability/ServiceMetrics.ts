@@ -4,7 +4,7 @@
  * against their recommended minimum. Gauges of what PostgreSQL holds are not here: they are computed on each scrape
  * (ScrapeGauges.ts).
  */
-import { Effect, Metric } from "effect"
+import { type Context, Effect, Metric } from "effect"
 
 export const authenticationFailuresTotal = Metric.counter("coffer_auth_failures_total", {
   description: "Requests refused by authentication, by listener (tenant, ops) and reason",
@@ -57,7 +57,9 @@ const outcomeSeries: Record<DeliveryOutcome, Metric.Metric<number, unknown>> = {
   dead: Metric.withAttributes(webhookDeliveriesTotal, { outcome: "dead" })
 }
 
-export const countDelivery = (outcome: DeliveryOutcome) => Metric.update(outcomeSeries[outcome], 1)
+/** Counts one attempt's outcome from a plain callback (an attempt ends outside any fiber), with its round's context. */
+export const countDeliveryUnsafe = (outcome: DeliveryOutcome, context: Context.Context<never>) =>
+  outcomeSeries[outcome].updateUnsafe(1, context)
 
 export const operatingWalletBalance = Metric.gauge("coffer_operating_wallet_balance_raw", {
   description: "An operating wallet's balance in the asset's smallest unit, as last read from its node (HOT: by the sweeps; GAS: by the gas check)"

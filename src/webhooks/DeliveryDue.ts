@@ -12,7 +12,7 @@ export const dueTime = (sql: SqlClient.SqlClient, alias: string): Statement.Frag
 
 /**
  * The delivery `alias` is due at `now`. Written as two conditions, not `dueTime <= now`, so the `next_at` one can
- * use the due indexes (`webhook_deliveries_endpoint_due_idx`, `webhook_deliveries_due_idx`).
+ * use the due index (`webhook_deliveries_endpoint_due_idx`).
  */
 export const isDue = (sql: SqlClient.SqlClient, alias: string, now: Date): Statement.Fragment =>
   sql`${sql.literal(alias)}.next_at <= ${now}

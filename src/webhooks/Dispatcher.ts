@@ -82,14 +82,19 @@ export const dispatchPending: Effect.Effect<number, never, SqlClient.SqlClient |
   }
 )
 
-/** ACTIVE endpoints with deliveries due now (leased ones are not due until their lease ends). */
+/**
+ * ACTIVE endpoints with deliveries due now (leased ones are not due until their lease ends): each endpoint asked
+ * through `webhook_deliveries_endpoint_due_idx`, the only index of pending deliveries by due time
+ * (sql/0038_delivery_indexes_trimmed.sql), so the sweep costs one probe per ACTIVE endpoint whatever the backlog.
+ */
 export const dueEndpoints = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const now = new Date(yield* Clock.currentTimeMillis)
   const rows = yield* sql`
-    SELECT DISTINCT d.endpoint_id FROM webhook_deliveries d
-      JOIN webhook_endpoints w ON w.id = d.endpoint_id AND w.status = 'ACTIVE'
-    WHERE d.status = 'PENDING' AND ${isDue(sql, "d", now)}
+    SELECT w.id AS endpoint_id FROM webhook_endpoints w
+    WHERE w.status = 'ACTIVE' AND EXISTS (
+      SELECT 1 FROM webhook_deliveries d
+      WHERE d.endpoint_id = w.id AND d.status = 'PENDING' AND ${isDue(sql, "d", now)})
     LIMIT ${sweepEndpointsMax}`.pipe(Effect.orDie, Effect.flatMap(dueEndpointRows))
   return rows.map((row) => row.endpoint_id)
 })

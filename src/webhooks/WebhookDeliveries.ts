@@ -92,17 +92,29 @@ export class WebhookDeliveries extends Context.Service<WebhookDeliveries, {
         // `nextAt` of a PENDING delivery is when it is (or was) due; a delivery in flight has passed it (its round holds
         // the endpoint's lease, not the row: WebhookDelivery.ts); one leased by an older build shows its lease's end.
         // (DELIVERED and DEAD rows have neither column, so it is null for them.)
+        const before = filter.before === undefined ? sql`` : sql`AND d.id < ${String(filter.before)}::bigint`
+        // Without a status or endpoint filter, the newest of each status from `webhook_deliveries_tenant_status_idx`,
+        // merged by id: the table has no (tenant_id, id) index, so the row an attempt rewrites enters one index fewer
+        // (sql/0038_delivery_indexes_trimmed.sql).
+        const matching = filter.status === undefined && filter.endpointId === undefined
+          ? sql`(${
+            sql.join(" UNION ALL ", false)(DeliveryStatus.map((status) =>
+              sql`(SELECT d.* FROM webhook_deliveries d WHERE d.tenant_id = ${tenantId} AND d.status = ${status} ${before}
+                ORDER BY d.id DESC LIMIT ${filter.limit})`
+            ))
+          })`
+          : sql`(SELECT d.* FROM webhook_deliveries d WHERE d.tenant_id = ${tenantId}
+              ${filter.endpointId === undefined ? sql`` : sql`AND d.endpoint_id = ${filter.endpointId}`}
+              ${filter.status === undefined ? sql`` : sql`AND d.status = ${filter.status}`}
+              ${before}
+            ORDER BY d.id DESC LIMIT ${filter.limit})`
         const rows = yield* sql`
           SELECT d.id::text AS id, d.event_id, e.event_type, d.endpoint_id, coalesce(d.url, w.url) AS url, d.status,
             d.attempt, d.response_status, d.last_error, d.duration_ms, d.last_attempt_at,
             ${dueTime(sql, "d")} AS next_at
-          FROM webhook_deliveries d
+          FROM ${matching} d
             JOIN outbox_events e ON e.id = d.event_id
             JOIN webhook_endpoints w ON w.id = d.endpoint_id
-          WHERE d.tenant_id = ${tenantId}
-            ${filter.endpointId === undefined ? sql`` : sql`AND d.endpoint_id = ${filter.endpointId}`}
-            ${filter.status === undefined ? sql`` : sql`AND d.status = ${filter.status}`}
-            ${filter.before === undefined ? sql`` : sql`AND d.id < ${String(filter.before)}::bigint`}
           ORDER BY d.id DESC
           LIMIT ${filter.limit}`.pipe(Effect.orDie, Effect.flatMap(listedRows))
         return rows.map(fromRow)

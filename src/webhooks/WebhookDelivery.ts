@@ -14,17 +14,22 @@
  *    `signedBody`), POSTed with a 10 s limit on Effect's Clock;
  * 3. record: DELIVERED on a 2xx; otherwise the next due time from the retry schedule, or DEAD after the sixth
  *    attempt, again only if the delivery is still the one claimed; the lease ends with the record.
+ *
+ * A round is one fiber (issue 34): it prepares each attempt in turn (render, sign) and starts its POST with a plain
+ * callback (WebhookTransport `send`); the callback frees the attempt's slot and hands its record to the service-wide
+ * recorder, also plain callbacks. One watcher fiber per round holds the attempts' 10 s limits on Effect's Clock. A
+ * fiber, a semaphore permit, a timeout race and two deferred results per delivery were a fifth of the service's CPU
+ * in the deliveries bench (docs/benchmarks.md, issue 34).
  */
-import { Clock, Context, Deferred, Duration, Effect, Fiber, Layer, Option, Schema, Semaphore } from "effect"
+import { type Cause, Clock, Context, Effect, Fiber, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { decodeFirstRow, decodeRows, decodeSingleRow, Int4, Nullable, Numeric, Text, Timestamp } from "../db/RowSchemas.ts"
 import { makeBoundedCache } from "../domain/BoundedCache.ts"
 import { dueTime, isDue } from "./DeliveryDue.ts"
 import { toRfc3339 } from "../domain/Time.ts"
-import { makeGroupCommitQueue } from "../db/GroupCommit.ts"
 import { Ids } from "../domain/Ids.ts"
 import { ownerHoldsLock, ServiceInstance } from "../idempotency/ServiceInstance.ts"
-import { countDelivery } from "../observability/ServiceMetrics.ts"
+import { countDeliveryUnsafe } from "../observability/ServiceMetrics.ts"
 import { Signer } from "../signer/Signer.ts"
 import {
   deliveryAttemptsMax,
@@ -94,6 +99,35 @@ interface AttemptRecord {
 /** Attempt records per UPDATE at most. */
 const recordBatchMax = 500
 
+/** One attempt on the wire. */
+interface InFlight {
+  readonly due: DueRow
+  readonly url: string
+  readonly startedAt: number
+  /** When it counts as unanswered: the start plus the delivery timeout, on Effect's Clock. */
+  readonly deadline: number
+  /** Aborts the request (its connection is dropped); its callback is then never called. */
+  abort: () => void
+}
+
+/**
+ * A round's attempts, shared by its fiber and the plain callbacks its attempts end in. Every field is read and
+ * written in synchronous steps only (one JavaScript thread), so no lock is needed.
+ */
+interface Round {
+  /** In start order, so in deadline order: the watcher looks at the first. */
+  readonly inFlight: Set<InFlight>
+  slotsFree: number
+  /** Attempts started whose record is not written yet. */
+  outstanding: number
+  /** A record that could not be written: the round dies with it. */
+  failure: Cause.Cause<never> | undefined
+  /** The round's fiber, waiting for a slot or for its records; called after every change. */
+  wake: (() => void) | undefined
+  /** The watcher of the attempts' deadlines, while it runs. */
+  watcher: Fiber.Fiber<void> | undefined
+}
+
 /** What an attempt's outcome means for the record (spec 3, "Webhook delivery statuses"). */
 export interface AttemptResult {
   readonly delivered: boolean
@@ -154,40 +188,62 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
 
       /**
        * An attempt's outcome, recorded only if the delivery is still the one claimed. Attempts of every endpoint
-       * share one UPDATE per flush (GroupCommit.ts).
+       * share one UPDATE of fixed text per flush: `record` queues a record with the callback its round counts it
+       * with, and one fiber of this layer writes whatever is queued, statement after statement, while anything is.
        * The ids also go in as an array: with only the join on the record set (which the planner guesses at 100
        * rows) it hashed the record set and scanned the whole table for every flush (3 ms each after 10,000
        * deliveries); `id = ANY(...)` is a primary-key lookup whatever the table's size.
        */
-      const record = yield* makeGroupCommitQueue<AttemptRecord, void>({
-        batchMax: recordBatchMax,
-        write: (batch) =>
-          sql`
-            UPDATE webhook_deliveries d SET status = r.status, attempt = r.attempt, url = r.url,
-              response_status = r.response_status, last_error = r.last_error, duration_ms = r.duration_ms,
-              last_attempt_at = r.last_attempt_at, next_at = r.next_at, leased_until = NULL, updated_at = r.updated_at
-            FROM jsonb_to_recordset(${
-            JSON.stringify(batch.map((row) => ({
-              id: row.id,
-              claimed_attempt: row.claimedAttempt,
-              status: row.status,
-              attempt: row.attempt,
-              url: row.url,
-              response_status: row.responseStatus,
-              last_error: row.lastError,
-              duration_ms: row.durationMs,
-              last_attempt_at: new Date(row.startedAt).toISOString(),
-              next_at: row.nextAt === null ? null : new Date(row.nextAt).toISOString(),
-              updated_at: new Date(row.endedAt).toISOString()
-            })))
-          }::jsonb) AS r(id bigint, claimed_attempt int, status text, attempt int, url text, response_status int,
-              last_error text, duration_ms int, last_attempt_at timestamptz, next_at timestamptz, updated_at timestamptz)
-            WHERE d.id = r.id AND d.id = ANY(${`{${batch.map((row) => row.id).join(",")}}`}::bigint[])
-              AND d.status = 'PENDING' AND d.attempt = r.claimed_attempt`.pipe(
-            Effect.as(batch.map(() => undefined)),
-            Effect.orDie
-          )
-      })
+      const writeRecords = (batch: ReadonlyArray<AttemptRecord>) =>
+        sql`
+          UPDATE webhook_deliveries d SET status = r.status, attempt = r.attempt, url = r.url,
+            response_status = r.response_status, last_error = r.last_error, duration_ms = r.duration_ms,
+            last_attempt_at = r.last_attempt_at, next_at = r.next_at, leased_until = NULL, updated_at = r.updated_at
+          FROM jsonb_to_recordset(${
+          JSON.stringify(batch.map((row) => ({
+            id: row.id,
+            claimed_attempt: row.claimedAttempt,
+            status: row.status,
+            attempt: row.attempt,
+            url: row.url,
+            response_status: row.responseStatus,
+            last_error: row.lastError,
+            duration_ms: row.durationMs,
+            last_attempt_at: new Date(row.startedAt).toISOString(),
+            next_at: row.nextAt === null ? null : new Date(row.nextAt).toISOString(),
+            updated_at: new Date(row.endedAt).toISOString()
+          })))
+        }::jsonb) AS r(id bigint, claimed_attempt int, status text, attempt int, url text, response_status int,
+            last_error text, duration_ms int, last_attempt_at timestamptz, next_at timestamptz, updated_at timestamptz)
+          WHERE d.id = r.id AND d.id = ANY(${`{${batch.map((row) => row.id).join(",")}}`}::bigint[])
+            AND d.status = 'PENDING' AND d.attempt = r.claimed_attempt`.pipe(Effect.asVoid, Effect.orDie)
+
+      const queued: Array<AttemptRecord> = []
+      const written: Array<(failure: Cause.Cause<never> | undefined) => void> = []
+      let wakeRecorder: (() => void) | undefined
+      const record = (item: AttemptRecord, done: (failure: Cause.Cause<never> | undefined) => void) => {
+        queued.push(item)
+        written.push(done)
+        wakeRecorder?.()
+      }
+      yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
+        if (queued.length === 0) {
+          yield* Effect.callback<void>((resume) => {
+            wakeRecorder = () => {
+              wakeRecorder = undefined
+              resume(Effect.void)
+            }
+            return Effect.sync(() => {
+              wakeRecorder = undefined
+            })
+          })
+        }
+        const batch = queued.splice(0, recordBatchMax)
+        const callbacks = written.splice(0, recordBatchMax)
+        const exit = yield* Effect.exit(writeRecords(batch))
+        const failure = exit._tag === "Failure" ? exit.cause : undefined
+        for (const done of callbacks) done(failure)
+      })))
 
       /**
        * The last signature made for each event at one timestamp (a second), with the bytes it signed: the event's other
@@ -237,48 +293,143 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
         })
 
       /**
-       * A delivery deliverDue claimed: send it and queue its outcome's record; answers the wait for that record. The
-       * round's next POST does not wait for the record (the delivery stays leased meanwhile, so nothing can take it
-       * twice); the round ends only once all of its records are written.
+       * An attempt ended (`outcome` none: no answer within the delivery timeout): its slot is free, its outcome is
+       * counted and its record queued. The round's next POST does not wait for the record (the endpoint's lease holds
+       * the delivery meanwhile, so nothing can take it twice); the round ends only once all of its records are written.
+       * Answers nothing when the attempt had already ended (a timeout and an answer at once).
        */
-      const attemptOne = Effect.fn("WebhookDelivery.attempt")(function*(endpoint: EndpointRow, due: DueRow) {
-        const startedAt = yield* Clock.currentTimeMillis
-        const timestamp = String(Math.floor(startedAt / 1000))
-        const signed = yield* signedBody(due, timestamp, startedAt)
-        if (Option.isNone(signed)) return Effect.void
-        const { body, signature } = signed.value
-
-        const outcome = yield* transport.post({
-          url: endpoint.url,
-          headers: {
-            "content-type": "application/json",
-            "user-agent": "Coffer-Webhooks/1",
-            [webhookHeaders.eventId]: due.event_id,
-            [webhookHeaders.eventType]: due.event_type,
-            [webhookHeaders.timestamp]: timestamp,
-            [webhookHeaders.signature]: `keyId=${webhookKeyId},sig=${signature}`
-          },
-          body
-        }).pipe(Effect.timeoutOption(Duration.millis(deliveryTimeoutMillis)))
-        const endedAt = yield* Clock.currentTimeMillis
+      const finish = (
+        round: Round,
+        flight: InFlight,
+        outcome: Option.Option<AttemptOutcome>,
+        endedAt: number,
+        context: Context.Context<never>
+      ) => {
+        if (!round.inFlight.delete(flight)) return
+        round.slotsFree++
+        if (round.inFlight.size === 0 && round.watcher !== undefined) {
+          // Nothing left to time out: the watcher's sleep ends now, as each attempt's own timeout used to, rather than
+          // staying registered on the Clock until its deadline (the testers' virtual clock wakes what is registered).
+          round.watcher.interruptUnsafe()
+          round.watcher = undefined
+        }
         const result = classifyOutcome(outcome)
-        const attempt = due.attempt + 1
+        const attempt = flight.due.attempt + 1
         const nextAt = result.delivered ? undefined : nextAttemptAt(attempt, endedAt)
-        yield* countDelivery(result.delivered ? "delivered" : nextAt === undefined ? "dead" : "retry")
-        return yield* record({
-          id: due.id.toString(),
-          claimedAttempt: due.attempt,
+        countDeliveryUnsafe(result.delivered ? "delivered" : nextAt === undefined ? "dead" : "retry", context)
+        record({
+          id: flight.due.id.toString(),
+          claimedAttempt: flight.due.attempt,
           status: result.delivered ? "DELIVERED" : nextAt === undefined ? "DEAD" : "PENDING",
           attempt,
-          url: endpoint.url,
+          url: flight.url,
           responseStatus: result.responseStatus,
           lastError: result.lastError,
-          durationMs: Math.max(0, endedAt - startedAt),
-          startedAt,
+          durationMs: Math.max(0, endedAt - flight.startedAt),
+          startedAt: flight.startedAt,
           nextAt: nextAt ?? null,
           endedAt
+        }, (failure) => {
+          round.outstanding--
+          if (failure !== undefined && round.failure === undefined) round.failure = failure
+          round.wake?.()
         })
-      }, (effect) => Effect.orDie(effect))
+        round.wake?.()
+      }
+
+      /**
+       * The attempts' 10 s limits, on Effect's Clock: sleeps until the oldest attempt's deadline, ends every attempt
+       * past its own (aborted, recorded as unanswered), and stops once none is in flight (the round starts it again
+       * with its next attempt). Deadlines follow start order, so the oldest attempt is the first to reach its own.
+       */
+      const watch = (round: Round, clock: Clock.Clock, context: Context.Context<never>): Effect.Effect<void> =>
+        Effect.gen(function*() {
+          for (;;) {
+            const oldest = round.inFlight.values().next()
+            if (oldest.done === true) {
+              round.watcher = undefined
+              return
+            }
+            const now = clock.currentTimeMillisUnsafe()
+            if (oldest.value.deadline > now) {
+              yield* Effect.sleep(oldest.value.deadline - now)
+              continue
+            }
+            for (const flight of round.inFlight) {
+              if (flight.deadline > now) break
+              flight.abort()
+              finish(round, flight, Option.none(), now, context)
+            }
+          }
+        })
+
+      /** Waits until `ready` holds, woken by the round's callbacks; dies with a record that could not be written. */
+      const until = (round: Round, ready: () => boolean): Effect.Effect<void> =>
+        Effect.suspend(() => {
+          if (round.failure !== undefined) return Effect.failCause(round.failure)
+          if (ready()) return Effect.void
+          return Effect.callback<void>((resume) => {
+            round.wake = () => {
+              if (round.failure !== undefined) {
+                round.wake = undefined
+                resume(Effect.failCause(round.failure))
+              } else if (ready()) {
+                round.wake = undefined
+                resume(Effect.void)
+              }
+            }
+            return Effect.sync(() => {
+              round.wake = undefined
+            })
+          })
+        })
+
+      /**
+       * A delivery deliverDue claimed, once a slot is free: rendered, signed and POSTed; it ends in `finish`. A
+       * delivery that cannot be signed now waits (`signedBody`) and frees its slot at once.
+       */
+      const attemptOne = (
+        round: Round,
+        endpoint: EndpointRow,
+        due: DueRow,
+        clock: Clock.Clock,
+        context: Context.Context<never>
+      ) =>
+        Effect.gen(function*() {
+          yield* until(round, () => round.slotsFree > 0)
+          round.slotsFree--
+          const startedAt = clock.currentTimeMillisUnsafe()
+          const timestamp = String(Math.floor(startedAt / 1000))
+          const signed = yield* signedBody(due, timestamp, startedAt)
+          if (Option.isNone(signed)) {
+            round.slotsFree++
+            return
+          }
+          const { body, signature } = signed.value
+          const flight: InFlight = {
+            due,
+            url: endpoint.url,
+            startedAt,
+            deadline: startedAt + deliveryTimeoutMillis,
+            abort: () => undefined
+          }
+          round.inFlight.add(flight)
+          round.outstanding++
+          if (round.watcher === undefined) round.watcher = yield* Effect.forkChild(watch(round, clock, context))
+          const abort = transport.send({
+            url: endpoint.url,
+            headers: {
+              "content-type": "application/json",
+              "user-agent": "Coffer-Webhooks/1",
+              [webhookHeaders.eventId]: due.event_id,
+              [webhookHeaders.eventType]: due.event_type,
+              [webhookHeaders.timestamp]: timestamp,
+              [webhookHeaders.signature]: `keyId=${webhookKeyId},sig=${signature}`
+            },
+            body
+          }, (outcome) => finish(round, flight, Option.some(outcome), clock.currentTimeMillisUnsafe(), context))
+          flight.abort = abort
+        })
 
       /**
        * Up to `deliveryBatchMax` due deliveries of the endpoint, in one statement of fixed text, if `holder` holds the
@@ -329,43 +480,56 @@ export class WebhookDelivery extends Context.Service<WebhookDelivery, {
         })
 
       /**
-       * A round: batches of due deliveries, at most `deliveryConcurrencyPerEndpoint` POSTs in flight. The next batch is
-       * claimed (with the endpoint read again, so a disabled or changed endpoint stops or moves within a batch, as
-       * before) once every delivery of the current one has started: the last POSTs of a batch overlap the next claim
-       * instead of leaving the endpoint idle in between (WebhookTimings.claimLeaseMillis allows for that; the next claim
-       * leaves out the deliveries this round took, whose records may not be written yet). The round ends after a short
-       * batch or `roundBatchesMax`, once every attempt's record is written. `holder` is the entity instance whose lease
-       * the round uses; while another holder's lease lasts, the round sends nothing and answers when it ends.
+       * A round: batches of due deliveries, at most `deliveryConcurrencyPerEndpoint` POSTs in flight, started in the
+       * claim's order. The next batch is claimed (with the endpoint read again, so a disabled or changed endpoint stops
+       * or moves within a batch, as before) once every delivery of the current one has started: the last POSTs of a
+       * batch overlap the next claim instead of leaving the endpoint idle in between (WebhookTimings.claimLeaseMillis
+       * allows for that; the next claim leaves out the deliveries this round took, whose records may not be written
+       * yet). The round ends after a short batch or `roundBatchesMax`, once every attempt's record is written; an
+       * interrupted round aborts its attempts in flight (their deliveries are sent again once the lease ends).
+       * `holder` is the entity instance whose lease the round uses; while another holder's lease lasts, the round
+       * sends nothing and answers when it ends.
        */
       const deliverDue = Effect.fn("WebhookDelivery.deliverDue")(function*(endpointId: string, holder: string) {
-        const slots = yield* Semaphore.make(deliveryConcurrencyPerEndpoint)
-        const taken: Array<string> = []
-        const batches: Array<Fiber.Fiber<ReadonlyArray<Effect.Effect<void>>>> = []
-        for (let round = 0; round < roundBatchesMax; round++) {
-          const endpoint = yield* sql`
-            SELECT id, url, status FROM webhook_endpoints WHERE id = ${endpointId}`.pipe(Effect.flatMap(endpointRow))
-          if (endpoint === undefined || endpoint.status !== "ACTIVE") {
-            if (round === 0) return undefined
-            break
-          }
-          const due = yield* claim(endpointId, holder, taken)
-          if (due.length === 0) break
-          for (const row of due) taken.push(row.id.toString())
-          const allStarted = yield* Deferred.make<void>()
-          let started = 0
-          const start = Effect.sync(() => {
-            started++
-            return started === due.length
-          }).pipe(Effect.flatMap((last) => last ? Deferred.succeed(allStarted, undefined) : Effect.void))
-          batches.push(yield* Effect.forkChild(Effect.forEach(
-            due,
-            (row) => slots.withPermit(Effect.andThen(start, attemptOne(endpoint, row))),
-            { concurrency: "unbounded" }
-          )))
-          if (due.length < deliveryBatchMax) break
-          yield* Deferred.await(allStarted)
+        const clock = yield* Clock.Clock
+        const context = yield* Effect.context<never>()
+        const round: Round = {
+          inFlight: new Set(),
+          slotsFree: deliveryConcurrencyPerEndpoint,
+          outstanding: 0,
+          failure: undefined,
+          wake: undefined,
+          watcher: undefined
         }
-        for (const batch of batches) yield* Effect.all(yield* Fiber.join(batch), { discard: true })
+        const taken: Array<string> = []
+        const sendAll = Effect.gen(function*() {
+          for (let batch = 0; batch < roundBatchesMax; batch++) {
+            const endpoint = yield* sql`
+              SELECT id, url, status FROM webhook_endpoints WHERE id = ${endpointId}`.pipe(Effect.flatMap(endpointRow))
+            if (endpoint === undefined || endpoint.status !== "ACTIVE") {
+              if (batch === 0) return true
+              break
+            }
+            const due = yield* claim(endpointId, holder, taken)
+            if (due.length === 0) break
+            for (const row of due) taken.push(row.id.toString())
+            for (const row of due) yield* attemptOne(round, endpoint, row, clock, context)
+            if (due.length < deliveryBatchMax) break
+          }
+          yield* until(round, () => round.outstanding === 0)
+          return false
+        }).pipe(Effect.onExit(() =>
+          Effect.suspend(() => {
+            // Interrupted or failed: the attempts still in flight are dropped, as their fibers were.
+            for (const flight of round.inFlight) flight.abort()
+            round.inFlight.clear()
+            const watcher = round.watcher
+            round.watcher = undefined
+            return watcher === undefined ? Effect.void : Fiber.interrupt(watcher)
+          })
+        ))
+        const inactive = yield* sendAll
+        if (inactive) return undefined
         // Another holder's live lease (a process that died mid-attempt, or still finishing) holds the endpoint's due
         // deliveries until it ends.
         const next = yield* sql`

@@ -54,42 +54,66 @@ export const makeTransport = (options: {
     refuse: options.refusePrivateAddresses,
     ...(options.dnsServers === undefined ? {} : { servers: options.dnsServers })
   })
-  return {
-  post: (request: WebhookRequest): Effect.Effect<AttemptOutcome> =>
-    Effect.callback<AttemptOutcome>((resume, signal) => {
-      let target: URL
-      try {
-        target = new URL(request.url)
-      } catch {
-        return resume(Effect.succeed({ _tag: "NoResponse", reason: "invalid url" }))
+  /**
+   * The attempt with a plain callback (WebhookDelivery.ts sends a round's attempts without a fiber each): `done` is
+   * called once with the outcome, never after the answered function aborted the request (which drops its connection).
+   */
+  const send = (request: WebhookRequest, done: (outcome: AttemptOutcome) => void): () => void => {
+    let settled = false
+    const finish = (outcome: AttemptOutcome) => {
+      if (settled) return
+      settled = true
+      done(outcome)
+    }
+    let target: URL
+    try {
+      target = new URL(request.url)
+    } catch {
+      finish({ _tag: "NoResponse", reason: "invalid url" })
+      return () => undefined
+    }
+    if (options.refusePrivateAddresses) {
+      const reason = literalRefusal(target)
+      if (reason !== undefined) {
+        finish({ _tag: "NoResponse", reason: `refused: ${reason}` })
+        return () => undefined
       }
-      if (options.refusePrivateAddresses) {
-        const reason = literalRefusal(target)
-        if (reason !== undefined) return resume(Effect.succeed({ _tag: "NoResponse", reason: `refused: ${reason}` }))
-      }
-      const secure = target.protocol === "https:"
-      const client = secure ? https : http
-      const outgoing = client.request(target, {
-        method: "POST",
-        headers: { ...request.headers, "content-length": String(request.body.byteLength) },
-        agent: options.agents === undefined ? false : secure ? options.agents.https : options.agents.http,
-        signal,
-        lookup: lookup as never
-      }, (response) => {
-        let received = 0
-        response.on("data", (chunk: Buffer) => {
-          received += chunk.byteLength
-          if (received > responseBodyBytesMax) response.destroy()
-        })
-        response.on("error", () => undefined)
-        resume(Effect.succeed({ _tag: "Response", status: response.statusCode ?? 0 }))
+    }
+    const secure = target.protocol === "https:"
+    const client = secure ? https : http
+    const outgoing = client.request(target, {
+      method: "POST",
+      headers: { ...request.headers, "content-length": String(request.body.byteLength) },
+      agent: options.agents === undefined ? false : secure ? options.agents.https : options.agents.http,
+      lookup: lookup as never
+    }, (response) => {
+      let received = 0
+      response.on("data", (chunk: Buffer) => {
+        received += chunk.byteLength
+        if (received > responseBodyBytesMax) response.destroy()
       })
-      outgoing.on("error", (error) => resume(Effect.succeed({ _tag: "NoResponse", reason: describe(error) })))
-      // Only frees the socket of a receiver that answered and then stalls its body. The 10 s that decide success are
-      // the caller's, on Effect's Clock (which aborts the request); twice that here, so it never decides an attempt.
-      outgoing.setTimeout(2 * deliveryTimeoutMillis, () => outgoing.destroy())
-      outgoing.end(request.body)
+      response.on("error", () => undefined)
+      finish({ _tag: "Response", status: response.statusCode ?? 0 })
     })
+    outgoing.on("error", (error) => finish({ _tag: "NoResponse", reason: describe(error) }))
+    // Only frees the socket of a receiver that answered and then stalls its body. The 10 s that decide success are
+    // the caller's, on Effect's Clock (which aborts the request); twice that here, so it never decides an attempt.
+    outgoing.setTimeout(2 * deliveryTimeoutMillis, () => outgoing.destroy())
+    outgoing.end(request.body)
+    return () => {
+      if (settled) return
+      settled = true
+      outgoing.destroy()
+    }
+  }
+  return {
+    send,
+    /** The attempt as an effect; interrupting it aborts the request. */
+    post: (request: WebhookRequest): Effect.Effect<AttemptOutcome> =>
+      Effect.callback<AttemptOutcome>((resume) => {
+        const abort = send(request, (outcome) => resume(Effect.succeed(outcome)))
+        return Effect.sync(abort)
+      })
   }
 }
 
