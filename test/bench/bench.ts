@@ -49,8 +49,12 @@
  * `--keep-profile <file>` (with `--profile`) also copies the raw `.cpuprofile` there;
  * `--no-miss-profiles` leaves the profile runs of missed lines out;
  * `--tracing` (with the signed phase): after it, the service is restarted with traces exported over OTLP/HTTP
- *   (`OTEL_EXPORTER_OTLP_ENDPOINT`, every span sampled) to a sink in this process that answers 200, the signed load
- *   runs again, and both lines are printed with their ratio (issue 32: tracing on within 5 % of off);
+ *   (`OTEL_EXPORTER_OTLP_ENDPOINT`) to a sink in this process that answers 200 and the signed load runs again, twice:
+ *   with `OTEL_TRACES_SAMPLER=parentbased_traceidratio` at `--tracing-ratio` (0.01), whose ratio to the untraced line
+ *   is `signed tracing on/off` (issue 32: within 5 % of off), and with every span (the standard default sampler),
+ *   `signed tracing every span/off` (no goal: what exporting every span costs); each also by service CPU per
+ *   request. Then the service is restarted without tracing for the later phases. With `--profile signed`, the
+ *   profiled service exports every span instead (where the traced request's time goes);
  *   `--tracing-protocol http/json` for the JSON encoding (default http/protobuf);
  * `--duration <s>`, `--warmup <s>`, `--connections <n>`; `--wallets <n>` (1000), `--deposits <n>` (10000),
  * `--events <n>` (1000; 10000 is the full figure, minutes longer), `--endpoints <n>` (10).
@@ -130,8 +134,11 @@ Runs the service's benchmarks (README "Benchmark"): each line a rate or a ratio,
   --address-block N      calls per block whose p99 is taken (default 2000)
   --address-in-flight N  concurrent deposit_address calls (default 32)
   --processes N          the processes phase measures 1 to N service processes on one PostgreSQL (default 3)
-  --tracing              also run the signed phase with every span exported over OTLP/HTTP to a local sink
+  --tracing              also run the signed load with traces exported over OTLP/HTTP to a local sink: sampled
+                         (parentbased_traceidratio, the goal line) and with every span; with --profile signed,
+                         the profiled service exports every span
   --tracing-protocol P   http/protobuf (default) or http/json
+  --tracing-ratio R      the sampled line's OTEL_TRACES_SAMPLER_ARG (default 0.01)
   -h, --help             this text
 `
 const flags = parseScriptArgs(usage, {
@@ -160,7 +167,9 @@ const flags = parseScriptArgs(usage, {
   processes: { type: "string", default: "3" },
   // The signed phase again on a service that exports every span over OTLP/HTTP to a local sink (`tracingPhase`).
   tracing: { type: "boolean", default: false },
-  "tracing-protocol": { type: "string", default: "http/protobuf" }
+  "tracing-protocol": { type: "string", default: "http/protobuf" },
+  // The goal line's sampler ratio (docs/operations.md "Traces": the production setting).
+  "tracing-ratio": { type: "string", default: "0.01" }
 })
 const phaseNames = ["signed", "deposits", "transfers", "deliveries", "withdrawals", "addresses", "noisy", "processes"] as const
 type PhaseName = (typeof phaseNames)[number]
@@ -286,6 +295,16 @@ const presign = (provisioned: Provisioned, hostHeader: string, count: number): A
   }
   return requests
 }
+
+/**
+ * The service's tracing variables for the `--tracing` lines: export to `url`; with a ratio, the production sampler
+ * (`parentbased_traceidratio`), else the standard default (every trace; docs/operations.md "Traces").
+ */
+const tracingEnv = (url: string, ratio: string | undefined): Record<string, string> => ({
+  OTEL_EXPORTER_OTLP_ENDPOINT: url,
+  OTEL_EXPORTER_OTLP_PROTOCOL: flags["tracing-protocol"],
+  ...(ratio === undefined ? {} : { OTEL_TRACES_SAMPLER: "parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG: ratio })
+})
 
 /** An OTLP/HTTP receiver that accepts every export and keeps only counts (`--tracing`). */
 const startTraceSink = () =>
@@ -422,6 +441,8 @@ const main = async () => {
     figure(`${line}: ${value.toFixed(2)} (goal ${stated}${miss ? ", missed" : ""})`)
   }
   let database: ReturnType<typeof makeDatabase> | undefined
+  // `--profile signed --tracing`: the profiled service exports every span to the sink (where the traced time goes).
+  const profiledSink = profilePhase === "signed" && flags.tracing ? await startTraceSink() : undefined
   try {
     const [port, opsPort] = [await freePort(), await freePort()]
     const opsToken = randomBytes(24).toString("hex")
@@ -431,6 +452,7 @@ const main = async () => {
       opsPort,
       env: {
         OPS_TOKEN: opsToken,
+        ...(profiledSink === undefined ? {} : tracingEnv(profiledSink.url, undefined)),
         ...(flags.statements ? { COFFER_PG_STATEMENTS: "1" } : {}),
         ...(explainLog === undefined ? {} : { COFFER_PG_EXPLAIN: explainLog })
       },
@@ -445,7 +467,8 @@ const main = async () => {
     const tenant = await provisionTenant(service.opsUrl, opsToken, "bench", apiKeyCount, rateLimitPerSecond)
     const provisioned: Provisioned = tenant
     const hostHeader = `127.0.0.1:${port}`
-    const serverPid = service.child.pid!
+    // Changes when the tracing lines restart the service (`--tracing`).
+    let serverPid = service.child.pid!
     const db = database = makeDatabase(dataDir)
     const signedFetch = makeSignedFetch(service.publicUrl, tenant)
     /** CPU used in the window by the service, its PostgreSQL and this client, in cores (1.0 = one core busy). */
@@ -530,34 +553,6 @@ const main = async () => {
       }
       if (unsigned !== undefined) figure(`unsigned: ${rate(unsigned)} req/s`)
       if (signed !== undefined) figure(`signed: ${rate(signed)} req/s`)
-      if (flags.tracing && signed !== undefined && profilePhase === undefined) {
-        // Restarted on the same DATA_DIR with traces exported; fresh tokens (the first phase's nonces are used).
-        const sink = await startTraceSink()
-        try {
-          await stopService(service, stopTimeoutMs)
-          service = spawnService({
-            dataDir,
-            port,
-            opsPort,
-            env: {
-              OPS_TOKEN: opsToken,
-              OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
-              OTEL_EXPORTER_OTLP_PROTOCOL: flags["tracing-protocol"]
-            }
-          })
-          await waitForHealth(service, opsToken, startTimeoutMs)
-          const count = Math.min(tokensMax, Math.ceil(signed * ((warmupMs + durationMs) / 1000) * tokenMargin) + connections)
-          const requests = presign(provisioned, hostHeader, count)
-          let next = 0
-          const traced = await load(`signed (tracing on, ${flags["tracing-protocol"]})`, () => requests[next++])
-          log(`  trace sink: ${sink.posts()} exports, ${(sink.bytes() / 1e6).toFixed(1)} MB`)
-          if (sink.posts() === 0) throw new Error("--tracing: the service exported no spans to the sink")
-          figure(`signed (tracing on): ${rate(traced.requestsPerSecond)} req/s`)
-          figure(`signed tracing on/off: ${(traced.requestsPerSecond / signed).toFixed(2)} (goal 0.95)`)
-        } finally {
-          await sink.close()
-        }
-      }
       if (verifyRates !== undefined && unsigned !== undefined && signed !== undefined) {
         figure(`verify: ${rate(verifyRates.nodeCrypto)} verifications/s`)
         const verifyMicros = 1e6 / verifyRates.nodeCrypto
@@ -579,6 +574,47 @@ const main = async () => {
           verifyMicros
         })
         goalFigure("auth overhead µs", auth.overhead)
+      }
+      if (flags.tracing && signed !== undefined && profilePhase === undefined) {
+        // The service restarted on the same DATA_DIR with traces exported to a sink in this process, once with the
+        // sampler an operator runs in production (`--tracing-ratio`, the goal line) and once with every span
+        // (the standard default, no goal); fresh tokens each time (the earlier loads' nonces are used). Then
+        // restarted without tracing for the phases after this one.
+        const sink = await startTraceSink()
+        const restart = async (env: Record<string, string>) => {
+          await stopService(service!, stopTimeoutMs)
+          service = spawnService({ dataDir, port, opsPort, env: { OPS_TOKEN: opsToken, ...env } })
+          await waitForHealth(service, opsToken, startTimeoutMs)
+          serverPid = service.child.pid!
+        }
+        try {
+          const tracedLoad = async (label: string, ratio: string | undefined) => {
+            await restart(tracingEnv(sink.url, ratio))
+            const [postsBefore, bytesBefore] = [sink.posts(), sink.bytes()]
+            const count = Math.min(tokensMax, Math.ceil(signed * ((warmupMs + durationMs) / 1000) * tokenMargin) + connections)
+            const requests = presign(provisioned, hostHeader, count)
+            let next = 0
+            const traced = await load(`signed (${label}, ${flags["tracing-protocol"]})`, () => requests[next++])
+            log(`  trace sink: ${sink.posts() - postsBefore} exports, ${((sink.bytes() - bytesBefore) / 1e6).toFixed(1)} MB`)
+            return traced
+          }
+          const ratio = flags["tracing-ratio"]
+          const sampled = await tracedLoad(`tracing on, parentbased_traceidratio ${ratio}`, ratio)
+          figure(`signed (tracing on, ratio ${ratio}): ${rate(sampled.requestsPerSecond)} req/s`)
+          const every = await tracedLoad("tracing on, every span", undefined)
+          if (sink.posts() === 0) throw new Error("--tracing: the service exported no spans to the sink")
+          figure(`signed (tracing on, every span): ${rate(every.requestsPerSecond)} req/s`)
+          log(`  service CPU per signed request: off ${signedCpuMicros.toFixed(0)} µs, ratio ${ratio} ` +
+            `${sampled.serviceCpuMicrosPerRequest.toFixed(0)} µs, every span ${every.serviceCpuMicrosPerRequest.toFixed(0)} µs`)
+          figure(`signed tracing every span/off: ${(every.requestsPerSecond / signed).toFixed(2)} (by CPU ` +
+            `${(signedCpuMicros / every.serviceCpuMicrosPerRequest).toFixed(2)})`)
+          const onOff = sampled.requestsPerSecond / signed
+          figure(`signed tracing on/off: ${onOff.toFixed(2)} (by CPU ${(signedCpuMicros / sampled.serviceCpuMicrosPerRequest).toFixed(2)}; ` +
+            `goal 0.95${onOff >= 0.95 ? "" : ", missed"})`)
+        } finally {
+          await sink.close()
+          await restart({})
+        }
       }
     }
 
@@ -729,6 +765,7 @@ const main = async () => {
     if (database !== undefined) await database.dispose()
     if (service !== undefined) await stopService(service, stopTimeoutMs)
     cleanUpNow(service, dataDir)
+    await profiledSink?.close()
   }
   return missed
 }
