@@ -48,12 +48,13 @@
  * time the event loop is off it inside a system call (docs/benchmarks.md, sixth; README "Benchmark", eighth);
  * `--keep-profile <file>` (with `--profile`) also copies the raw `.cpuprofile` there;
  * `--no-miss-profiles` leaves the profile runs of missed lines out;
- * `--tracing` (with the signed phase): after it, the service is restarted with traces exported over OTLP/HTTP
- *   (`OTEL_EXPORTER_OTLP_ENDPOINT`) to a sink in this process that answers 200 and the signed load runs again, twice:
- *   with `OTEL_TRACES_SAMPLER=parentbased_traceidratio` at `--tracing-ratio` (0.01), whose ratio to the untraced line
- *   is `signed tracing on/off` (issue 32: within 5 % of off), and with every span (the standard default sampler),
- *   `signed tracing every span/off` (no goal: what exporting every span costs); each also by service CPU per
- *   request. Then the service is restarted without tracing for the later phases. With `--profile signed`, the
+ * `--tracing` (with the signed phase): after it, the signed load runs three more times, each on the service freshly
+ *   restarted: with traces exported over OTLP/HTTP (`OTEL_EXPORTER_OTLP_ENDPOINT`) to a sink in this process that
+ *   answers 200, sampled by `OTEL_TRACES_SAMPLER=parentbased_traceidratio` at `--tracing-ratio` (0.01); with every
+ *   span (the standard default sampler); and without tracing. `signed tracing on/off` is the first against the
+ *   last (issue 32: within 5 % of off), `signed tracing every span/off` the second against the last (no goal: what
+ *   exporting every span costs); each also by service CPU per request. The last leaves the service untraced for
+ *   the later phases. With `--profile signed`, the
  *   profiled service exports every span instead (where the traced request's time goes);
  *   `--tracing-protocol http/json` for the JSON encoding (default http/protobuf);
  * `--duration <s>`, `--warmup <s>`, `--connections <n>`; `--wallets <n>` (1000), `--deposits <n>` (10000),
@@ -576,44 +577,47 @@ const main = async () => {
         goalFigure("auth overhead µs", auth.overhead)
       }
       if (flags.tracing && signed !== undefined && profilePhase === undefined) {
-        // The service restarted on the same DATA_DIR with traces exported to a sink in this process, once with the
-        // sampler an operator runs in production (`--tracing-ratio`, the goal line) and once with every span
-        // (the standard default, no goal); fresh tokens each time (the earlier loads' nonces are used). Then
-        // restarted without tracing for the phases after this one.
+        // Three loads, each on the service freshly restarted on the same DATA_DIR (so each starts as cold as the
+        // others; the untraced load above ran on a service warmed by the phase): traces exported to a sink in this
+        // process with the sampler an operator runs in production (`--tracing-ratio`), with every span (the standard
+        // default sampler), and without tracing, last, which also leaves the service untraced for the later phases.
+        // Fresh tokens each time (the earlier loads' nonces are used).
         const sink = await startTraceSink()
-        const restart = async (env: Record<string, string>) => {
+        const restartedLoad = async (label: string, env: Record<string, string>) => {
           await stopService(service!, stopTimeoutMs)
           service = spawnService({ dataDir, port, opsPort, env: { OPS_TOKEN: opsToken, ...env } })
           await waitForHealth(service, opsToken, startTimeoutMs)
           serverPid = service.child.pid!
+          const [postsBefore, bytesBefore] = [sink.posts(), sink.bytes()]
+          const count = Math.min(tokensMax, Math.ceil(signed * ((warmupMs + durationMs) / 1000) * tokenMargin) + connections)
+          const requests = presign(provisioned, hostHeader, count)
+          let next = 0
+          const result = await load(`signed (${label})`, () => requests[next++])
+          if (sink.posts() > postsBefore) {
+            log(`  trace sink: ${sink.posts() - postsBefore} exports, ${((sink.bytes() - bytesBefore) / 1e6).toFixed(1)} MB`)
+          }
+          return result
         }
         try {
-          const tracedLoad = async (label: string, ratio: string | undefined) => {
-            await restart(tracingEnv(sink.url, ratio))
-            const [postsBefore, bytesBefore] = [sink.posts(), sink.bytes()]
-            const count = Math.min(tokensMax, Math.ceil(signed * ((warmupMs + durationMs) / 1000) * tokenMargin) + connections)
-            const requests = presign(provisioned, hostHeader, count)
-            let next = 0
-            const traced = await load(`signed (${label}, ${flags["tracing-protocol"]})`, () => requests[next++])
-            log(`  trace sink: ${sink.posts() - postsBefore} exports, ${((sink.bytes() - bytesBefore) / 1e6).toFixed(1)} MB`)
-            return traced
-          }
           const ratio = flags["tracing-ratio"]
-          const sampled = await tracedLoad(`tracing on, parentbased_traceidratio ${ratio}`, ratio)
-          figure(`signed (tracing on, ratio ${ratio}): ${rate(sampled.requestsPerSecond)} req/s`)
-          const every = await tracedLoad("tracing on, every span", undefined)
+          const protocol = flags["tracing-protocol"]
+          const sampled = await restartedLoad(`tracing on, parentbased_traceidratio ${ratio}, ${protocol}`, tracingEnv(sink.url, ratio))
+          const every = await restartedLoad(`tracing on, every span, ${protocol}`, tracingEnv(sink.url, undefined))
           if (sink.posts() === 0) throw new Error("--tracing: the service exported no spans to the sink")
+          const off = await restartedLoad("tracing off, restarted", {})
+          figure(`signed (tracing off, restarted): ${rate(off.requestsPerSecond)} req/s`)
+          figure(`signed (tracing on, ratio ${ratio}): ${rate(sampled.requestsPerSecond)} req/s`)
           figure(`signed (tracing on, every span): ${rate(every.requestsPerSecond)} req/s`)
-          log(`  service CPU per signed request: off ${signedCpuMicros.toFixed(0)} µs, ratio ${ratio} ` +
+          log(`  service CPU per signed request: off ${off.serviceCpuMicrosPerRequest.toFixed(0)} µs, ratio ${ratio} ` +
             `${sampled.serviceCpuMicrosPerRequest.toFixed(0)} µs, every span ${every.serviceCpuMicrosPerRequest.toFixed(0)} µs`)
-          figure(`signed tracing every span/off: ${(every.requestsPerSecond / signed).toFixed(2)} (by CPU ` +
-            `${(signedCpuMicros / every.serviceCpuMicrosPerRequest).toFixed(2)})`)
-          const onOff = sampled.requestsPerSecond / signed
-          figure(`signed tracing on/off: ${onOff.toFixed(2)} (by CPU ${(signedCpuMicros / sampled.serviceCpuMicrosPerRequest).toFixed(2)}; ` +
-            `goal 0.95${onOff >= 0.95 ? "" : ", missed"})`)
+          const byCpu = (on: { readonly serviceCpuMicrosPerRequest: number }) =>
+            (off.serviceCpuMicrosPerRequest / on.serviceCpuMicrosPerRequest).toFixed(2)
+          figure(`signed tracing every span/off: ${(every.requestsPerSecond / off.requestsPerSecond).toFixed(2)} ` +
+            `(by CPU ${byCpu(every)})`)
+          const onOff = sampled.requestsPerSecond / off.requestsPerSecond
+          figure(`signed tracing on/off: ${onOff.toFixed(2)} (by CPU ${byCpu(sampled)}; goal 0.95${onOff >= 0.95 ? "" : ", missed"})`)
         } finally {
           await sink.close()
-          await restart({})
         }
       }
     }
