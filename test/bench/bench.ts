@@ -613,8 +613,11 @@ const main = async () => {
           figure(`signed (tracing on, every span): ${rate(every.requestsPerSecond)} req/s`)
           log(`  service CPU per signed request: off ${off.serviceCpuMicrosPerRequest.toFixed(0)} µs, ratio ${ratio} ` +
             `${sampled.serviceCpuMicrosPerRequest.toFixed(0)} µs, every span ${every.serviceCpuMicrosPerRequest.toFixed(0)} µs`)
+          // A window whose CPU reading did not arrive (its end timer after the load's last answer) reads 0: no figure.
           const byCpu = (on: { readonly serviceCpuMicrosPerRequest: number }) =>
-            (off.serviceCpuMicrosPerRequest / on.serviceCpuMicrosPerRequest).toFixed(2)
+            on.serviceCpuMicrosPerRequest > 0 && off.serviceCpuMicrosPerRequest > 0
+              ? (off.serviceCpuMicrosPerRequest / on.serviceCpuMicrosPerRequest).toFixed(2)
+              : "n/a"
           figure(`signed tracing every span/off: ${(every.requestsPerSecond / off.requestsPerSecond).toFixed(2)} ` +
             `(by CPU ${byCpu(every)})`)
           const onOff = sampled.requestsPerSecond / off.requestsPerSecond
