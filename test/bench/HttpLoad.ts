@@ -67,6 +67,13 @@ export const runLoad = (options: LoadOptions): Promise<LoadResult> =>
     let finished = false
     const sockets = new Set<net.Socket>()
 
+    let windowEnded = false
+    const endWindow = () => {
+      if (windowEnded) return
+      windowEnded = true
+      clearTimeout(windowEndTimer)
+      options.onWindowEnd?.()
+    }
     const closeAll = () => {
       finished = true
       clearTimeout(drainTimer)
@@ -79,6 +86,9 @@ export const runLoad = (options: LoadOptions): Promise<LoadResult> =>
     }
     const finish = () => {
       if (finished) return
+      // Every connection may close at the window's end before its timer runs (timers fire late on a loaded
+      // machine): the window's end is then read here, so a CPU meter always gets its reading.
+      endWindow()
       closeAll()
       const measuredMs = Math.max(0, Math.min(windowEnd, exhaustedAt ?? windowEnd) - windowStart)
       const sorted = latencies.slice(0, latencyCount).sort()
@@ -99,7 +109,7 @@ export const runLoad = (options: LoadOptions): Promise<LoadResult> =>
     }
     const drainTimer = setTimeout(finish, options.warmupMs + options.durationMs + drainTimeoutMs)
     if (options.onWindowStart !== undefined) setTimeout(options.onWindowStart, options.warmupMs)
-    if (options.onWindowEnd !== undefined) setTimeout(options.onWindowEnd, options.warmupMs + options.durationMs)
+    const windowEndTimer = setTimeout(endWindow, options.warmupMs + options.durationMs)
 
     const connect = (port: number) => {
       const socket = net.connect({ host: options.host, port, noDelay: true })
