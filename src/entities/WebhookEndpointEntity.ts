@@ -8,7 +8,7 @@
  * `Wake` is volatile on purpose: the deliveries table is the truth, so a lost wake only waits for the sweeper
  * (webhooks/Dispatcher.ts), which wakes every endpoint with due deliveries, including those of a process that died.
  */
-import { Cause, Clock, Duration, Effect, Queue } from "effect"
+import { Cause, Clock, Duration, Effect, Queue, type Scope } from "effect"
 import { Entity, type Sharding } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 import { WebhookTimings } from "../webhooks/DeliverySettings.ts"
@@ -85,7 +85,10 @@ export const webhookEndpointEntityLayer = (options: { readonly maxIdleTime?: Dur
 
 export const WebhookEndpointEntityLayer = webhookEndpointEntityLayer()
 
-/** Wakes the endpoints' entities (fire and forget); a wake that cannot be sent is left to the sweeper. */
+/**
+ * Wakes the endpoints' entities (fire and forget); a wake that cannot be sent is left to the sweeper. The send itself
+ * waits for the runner that holds the entity to take it, so a request path forks this (`wakeEndpointsInBackground`).
+ */
 export const wakeEndpoints = (endpointIds: Iterable<string>): Effect.Effect<void, never, Sharding.Sharding> =>
   Effect.gen(function*() {
     const clientFor = yield* WebhookEndpointEntity.client
@@ -95,3 +98,13 @@ export const wakeEndpoints = (endpointIds: Iterable<string>): Effect.Effect<void
       )
     }
   })
+
+/**
+ * `wakeEndpoints` forked into `scope` (a service's): a request answers without waiting for another process's runner
+ * (frozen, say, until its shards are taken over). The deliveries are committed PENDING and due, so a wake lost with
+ * this process or that runner is the dispatcher's sweep's to send (webhooks/Dispatcher.ts `sweepDue`).
+ */
+export const wakeEndpointsInBackground = (
+  endpointIds: Iterable<string>,
+  scope: Scope.Scope
+): Effect.Effect<void, never, Sharding.Sharding> => Effect.asVoid(Effect.forkIn(wakeEndpoints(endpointIds), scope))

@@ -2,12 +2,12 @@
  * Reading and re-queueing delivery records (spec 4.5, `GET /v1/webhooks/deliveries` and
  * `POST /v1/webhooks/events/{eventId}/resend`; section 3 "Webhook delivery statuses").
  */
-import { Clock, Context, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Effect, Layer, Schema, Scope } from "effect"
 import type { Sharding } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { decodeRows, Int4, Nullable, Numeric, Text, Timestamp } from "../db/RowSchemas.ts"
 import { NotFound } from "../domain/ApiError.ts"
-import { wakeEndpoints } from "../entities/WebhookEndpointEntity.ts"
+import { wakeEndpointsInBackground } from "../entities/WebhookEndpointEntity.ts"
 import { dueTime } from "./DeliveryDue.ts"
 
 export const DeliveryStatus = ["PENDING", "DELIVERED", "DEAD"] as const
@@ -87,6 +87,7 @@ export class WebhookDeliveries extends Context.Service<WebhookDeliveries, {
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const context = yield* Effect.context<Sharding.Sharding>()
+      const scope = yield* Scope.Scope
 
       const list = Effect.fn("WebhookDeliveries.list")(function*(tenantId: string, filter: DeliveryFilter) {
         // `nextAt` of a PENDING delivery is when it is (or was) due; a delivery in flight has passed it (its round holds
@@ -132,7 +133,10 @@ export class WebhookDeliveries extends Context.Service<WebhookDeliveries, {
             RETURNING endpoint_id`.pipe(Effect.flatMap(resentRows))
         })).pipe(Effect.orDie)
         if (result === undefined) return yield* new NotFound({ message: "event not found" })
-        yield* wakeEndpoints(new Set(result.map((row) => row.endpoint_id))).pipe(Effect.provideContext(context))
+        // In the background: the deliveries are committed due, and the answer does not wait for another runner.
+        yield* wakeEndpointsInBackground(new Set(result.map((row) => row.endpoint_id)), scope).pipe(
+          Effect.provideContext(context)
+        )
         return result.length
       })
 

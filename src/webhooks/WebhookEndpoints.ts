@@ -4,14 +4,14 @@
  * PostgreSQL (the `webhook_endpoints_active_max` trigger, race-free), and its refusal becomes LIMIT_EXCEEDED here.
  * Every query is scoped by tenant, so another tenant's endpoint is simply not found (404).
  */
-import { Clock, Context, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Effect, Layer, Schema, Scope } from "effect"
 import type { Sharding } from "effect/cluster"
 import { SqlClient, type SqlError } from "effect/sql"
 import { AppConfig } from "../Config.ts"
 import { decodeFirstRow, decodeRows, decodeSingleRow, Nullable, Text, Timestamp } from "../db/RowSchemas.ts"
 import { BadRequest, LimitExceeded, NotFound } from "../domain/ApiError.ts"
 import { Ids } from "../domain/Ids.ts"
-import { wakeEndpoints } from "../entities/WebhookEndpointEntity.ts"
+import { wakeEndpointsInBackground } from "../entities/WebhookEndpointEntity.ts"
 import { Outbox } from "../outbox/Outbox.ts"
 import { testEventMessage } from "./DeliverySettings.ts"
 import {
@@ -131,7 +131,9 @@ export class WebhookEndpoints extends Context.Service<WebhookEndpoints, {
       // A text[] parameter passed as JSON, so no array literal is ever built by hand.
       const textArray = (values: ReadonlyArray<string>) =>
         sql`(SELECT coalesce(array_agg(value), '{}') FROM jsonb_array_elements_text(${JSON.stringify(values)}::jsonb))`
-      const wake = (endpointId: string) => wakeEndpoints([endpointId]).pipe(Effect.provideContext(context))
+      const scope = yield* Scope.Scope
+      // In the background: the answer does not wait for the runner holding the endpoint's entity.
+      const wake = (endpointId: string) => wakeEndpointsInBackground([endpointId], scope).pipe(Effect.provideContext(context))
 
       const checkUrl = (text: string) => {
         const checked = checkWebhookUrl(text, config.serviceEnv)

@@ -242,12 +242,14 @@ export class Withdrawals extends Context.Service<Withdrawals, {
       })
 
       // The entity reads the withdrawal from its own connection: asked before the commit, it would see it pending.
+      // Asked in the background, as `submit` does: the operator's answer is the committed decision, and a request
+      // lost with this process or a frozen runner leaves the withdrawal QUEUED for WithdrawalSupervisor's sweep.
       const decided = Effect.fn("Withdrawals.decided")(function*(
         tenantId: string,
         transactionId: string,
         decision: "APPROVE" | "REJECT"
       ) {
-        if (decision === "APPROVE") yield* ask(transactionId, "approved")
+        if (decision === "APPROVE") yield* Effect.forkIn(ask(transactionId, "approved"), scope)
         return (yield* transactions.find(tenantId, transactionId))!
       })
 

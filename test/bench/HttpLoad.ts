@@ -67,6 +67,13 @@ export const runLoad = (options: LoadOptions): Promise<LoadResult> =>
     let finished = false
     const sockets = new Set<net.Socket>()
 
+    let windowEnded = false
+    const endWindow = () => {
+      if (windowEnded) return
+      windowEnded = true
+      clearTimeout(windowEndTimer)
+      options.onWindowEnd?.()
+    }
     const closeAll = () => {
       finished = true
       clearTimeout(drainTimer)
@@ -79,9 +86,8 @@ export const runLoad = (options: LoadOptions): Promise<LoadResult> =>
     }
     const finish = () => {
       if (finished) return
-      // The load can end before the window's timer fires (the window's end is also checked on each response, and a
-      // loaded event loop runs timers late): the window is closed here then, or a CPU meter read at its end would
-      // still be unread when the caller takes its figure (seen as slices of 0 µs in `auth overhead µs`).
+      // Every connection may close at the window's end before its timer runs (timers fire late on a loaded
+      // machine): the window's end is then read here, so a CPU meter always gets its reading.
       endWindow()
       closeAll()
       const measuredMs = Math.max(0, Math.min(windowEnd, exhaustedAt ?? windowEnd) - windowStart)
@@ -103,13 +109,6 @@ export const runLoad = (options: LoadOptions): Promise<LoadResult> =>
     }
     const drainTimer = setTimeout(finish, options.warmupMs + options.durationMs + drainTimeoutMs)
     if (options.onWindowStart !== undefined) setTimeout(options.onWindowStart, options.warmupMs)
-    let windowEnded = false
-    const endWindow = () => {
-      if (windowEnded) return
-      windowEnded = true
-      clearTimeout(windowEndTimer)
-      options.onWindowEnd?.()
-    }
     const windowEndTimer = setTimeout(endWindow, options.warmupMs + options.durationMs)
 
     const connect = (port: number) => {

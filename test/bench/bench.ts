@@ -48,9 +48,14 @@
  * time the event loop is off it inside a system call (docs/benchmarks.md, sixth; README "Benchmark", eighth);
  * `--keep-profile <file>` (with `--profile`) also copies the raw `.cpuprofile` there;
  * `--no-miss-profiles` leaves the profile runs of missed lines out;
- * `--tracing` (with the signed phase): after it, the service is restarted with traces exported over OTLP/HTTP
- *   (`OTEL_EXPORTER_OTLP_ENDPOINT`, every span sampled) to a sink in this process that answers 200, the signed load
- *   runs again, and both lines are printed with their ratio (issue 32: tracing on within 5 % of off);
+ * `--tracing` (with the signed phase): after it, the signed load runs three more times, each on the service freshly
+ *   restarted: with traces exported over OTLP/HTTP (`OTEL_EXPORTER_OTLP_ENDPOINT`) to a sink in this process that
+ *   answers 200, sampled by `OTEL_TRACES_SAMPLER=parentbased_traceidratio` at `--tracing-ratio` (0.01); with every
+ *   span (the standard default sampler); and without tracing. `signed tracing on/off` is the first against the
+ *   last (issue 32: within 5 % of off), `signed tracing every span/off` the second against the last (no goal: what
+ *   exporting every span costs); each also by service CPU per request. Each restarted process is first warmed by
+ *   one uncounted load of the same size. The last leaves the service untraced for the later phases. With `--profile signed`, the
+ *   profiled service exports every span instead (where the traced request's time goes);
  *   `--tracing-protocol http/json` for the JSON encoding (default http/protobuf);
  * `--duration <s>`, `--warmup <s>`, `--connections <n>`; `--wallets <n>` (1000), `--deposits <n>` (10000),
  * `--events <n>` (1000; 10000 is the full figure, minutes longer), `--endpoints <n>` (10).
@@ -130,8 +135,11 @@ Runs the service's benchmarks (README "Benchmark"): each line a rate or a ratio,
   --address-block N      calls per block whose p99 is taken (default 2000)
   --address-in-flight N  concurrent deposit_address calls (default 32)
   --processes N          the processes phase measures 1 to N service processes on one PostgreSQL (default 3)
-  --tracing              also run the signed phase with every span exported over OTLP/HTTP to a local sink
+  --tracing              also run the signed load with traces exported over OTLP/HTTP to a local sink: sampled
+                         (parentbased_traceidratio, the goal line) and with every span; with --profile signed,
+                         the profiled service exports every span
   --tracing-protocol P   http/protobuf (default) or http/json
+  --tracing-ratio R      the sampled line's OTEL_TRACES_SAMPLER_ARG (default 0.01)
   -h, --help             this text
 `
 const flags = parseScriptArgs(usage, {
@@ -160,7 +168,9 @@ const flags = parseScriptArgs(usage, {
   processes: { type: "string", default: "3" },
   // The signed phase again on a service that exports every span over OTLP/HTTP to a local sink (`tracingPhase`).
   tracing: { type: "boolean", default: false },
-  "tracing-protocol": { type: "string", default: "http/protobuf" }
+  "tracing-protocol": { type: "string", default: "http/protobuf" },
+  // The goal line's sampler ratio (docs/operations.md "Traces": the production setting).
+  "tracing-ratio": { type: "string", default: "0.01" }
 })
 const phaseNames = ["signed", "deposits", "transfers", "deliveries", "withdrawals", "addresses", "noisy", "processes"] as const
 type PhaseName = (typeof phaseNames)[number]
@@ -286,6 +296,16 @@ const presign = (provisioned: Provisioned, hostHeader: string, count: number): A
   }
   return requests
 }
+
+/**
+ * The service's tracing variables for the `--tracing` lines: export to `url`; with a ratio, the production sampler
+ * (`parentbased_traceidratio`), else the standard default (every trace; docs/operations.md "Traces").
+ */
+const tracingEnv = (url: string, ratio: string | undefined): Record<string, string> => ({
+  OTEL_EXPORTER_OTLP_ENDPOINT: url,
+  OTEL_EXPORTER_OTLP_PROTOCOL: flags["tracing-protocol"],
+  ...(ratio === undefined ? {} : { OTEL_TRACES_SAMPLER: "parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG: ratio })
+})
 
 /** An OTLP/HTTP receiver that accepts every export and keeps only counts (`--tracing`). */
 const startTraceSink = () =>
@@ -422,6 +442,8 @@ const main = async () => {
     figure(`${line}: ${value.toFixed(2)} (goal ${stated}${miss ? ", missed" : ""})`)
   }
   let database: ReturnType<typeof makeDatabase> | undefined
+  // `--profile signed --tracing`: the profiled service exports every span to the sink (where the traced time goes).
+  const profiledSink = profilePhase === "signed" && flags.tracing ? await startTraceSink() : undefined
   try {
     const [port, opsPort] = [await freePort(), await freePort()]
     const opsToken = randomBytes(24).toString("hex")
@@ -431,6 +453,7 @@ const main = async () => {
       opsPort,
       env: {
         OPS_TOKEN: opsToken,
+        ...(profiledSink === undefined ? {} : tracingEnv(profiledSink.url, undefined)),
         ...(flags.statements ? { COFFER_PG_STATEMENTS: "1" } : {}),
         ...(explainLog === undefined ? {} : { COFFER_PG_EXPLAIN: explainLog })
       },
@@ -445,7 +468,8 @@ const main = async () => {
     const tenant = await provisionTenant(service.opsUrl, opsToken, "bench", apiKeyCount, rateLimitPerSecond)
     const provisioned: Provisioned = tenant
     const hostHeader = `127.0.0.1:${port}`
-    const serverPid = service.child.pid!
+    // Changes when the tracing lines restart the service (`--tracing`).
+    let serverPid = service.child.pid!
     const db = database = makeDatabase(dataDir)
     const signedFetch = makeSignedFetch(service.publicUrl, tenant)
     /** CPU used in the window by the service, its PostgreSQL and this client, in cores (1.0 = one core busy). */
@@ -530,34 +554,6 @@ const main = async () => {
       }
       if (unsigned !== undefined) figure(`unsigned: ${rate(unsigned)} req/s`)
       if (signed !== undefined) figure(`signed: ${rate(signed)} req/s`)
-      if (flags.tracing && signed !== undefined && profilePhase === undefined) {
-        // Restarted on the same DATA_DIR with traces exported; fresh tokens (the first phase's nonces are used).
-        const sink = await startTraceSink()
-        try {
-          await stopService(service, stopTimeoutMs)
-          service = spawnService({
-            dataDir,
-            port,
-            opsPort,
-            env: {
-              OPS_TOKEN: opsToken,
-              OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
-              OTEL_EXPORTER_OTLP_PROTOCOL: flags["tracing-protocol"]
-            }
-          })
-          await waitForHealth(service, opsToken, startTimeoutMs)
-          const count = Math.min(tokensMax, Math.ceil(signed * ((warmupMs + durationMs) / 1000) * tokenMargin) + connections)
-          const requests = presign(provisioned, hostHeader, count)
-          let next = 0
-          const traced = await load(`signed (tracing on, ${flags["tracing-protocol"]})`, () => requests[next++])
-          log(`  trace sink: ${sink.posts()} exports, ${(sink.bytes() / 1e6).toFixed(1)} MB`)
-          if (sink.posts() === 0) throw new Error("--tracing: the service exported no spans to the sink")
-          figure(`signed (tracing on): ${rate(traced.requestsPerSecond)} req/s`)
-          figure(`signed tracing on/off: ${(traced.requestsPerSecond / signed).toFixed(2)} (goal 0.95)`)
-        } finally {
-          await sink.close()
-        }
-      }
       if (verifyRates !== undefined && unsigned !== undefined && signed !== undefined) {
         figure(`verify: ${rate(verifyRates.nodeCrypto)} verifications/s`)
         const verifyMicros = 1e6 / verifyRates.nodeCrypto
@@ -579,6 +575,56 @@ const main = async () => {
           verifyMicros
         })
         goalFigure("auth overhead µs", auth.overhead)
+      }
+      if (flags.tracing && signed !== undefined && profilePhase === undefined) {
+        // Three loads, each on the service freshly restarted on the same DATA_DIR (so each starts as cold as the
+        // others; the untraced load above ran on a service warmed by the phase): traces exported to a sink in this
+        // process with the sampler an operator runs in production (`--tracing-ratio`), with every span (the standard
+        // default sampler), and without tracing, last, which also leaves the service untraced for the later phases.
+        // Fresh tokens each time (the earlier loads' nonces are used).
+        const sink = await startTraceSink()
+        const restartedLoad = async (label: string, env: Record<string, string>) => {
+          await stopService(service!, stopTimeoutMs)
+          service = spawnService({ dataDir, port, opsPort, env: { OPS_TOKEN: opsToken, ...env } })
+          await waitForHealth(service, opsToken, startTimeoutMs)
+          serverPid = service.child.pid!
+          const [postsBefore, bytesBefore] = [sink.posts(), sink.bytes()]
+          // Twice the tokens: the first load only warms the fresh process (its JIT, its pools) and is not counted; a
+          // cold process's compilation would otherwise weigh on a 5 s window by itself.
+          const count = Math.min(tokensMax, 2 * (Math.ceil(signed * ((warmupMs + durationMs) / 1000) * tokenMargin) + connections))
+          const requests = presign(provisioned, hostHeader, count)
+          let next = 0
+          await load(`signed (${label}, warming the restarted process)`, () => requests[next++])
+          const result = await load(`signed (${label})`, () => requests[next++])
+          if (sink.posts() > postsBefore) {
+            log(`  trace sink: ${sink.posts() - postsBefore} exports, ${((sink.bytes() - bytesBefore) / 1e6).toFixed(1)} MB`)
+          }
+          return result
+        }
+        try {
+          const ratio = flags["tracing-ratio"]
+          const protocol = flags["tracing-protocol"]
+          const sampled = await restartedLoad(`tracing on, parentbased_traceidratio ${ratio}, ${protocol}`, tracingEnv(sink.url, ratio))
+          const every = await restartedLoad(`tracing on, every span, ${protocol}`, tracingEnv(sink.url, undefined))
+          if (sink.posts() === 0) throw new Error("--tracing: the service exported no spans to the sink")
+          const off = await restartedLoad("tracing off, restarted", {})
+          figure(`signed (tracing off, restarted): ${rate(off.requestsPerSecond)} req/s`)
+          figure(`signed (tracing on, ratio ${ratio}): ${rate(sampled.requestsPerSecond)} req/s`)
+          figure(`signed (tracing on, every span): ${rate(every.requestsPerSecond)} req/s`)
+          log(`  service CPU per signed request: off ${off.serviceCpuMicrosPerRequest.toFixed(0)} µs, ratio ${ratio} ` +
+            `${sampled.serviceCpuMicrosPerRequest.toFixed(0)} µs, every span ${every.serviceCpuMicrosPerRequest.toFixed(0)} µs`)
+          // A window whose CPU reading did not arrive (its end timer after the load's last answer) reads 0: no figure.
+          const byCpu = (on: { readonly serviceCpuMicrosPerRequest: number }) =>
+            on.serviceCpuMicrosPerRequest > 0 && off.serviceCpuMicrosPerRequest > 0
+              ? (off.serviceCpuMicrosPerRequest / on.serviceCpuMicrosPerRequest).toFixed(2)
+              : "n/a"
+          figure(`signed tracing every span/off: ${(every.requestsPerSecond / off.requestsPerSecond).toFixed(2)} ` +
+            `(by CPU ${byCpu(every)})`)
+          const onOff = sampled.requestsPerSecond / off.requestsPerSecond
+          figure(`signed tracing on/off: ${onOff.toFixed(2)} (by CPU ${byCpu(sampled)}; goal 0.95${onOff >= 0.95 ? "" : ", missed"})`)
+        } finally {
+          await sink.close()
+        }
       }
     }
 
@@ -729,6 +775,7 @@ const main = async () => {
     if (database !== undefined) await database.dispose()
     if (service !== undefined) await stopService(service, stopTimeoutMs)
     cleanUpNow(service, dataDir)
+    await profiledSink?.close()
   }
   return missed
 }
