@@ -25,6 +25,15 @@ export interface PoolUse {
   waiting: number
   /** The pool's size (maxConnections). */
   readonly max: number
+  /**
+   * Statements sent and not yet answered, on any session (a reserved one included). Counted here, in the process,
+   * from the moment the statement is handed to the driver: the testers' kit waits for none to be left before it
+   * moves virtual time (src/testing/Scenario.ts), where the server's own view (`pg_stat_activity`) still shows a
+   * statement written to the socket as idle until its backend reads it.
+   */
+  statements: number
+  /** Transactions open (BEGIN answered, COMMIT or ROLLBACK not yet ended). */
+  transactions: number
 }
 
 /** A PgClient that also answers its pool's use. */
@@ -77,22 +86,56 @@ const commit = (connection: SqlConnection.Connection): Effect.Effect<void, SqlEr
 
 type RowsTransform = (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
 
-/** A pooled session as effect/sql's Connection (PgClient.ts `ConnectionImpl`, without a stream acquirer). */
-const connectionOf = (connection: PgConnection.PgConnection): SqlConnection.Connection => {
+/** Whether a statement opens a transaction (`BEGIN …`) or ends one (`COMMIT`, `ROLLBACK` but not to a savepoint). */
+const transactionControl = (sql: string): "begin" | "end" | undefined => {
+  const head = sql.trimStart().slice(0, 20).toUpperCase()
+  if (head.startsWith("BEGIN") || head.startsWith("START TRANSACTION")) return "begin"
+  if (head.startsWith("COMMIT") || head.startsWith("END") || (head.startsWith("ROLLBACK") && !head.startsWith("ROLLBACK TO"))) {
+    return "end"
+  }
+  return undefined
+}
+
+/**
+ * A pooled session as effect/sql's Connection (PgClient.ts `ConnectionImpl`, without a stream acquirer), its
+ * statements counted in `use.statements` from the moment each is run until it is answered, fails or is interrupted,
+ * and its transaction in `use.transactions` from an answered BEGIN until COMMIT or ROLLBACK ends, however it ends.
+ */
+const connectionOf = (use: PoolUse) => (connection: PgConnection.PgConnection): SqlConnection.Connection => {
+  let inTransaction = false
+  const counted = <A, E>(sql: string, statement: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+    Effect.suspend(() => {
+      use.statements++
+      const control = transactionControl(sql)
+      return Effect.onExit(statement, (exit) =>
+        Effect.sync(() => {
+          use.statements--
+          if (control === "begin" && exit._tag === "Success" && !inTransaction) {
+            inTransaction = true
+            use.transactions++
+          } else if (control === "end" && inTransaction) {
+            inTransaction = false
+            use.transactions--
+          }
+        }))
+    })
   const run = (sql: string, params: ReadonlyArray<unknown>, prepare = true) =>
-    Effect.map(connection.query(sql, params, prepare), (result) => result.rows)
+    Effect.map(counted(sql, connection.query(sql, params, prepare)), (result) => result.rows)
   return {
     execute: (sql, params, transformRows: RowsTransform) =>
       transformRows ? Effect.map(run(sql, params), transformRows) : run(sql, params),
-    executeRaw: (sql, params) => connection.query(sql, params),
-    executeValues: (sql, params) => connection.queryValues(sql, params),
-    executeValuesUnprepared: (sql, params) => connection.queryValues(sql, params, false),
+    executeRaw: (sql, params) => counted(sql, connection.query(sql, params)),
+    executeValues: (sql, params) => counted(sql, connection.queryValues(sql, params)),
+    executeValuesUnprepared: (sql, params) => counted(sql, connection.queryValues(sql, params, false)),
     executeUnprepared: (sql, params, transformRows: RowsTransform) => {
       const operation = run(sql, params, false)
       return transformRows ? Effect.map(operation, transformRows) : operation
     },
     executeStream: (sql, params, transformRows: RowsTransform) => {
-      const stream = connection.stream(sql, params)
+      const stream = Stream.suspend(() => {
+        use.statements++
+        return Stream.ensuring(connection.stream(sql, params), Effect.sync(() => use.statements--))
+      })
       return transformRows
         ? Stream.mapArray(stream, (rows) => transformRows(rows) as typeof rows)
         : stream
@@ -109,21 +152,22 @@ export const make = (
 ): Effect.Effect<MeteredPgClient, SqlError.SqlError, Scope.Scope | Reactivity.Reactivity> =>
   Effect.gen(function*() {
     const pool = yield* PgPool.make(options)
-    const use: PoolUse = { inUse: 0, waiting: 0, max: options.maxConnections ?? 10 }
+    const use: PoolUse = { inUse: 0, waiting: 0, max: options.maxConnections ?? 10, statements: 0, transactions: 0 }
+    const connection = connectionOf(use)
     const borrower: SqlConnection.Borrower = (f) =>
       Effect.suspend(() => {
         let lent = false
         use.waiting++
-        return pool.use((connection) =>
+        return pool.use((session) =>
           Effect.suspend(() => {
             lent = true
             use.waiting--
             use.inUse++
-            return Effect.ensuring(f(connectionOf(connection)), Effect.sync(() => use.inUse--))
+            return Effect.ensuring(f(connection(session)), Effect.sync(() => use.inUse--))
           })
         ).pipe(Effect.onExit(() => Effect.sync(() => lent ? undefined : use.waiting--)))
       })
-    const acquirer = Effect.map(countedCheckout(use, pool.get), connectionOf)
+    const acquirer = Effect.map(countedCheckout(use, pool.get), connection)
     const listenAcquirer = countedCheckout(use, pool.reserve)
     const client = yield* SqlClient.make({
       acquirer,
@@ -132,7 +176,7 @@ export const make = (
       prepareTransactionControls: true,
       commit,
       releaseSavepoint: (name) => `RELEASE SAVEPOINT ${name}`,
-      transactionAcquirer: Effect.map(countedCheckout(use, pool.reserve), connectionOf),
+      transactionAcquirer: Effect.map(countedCheckout(use, pool.reserve), connection),
       compiler: PgClient.makeCompiler(options.transformQueryNames, options.transformJson),
       driver: "pg",
       spanAttributes: [

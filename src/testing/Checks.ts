@@ -121,11 +121,22 @@ export const balances = (sql: SqlClient.SqlClient, tenantId: string) =>
  * with every id and time: two runs with one fingerprint made the same ids, events and books.
  */
 export const fingerprint = (sql: SqlClient.SqlClient) =>
-  Effect.gen(function*() {
+  Effect.map(fingerprintLines(sql), (lines) => {
     const hash = createHash("sha256")
+    for (const line of lines) hash.update(`${line}\n`)
+    return hash.digest("hex")
+  })
+
+/**
+ * What the fingerprint hashes, one line per row under a line naming its table: two runs whose fingerprints differ
+ * are told apart by a diff of these (`npm run scenario -- --dump FILE`).
+ */
+export const fingerprintLines = (sql: SqlClient.SqlClient) =>
+  Effect.gen(function*() {
+    const lines: Array<string> = []
     const add = (label: string, rows: ReadonlyArray<{ readonly line: string }>) => {
-      hash.update(`${label}\n`)
-      for (const row of rows) hash.update(`${row.line}\n`)
+      lines.push(label)
+      for (const row of rows) lines.push(row.line)
     }
     add("outbox_events", yield* sql<{ line: string }>`
       SELECT concat_ws('|', id, tenant_id, event_type, subject_id, dedupe_key, data::text,
@@ -144,5 +155,5 @@ export const fingerprint = (sql: SqlClient.SqlClient) =>
         p.amount::text) AS line
       FROM ledger_postings p JOIN ledger_accounts a ON a.id = p.account_id
       ORDER BY p.entry_id, a.kind, a.wallet_id, a.asset_id, p.bucket`.pipe(Effect.orDie))
-    return hash.digest("hex")
+    return lines
   })

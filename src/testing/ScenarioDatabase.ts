@@ -1,8 +1,9 @@
 /**
  * A scenario's database: a fresh copy of a migrated template (`CREATE DATABASE … TEMPLATE`, tens of milliseconds),
- * dropped when the scenario ends; and the two things the virtual clock asks of it: whether any session of the
- * service is still working (`busy`), and a number that moves whenever a row of the service's tables changes
- * (`changes`, fed by a row trigger the kit installs on the copy, never on a real database).
+ * dropped when the scenario ends; and what the virtual clock asks of it: a number that moves whenever a row of the
+ * service's tables changes (`changes`, fed by a row trigger the kit installs on the copy, never on a real database),
+ * and when a webhook delivery falls due. Whether the service is still working is counted in the process
+ * (Scenario.ts, `settle`).
  */
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Redacted, Schema, Scope } from "effect"
@@ -84,13 +85,11 @@ export const embeddedServer = (directory: string): Effect.Effect<ScenarioServer,
     return yield* prepareTemplate(Redacted.value(server.url), "coffer_scenario_template")
   })
 
-const countRow = Schema.Struct({ busy: Schema.Number, changes: Schema.String })
+const countRow = Schema.Struct({ changes: Schema.String })
 
 export interface ScenarioDatabase {
   readonly url: string
   readonly name: string
-  /** Sessions of the service that are running a statement or sit inside a transaction. */
-  readonly busy: Effect.Effect<number>
   /** Moves whenever a row of a watched table changes. */
   readonly changes: Effect.Effect<string>
   /** Puts the change trigger on every table of the service that has none yet (cluster tables appear at start). */
@@ -140,19 +139,13 @@ export const cloneDatabase = (server: ScenarioServer): Effect.Effect<ScenarioDat
         END LOOP;
       END $$`).pipe(Effect.orDie, Effect.asVoid)
     yield* watchTables
-    const sample = sql.unsafe(`
-      SELECT (SELECT count(*)::int FROM pg_stat_activity
-                WHERE datname = current_database() AND backend_type = 'client backend'
-                  AND pid <> pg_backend_pid() AND state IS NOT NULL AND state <> 'idle'
-                  AND query NOT LIKE '%pg_stat_activity%') AS busy,
-             (SELECT last_value::text || ':' || is_called::text FROM scenario_changes) AS changes`).pipe(
+    const sample = sql.unsafe(`SELECT last_value::text || ':' || is_called::text AS changes FROM scenario_changes`).pipe(
       Effect.orDie,
       Effect.map((rows) => Schema.decodeUnknownSync(countRow)(rows[0]))
     )
     return {
       url,
       name,
-      busy: Effect.map(sample, (row) => row.busy),
       changes: Effect.map(sample, (row) => row.changes).pipe(Effect.tap(() =>
         debug
           ? Effect.flatMap(

@@ -30,6 +30,8 @@ export interface WorkloadOptions {
   readonly logLevel?: LogLevel.LogLevel
   /** Called with each step's line as it completes (progress for the command line). */
   readonly onStep?: (line: string) => void
+  /** Called at the end of a run that held with the rows its fingerprint hashes (`--dump`). */
+  readonly onRows?: (lines: ReadonlyArray<string>) => void
 }
 
 export interface WorkloadFailure {
@@ -454,6 +456,7 @@ export const runWorkload = (options: WorkloadOptions): Effect.Effect<WorkloadRun
     current = options.steps + 1
     yield* closing(scenario, receiver, model)
     yield* checks
+    if (options.onRows !== undefined) options.onRows(yield* scenario.checks.fingerprintLines)
     return yield* scenario.checks.fingerprint
   })
   const layer = scenarioLayer({ server: options.server, seed: options.seed }).pipe(
@@ -494,7 +497,7 @@ export const findFailure = (
     let failing = Math.min(first.failure.step, options.steps)
     let shrunk: WorkloadRun = first
     let low = 0 // the longest prefix known to hold (0: nothing run)
-    const { onStep: _onStep, ...quiet } = options
+    const { onRows: _onRows, onStep: _onStep, ...quiet } = options
     while (failing - low > 1) {
       const middle = Math.floor((low + failing) / 2)
       const run = yield* runWorkload({ ...quiet, steps: middle })

@@ -11,14 +11,14 @@ import { NodeRuntime } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Console, Effect, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
-import { chmodSync, mkdtempSync, rmSync } from "node:fs"
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import { parseScriptArgs, usageError } from "../ScriptArgs.ts"
 import type { ScenarioServer } from "./ScenarioDatabase.ts"
 
-const usage = `Usage: npm run scenario -- [--seed S] [--steps N] [--verbose]
+const usage = `Usage: npm run scenario -- [--seed S] [--steps N] [--verbose] [--dump FILE]
 
 Runs a seeded workload of mixed operations (users, deposit addresses, deposits, blocks, internal transfers,
 withdrawals, cancels, approvals, reorgs, node outages, failing broadcasts, webhook failures, jumps of time) on the
@@ -28,6 +28,8 @@ invariants after every step. The same seed makes the same steps and the same fin
   --seed S      the seed (default: a random one, printed at the end)
   --steps N     how many steps (default 100, at most 100000)
   --verbose     print each step as it completes
+  --dump FILE   write the steps and the rows the fingerprint hashes to FILE (diff two runs' files to see
+                where two fingerprints part)
   -h, --help    this text
 
 On a failure: the failing step and check, then the shortest prefix of steps that still fails (found by rerunning
@@ -40,7 +42,8 @@ Exit status: 0 every check held, 1 a check failed, 2 bad flags or no database.
 const args = parseScriptArgs(usage, {
   seed: { type: "string" },
   steps: { type: "string", default: "100" },
-  verbose: { type: "boolean", default: false }
+  verbose: { type: "boolean", default: false },
+  dump: { type: "string" }
 })
 const steps = Number(args.steps)
 if (!/^\d+$/.test(args.steps) || !Number.isSafeInteger(steps) || steps < 1 || steps > 100_000) {
@@ -92,6 +95,7 @@ const program = Effect.scoped(Effect.gen(function*() {
   const started = performance.now()
   const databaseServer = yield* server
   let last = performance.now()
+  const dumped: Array<string> = []
   const progress = (line: string) => {
     const now = performance.now()
     console.log(`${line}  [${Math.round(now - last)} ms]`)
@@ -102,10 +106,12 @@ const program = Effect.scoped(Effect.gen(function*() {
     seed,
     steps,
     ...(args.verbose ? { onStep: progress } : {}),
+    ...(args.dump !== undefined ? { onRows: (rows: ReadonlyArray<string>) => dumped.push(...rows) } : {}),
     onShrink: (prefix, failed) => console.log(`shrinking: ${prefix} steps ${failed ? "fail" : "hold"}`)
   })
   const seconds = ((performance.now() - started) / 1000).toFixed(1)
   if (!isShrunkFailure(result)) {
+    if (args.dump !== undefined) writeFileSync(args.dump, [...result.log, ...dumped, ""].join("\n"))
     yield* Console.log(`every check held after each of ${steps} steps and the closing phase (${seconds} s)`)
     yield* Console.log(`seed: ${seed}`)
     yield* Console.log(`steps: ${steps}`)

@@ -32,7 +32,7 @@ describe("MeteredPgClient", () => {
     Effect.scoped(Effect.gen(function*() {
       const sql = yield* client(1)
       const use = MeteredPgClient.poolUseOf(sql)!
-      assert.deepStrictEqual({ ...use }, { inUse: 0, waiting: 0, max: 1 })
+      assert.deepStrictEqual({ ...use }, { inUse: 0, waiting: 0, max: 1, statements: 0, transactions: 0 })
 
       const inTransaction = yield* Deferred.make<void>()
       const release = yield* Deferred.make<void>()
@@ -44,6 +44,9 @@ describe("MeteredPgClient", () => {
       yield* Deferred.await(inTransaction)
       assert.strictEqual(use.inUse, 1)
       assert.strictEqual(use.waiting, 0)
+      // Between two statements of a transaction: the transaction is open, no statement is.
+      assert.strictEqual(use.transactions, 1)
+      assert.strictEqual(use.statements, 0)
 
       // The only session is in the transaction: a statement waits for it.
       const waiter = yield* sql<{ n: number }>`SELECT 2 AS n`.pipe(Effect.forkChild)
@@ -55,6 +58,24 @@ describe("MeteredPgClient", () => {
       const rows = yield* Fiber.join(waiter)
       assert.strictEqual(rows[0]!.n, 2)
       yield* eventually("nothing in use or waiting", () => use.inUse === 0 && use.waiting === 0)
+      assert.strictEqual(use.transactions, 0)
+      assert.strictEqual(use.statements, 0)
+    })))
+
+  it.live("counts a statement from the moment it is run until it is answered (what the testers' kit waits for)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const sql = yield* client(2)
+      const use = MeteredPgClient.poolUseOf(sql)!
+      const slow = yield* sql`SELECT pg_sleep(0.5)`.pipe(Effect.forkChild)
+      yield* eventually("the statement counted", () => use.statements === 1)
+      assert.strictEqual(use.transactions, 0)
+      yield* Fiber.join(slow)
+      assert.strictEqual(use.statements, 0)
+      // Interrupted while running: no longer counted.
+      const interrupted = yield* sql`SELECT pg_sleep(5)`.pipe(Effect.forkChild)
+      yield* eventually("the second statement counted", () => use.statements === 1)
+      yield* Fiber.interrupt(interrupted)
+      assert.strictEqual(use.statements, 0)
     })))
 
   it.live("a waiting checkout that is interrupted and a failed transaction leave nothing counted", () =>

@@ -13,7 +13,7 @@ const start = 1_000_000
 
 const fakeService = (dues: ReadonlyArray<number>) =>
   Effect.gen(function*() {
-    const pending = dues.map((offset) => start + offset)
+    const pending: Array<number> = dues.map((offset) => start + offset)
     const attempts: Array<number> = []
     let changes = 0
     // Settle: let every fiber the last wake resumed run to its next sleep.
@@ -41,7 +41,7 @@ const fakeService = (dues: ReadonlyArray<number>) =>
     const fiber = yield* Effect.forkDetach(sweeper)
     yield* clock.settle
     const offset = () => clock.nowMillis() - start
-    return { attempts, clock, fiber, offset }
+    return { attempts, clock, fiber, offset, pending }
   })
 
 describe("the virtual clock", () => {
@@ -88,6 +88,19 @@ describe("the virtual clock", () => {
       assert.deepStrictEqual(attempts, [100_000], "the sweeper ran at the due instant during the call")
       yield* clock.advance("10 seconds")
       assert.deepStrictEqual(attempts, [100_000])
+      yield* Fiber.interrupt(fiber)
+    }))
+
+  it.live("a due instant already passed when an advance begins runs first, at the advance's start", () =>
+    Effect.gen(function*() {
+      const { attempts, clock, fiber, offset, pending } = yield* fakeService([])
+      // The loops go quiet and sleep past the end of the jump.
+      yield* clock.advance("99 seconds")
+      assert.deepStrictEqual(attempts, [])
+      // Work became due a second ago without a loop looking (recorded due at once, or a call carried time past it).
+      pending.push(start + offset() - 1_000)
+      yield* clock.advance("1 hour")
+      assert.deepStrictEqual(attempts, [99_000], "taken when the advance began, not at its end")
       yield* Fiber.interrupt(fiber)
     }))
 })
