@@ -26,6 +26,7 @@ const ownProcessTests = [
   "test/e2e/**/*.test.ts",
   "test/observability/Metrics.test.ts",
   "test/observability/Traces.test.ts",
+  "test/observability/Sampling.test.ts",
   "test/db/MeteredPgClient.test.ts",
   "test/wallets/ResidentEntityCap.test.ts"
 ]

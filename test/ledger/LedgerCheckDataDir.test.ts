@@ -5,7 +5,7 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Scope } from "effect"
+import { Effect, Exit, Redacted, Scope } from "effect"
 import { chmodSync, existsSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -39,7 +39,9 @@ describe("ledger:check on DATA_DIR", () => {
 
       const run = yield* runLedgerCheck({ DATA_DIR: dataDir })
       assert.strictEqual(run.code, 0, run.stdout + run.stderr)
-      assert.include(run.stdout, `the running service's embedded PostgreSQL (127.0.0.1:${server.port}/postgres, service pid ${process.pid}`)
+      // Where it connected: the server's Unix socket directory when pg-conn.json names one, else its TCP address.
+      const location = new URL(Redacted.value(server.url)).searchParams.get("host") ?? "127.0.0.1"
+      assert.include(run.stdout, `the running service's embedded PostgreSQL (${location}:${server.port}/postgres, service pid ${process.pid}`)
       assert.strictEqual(run.lastLine, "ledger ok: 0 accounts, 0 entries")
       // Still the owner's server, untouched: the check neither stopped it nor took the directory.
       assert.doesNotThrow(() => process.kill(server.pid, 0))
@@ -51,7 +53,6 @@ describe("ledger:check on DATA_DIR", () => {
   it.live("when nobody owns DATA_DIR: starts the cluster for the run, audits it, stops it and gives the directory back", () =>
     Effect.gen(function*() {
       const run = yield* runLedgerCheck({ DATA_DIR: dataDir })
-      console.log("STDOUT<<" + run.stdout + ">>STDERR<<" + run.stderr + ">>")
       assert.strictEqual(run.code, 0, run.stdout + run.stderr)
       assert.include(run.stdout, `the embedded PostgreSQL under ${dataDir}, started for this run`)
       assert.strictEqual(run.lastLine, "ledger ok: 0 accounts, 0 entries")

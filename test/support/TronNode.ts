@@ -163,6 +163,8 @@ export interface TronNode {
   readonly sentBy: (address: string) => ReadonlyArray<string>
   /** Forgets the transactions waiting for a block, as a restarted node does. */
   readonly dropPending: () => number
+  /** Whether a transaction waits for a block now (java-tron's gettransactionfrompending). */
+  readonly isPending: (txId: string) => boolean
   /** Like USDT's addBlackList / removeBlackList: transfers from a blacklisted holder revert. */
   readonly blacklist: (contract: string, holder: string, listed: boolean) => void
   /** gettransactioninfobyid of the current chain, as the node answers it. */
@@ -753,6 +755,7 @@ export const startTronNode = async (options: TronNodeOptions = {}): Promise<Tron
     transactionInfo,
     sentBy: (address) =>
       chain.flatMap((block) => block.transactions.filter((executed) => executed.tx.owner === hexOf(address)).map((executed) => executed.tx.txId)),
+    isPending: (txId) => pool.some((tx) => tx.txId === txId),
     dropPending: () => {
       const dropped = pool.length
       pool = []
