@@ -46,10 +46,11 @@ const measured = 160
  * With the queue and start-signing transitions applied per network batch in one statement (WithdrawalProcessor.ts
  * `transitionsTogether`; load average 15-20): 8.89, the two batches 0.31 and 0.29 a withdrawal. With the CONFIRMING
  * transition in the batch too and the signing batch's guard one statement (load average 18-25): 6.26 and 121 WAL
- * records, the batches 0.25-0.41 a withdrawal each. The margin (0.7) takes their batches being smaller on a quieter
- * machine; one more statement per withdrawal fails.
+ * records, the batches 0.25-0.41 a withdrawal each. Their batches are smaller on a quieter machine: on merged main
+ * 7.33 alone at load average 1 and 7.42 in a clean-clone CI run. The bound is 8.0: one more statement per withdrawal
+ * than measured quietly fails, as does undoing any one of the three batched steps (each was about 1.0).
  */
-const bounds = { statements: 7.0, walRecords: 135 }
+const bounds = { statements: 8.0, walRecords: 135 }
 
 const dataDir = makeDataDir("coffer-withdrawal-counts-")
 let current: ServiceProcess | undefined
