@@ -17,13 +17,16 @@ const preloadAfterMillis = 10_000
 
 const bundleEntry = async (): Promise<URL | undefined> => {
   try {
-    const { buildBundle, freshBundle } = await import("./Bundle.ts")
-    const fresh = freshBundle()
+    const { buildBundle, defaultCacheDirectory, freshBundle } = await import("./Bundle.ts")
+    // COFFER_BUNDLE_CACHE: another directory for the builds (a read-only checkout, or a test that must not touch the
+    // project's own cache while other starts use it).
+    const cacheDirectory = process.env.COFFER_BUNDLE_CACHE ?? defaultCacheDirectory
+    const fresh = freshBundle(cacheDirectory)
     if (fresh !== undefined) return fresh
     // A first start, or one after a source or dependency changed, is otherwise a few silent seconds.
     const started = performance.now()
     process.stderr.write("coffer: building the service's bundle (first start, or the sources or dependencies changed; a few seconds)...\n")
-    const built = await buildBundle()
+    const built = await buildBundle(cacheDirectory)
     process.stderr.write(`coffer: bundle built in ${((performance.now() - started) / 1000).toFixed(1)} s\n`)
     return built
   } catch (error) {

@@ -7,7 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, utimesSync, writeFileSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { basename, dirname, join, resolve } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
@@ -15,7 +15,6 @@ import { afterAll } from "vitest"
 import {
   type BundleManifest,
   buildBundle,
-  defaultCacheDirectory,
   freshBundle,
   manifestFile,
   preloadBundle
@@ -148,24 +147,22 @@ describe("the bundle npm start runs (src/Bundle.ts)", () => {
 
   it.live("a start whose build fails says why and serves from the sources", () =>
     Effect.gen(function*() {
-      // The project's cache directory made unusable for a moment (a file where the directory should be): no other
-      // process test runs beside this file, and the directory is put back whatever happens.
-      const moved = `${defaultCacheDirectory}.moved-${process.pid}`
-      const hadCache = existsSync(defaultCacheDirectory)
-      if (hadCache) renameSync(defaultCacheDirectory, moved)
-      writeFileSync(defaultCacheDirectory, "not a directory")
+      // A cache directory that cannot be one (a file stands where it should be), given through COFFER_BUNDLE_CACHE:
+      // the project's own cache stays as it is, since the other process tests start services from it meanwhile
+      // (moving it away for this test once took a bundle from under a starting service in a clean-clone run).
+      const unusable = join(mkdtempSync(join(tmpdir(), "coffer-unusable-cache-")), "cache")
+      writeFileSync(unusable, "not a directory")
       const dataDir = makeDataDir("coffer-bundle-fallback-")
       const [port, opsPort] = [yield* Effect.promise(freePort), yield* Effect.promise(freePort)]
-      const service = spawnService({ dataDir, port, opsPort, env: { OPS_TOKEN: fallbackToken } })
+      const service = spawnService({ dataDir, port, opsPort, env: { OPS_TOKEN: fallbackToken, COFFER_BUNDLE_CACHE: unusable } })
       yield* Effect.promise(() => waitForHealth(service, fallbackToken, 60_000)).pipe(
         Effect.ensuring(Effect.promise(() => stopService(service, 15_000))),
         Effect.ensuring(Effect.sync(() => {
           cleanUpNow(undefined, dataDir)
-          rmSync(defaultCacheDirectory, { force: true })
-          if (hadCache) renameSync(moved, defaultCacheDirectory)
+          rmSync(dirname(unusable), { recursive: true, force: true })
         }))
       )
       assert.include(service.output(), "coffer: cannot build the bundle, starting from the sources: ")
-      assert.include(service.output(), defaultCacheDirectory, "the reason names where it could not write")
+      assert.include(service.output(), unusable, "the reason names where it could not write")
     }), { timeout: 120_000 })
 })
