@@ -107,7 +107,14 @@ layer(
 
       // A node that forgot them (dropped from its pool) gets the same bytes again: held under the same hash.
       yield* Effect.promise(() => node.request({ method: "anvil_dropTransaction" as any, params: [txHash] as any }))
-      yield* followReorganizedSends
+      // The service's own loop may hold the broadcast claim when this pass runs (the pass then leaves the send to
+      // it): passes until the node has the bytes.
+      const heldByNode = () => node.getTransaction({ hash: txHash }).then(() => true, () => false)
+      for (let round = 0; !(yield* Effect.promise(heldByNode)); round++) {
+        assert.isBelow(round, 50, "the node was never given the bytes again")
+        yield* followReorganizedSends
+        if (!(yield* Effect.promise(heldByNode))) yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 100)))
+      }
       const pending = yield* Effect.promise(() => node.getTransaction({ hash: txHash }))
       assert.isNull(pending.blockNumber)
       const meanwhile = yield* waitFor(tenant, id, "COMPLETED")
@@ -178,7 +185,13 @@ layer(
       assert.strictEqual(shown.networkFeeRaw, completed.networkFeeRaw)
       const report = yield* auditLedger.pipe(Effect.orDie)
       assert.isFalse(report.ok)
-      assert.strictEqual(report.firstDiscrepancy?.check, "sendFeesBooked")
-      assert.include(report.firstDiscrepancy?.message, `paid a network fee of ${fee}; its withdrawal (COMPLETED) books ${completed.networkFeeRaw}`)
+      // This send's discrepancy (another test's send of this file may be named too, should its re-inclusion differ).
+      const named = report.checks.find((check) => check.check === "sendFeesBooked")?.discrepancies ?? []
+      assert.isTrue(
+        named.some((discrepancy) =>
+          discrepancy.message.includes(`paid a network fee of ${fee}; its withdrawal (COMPLETED) books ${completed.networkFeeRaw}`)
+        ),
+        JSON.stringify(named)
+      )
     }))
 })
