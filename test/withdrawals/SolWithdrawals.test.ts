@@ -163,8 +163,15 @@ layer(
       const tokens = front.tokenAmount(hot, mint)
       front.setTokenAmount(hot, mint, 0n)
       front.setDropping(false)
-      // The check finds the transaction unknown and broadcasts the same bytes again: they land and fail.
-      yield* confirm
+      // The check finds the transaction unknown and broadcasts the same bytes again: they land and fail. The
+      // background loop may hold the broadcast claim when this check runs (it then leaves the send to that loop), so
+      // the check runs until the bytes have landed.
+      for (let round = 0; front.blockOf(confirming.txHash) === undefined && round < 50; round++) {
+        yield* confirm
+        if (front.blockOf(confirming.txHash) === undefined) {
+          yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 100)))
+        }
+      }
       const landed = front.blockOf(confirming.txHash)
       assert.isDefined(landed, "the same bytes were broadcast again and included")
       assert.deepStrictEqual(landed!.err, { InstructionError: [1, { Custom: 1 }] }, "spl-token InsufficientFunds in TransferChecked")
